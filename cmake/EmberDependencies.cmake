@@ -1,0 +1,25 @@
+# Finds ember's dependencies: OpenBLAS (cblas, OpenMP build preferred so that BLAS calls
+# made inside our OpenMP regions do not start a second thread pool), OpenMP and HDF5.
+# Used both by the build and by the installed package configuration.
+include_guard(GLOBAL)
+
+find_package(OpenMP REQUIRED COMPONENTS CXX)
+find_package(HDF5 REQUIRED COMPONENTS C)
+
+# Debian installs several OpenBLAS builds side by side; take the OpenMP one when present.
+find_path(EMBER_CBLAS_INCLUDE_DIR cblas.h
+  HINTS /usr/include/x86_64-linux-gnu/openblas-openmp /usr/include/aarch64-linux-gnu/openblas-openmp
+  PATH_SUFFIXES openblas)
+find_library(EMBER_OPENBLAS_LIBRARY NAMES openblas
+  HINTS /usr/lib/x86_64-linux-gnu/openblas-openmp /usr/lib/aarch64-linux-gnu/openblas-openmp)
+if(NOT EMBER_CBLAS_INCLUDE_DIR OR NOT EMBER_OPENBLAS_LIBRARY)
+  message(FATAL_ERROR "ember: OpenBLAS not found (apt-get install libopenblas-openmp-dev)")
+endif()
+get_filename_component(EMBER_OPENBLAS_DIR ${EMBER_OPENBLAS_LIBRARY} DIRECTORY)
+
+if(NOT TARGET ember_openblas)
+  add_library(ember_openblas INTERFACE IMPORTED)
+  target_include_directories(ember_openblas INTERFACE ${EMBER_CBLAS_INCLUDE_DIR})
+  # The run path makes the loader pick this OpenBLAS build, whatever the system default is.
+  target_link_libraries(ember_openblas INTERFACE ${EMBER_OPENBLAS_LIBRARY} "-Wl,-rpath,${EMBER_OPENBLAS_DIR}")
+endif()

@@ -1,0 +1,218 @@
+// The backward engine, grad mode and anomaly mode.
+#include "core/autograd.h"
+
+#include <atomic>
+#include <unordered_map>
+
+#include "core/kernels.h"
+#include "core/ops.h"
+
+namespace ember {
+
+namespace {
+thread_local bool t_grad_enabled = true;
+std::atomic<bool> g_anomaly{false};
+std::atomic<int64_t> g_live_nodes{0};
+
+std::string shapes_of(const std::vector<Edge>& inputs) {
+  std::string s;
+  for (size_t i = 0; i < inputs.size(); i++) {
+    if (i) s += ", ";
+    s += shape_str(inputs[i].shape);
+  }
+  return s;
+}
+}  // namespace
+
+bool grad_enabled() { return t_grad_enabled; }
+void set_grad_enabled(bool on) { t_grad_enabled = on; }
+bool anomaly_enabled() { return g_anomaly.load(std::memory_order_relaxed); }
+void set_anomaly_enabled(bool on) { g_anomaly = on; }
+
+std::string format_loc(const std::source_location& loc) {
+  if (!loc.file_name() || !*loc.file_name()) return "an unknown place";
+  return cat_str(loc.file_name(), ":", loc.line(), " (", loc.function_name(), ")");
+}
+
+int64_t Node::live_count() { return g_live_nodes.load(); }
+
+Node::~Node() {
+  // Dropping the last reference to a long chain would destroy it recursively, one stack
+  // frame per node; instead, move the inputs we alone own onto a heap stack and let each
+  // die with its own inputs already taken away.
+  std::vector<std::shared_ptr<Node>> pending;
+  auto take = [&](Node& n) {
+    for (Edge& e : n.inputs)
+      if (e.fn && e.fn.use_count() == 1) pending.push_back(std::move(e.fn));
+    n.inputs.clear();
+  };
+  take(*this);
+  while (!pending.empty()) {
+    std::shared_ptr<Node> n = std::move(pending.back());
+    pending.pop_back();
+    take(*n);
+  }
+  g_live_nodes--;
+}
+
+bool wants_grad_list(const std::vector<Tensor>& inputs) {
+  if (!grad_enabled()) return false;
+  for (const Tensor& t : inputs)
+    if (t.defined() && t.requires_grad()) return true;
+  return false;
+}
+
+Tensor record(const char* op, const Loc& loc, Tensor out, const std::vector<Tensor>& inputs, BackwardFn backward) {
+  if (anomaly_enabled() && !kernel::all_finite(out)) {
+    std::string shapes;
+    for (size_t i = 0; i < inputs.size(); i++) shapes += (i ? ", " : "") + shape_str(inputs[i].shape());
+    fail(op, "produced NaN or Inf in its forward (anomaly mode); input shapes ", shapes, "; output shape ",
+         out.shape(), "; called at ", format_loc(loc));
+  }
+  if (!backward) return out;
+  auto node = std::make_shared<Node>();
+  g_live_nodes++;
+  node->name = op;
+  node->where = loc;
+  node->out_shape = out.shape();
+  node->backward = std::move(backward);
+  node->inputs.reserve(inputs.size());
+  for (const Tensor& t : inputs) {
+    Edge e;
+    if (t.defined()) {
+      e.shape = t.shape();
+      e.dtype = t.dtype();
+      if (t.requires_grad()) {
+        if (t.grad_fn()) e.fn = t.grad_fn();
+        else e.leaf = t.impl_ptr();
+      }
+    }
+    node->inputs.push_back(std::move(e));
+  }
+  TensorImpl* o = out.impl();
+  o->grad_fn = std::move(node);
+  o->requires_grad = true;
+  return out;
+}
+
+Tensor sum_to(const Tensor& g, const Shape& shape) {
+  if (g.shape() == shape) return g;
+  const int64_t lead = g.dim() - (int64_t)shape.size();
+  if (lead < 0) fail("backward", "internal: gradient of shape ", g.shape(), " cannot be summed to ", shape);
+  std::vector<int64_t> dims;
+  for (int64_t d = 0; d < g.dim(); d++) {
+    if (d < lead) dims.push_back(d);
+    else if (shape[d - lead] == 1 && g.size(d) != 1) dims.push_back(d);
+    else if (shape[d - lead] != g.size(d))
+      fail("backward", "internal: gradient of shape ", g.shape(), " cannot be summed to ", shape);
+  }
+  Tensor r = dims.empty() ? g : sum(g, dims, /*keepdim=*/true);
+  return r.reshape(shape);
+}
+
+namespace {
+
+void accumulate_leaf(TensorImpl* leaf, const Tensor& g) {
+  if (!leaf->grad) {
+    leaf->grad = g.clone().impl_ptr();  // own copy: g may alias another gradient
+  } else {
+    Tensor acc(leaf->grad);
+    kernel::add_inplace(acc, g);
+  }
+}
+
+void check_finite_backward(const Node& n, const std::vector<Tensor>& grads) {
+  for (size_t i = 0; i < grads.size(); i++)
+    if (grads[i].defined() && !kernel::all_finite(grads[i]))
+      fail(n.name, "produced NaN or Inf in its backward (anomaly mode), in the gradient of input ", i,
+           "; input shapes ", shapes_of(n.inputs), "; output shape ", n.out_shape, "; the op was called at ",
+           format_loc(n.where));
+}
+
+}  // namespace
+
+void run_backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) {
+  const char* op = "backward";
+  if (!root.defined()) fail(op, "called on an undefined tensor");
+  if (!root.requires_grad())
+    fail(op, "the tensor does not require grad and has no grad_fn (shape ", root.shape(),
+         "); set requires_grad on a leaf it depends on");
+  Tensor grad = grad_in;
+  if (!grad.defined()) {
+    if (root.numel() != 1)
+      fail(op, "grad can be implicitly created only for scalar outputs; got a tensor of shape ", root.shape(),
+           " (pass a gradient of that shape)");
+    grad = ones(root.shape(), root.dtype());
+  } else if (grad.shape() != root.shape() || grad.dtype() != root.dtype()) {
+    fail(op, "expected a gradient of shape ", root.shape(), " and dtype ", dtype_name(root.dtype()), ", got shape ",
+         grad.shape(), " and dtype ", dtype_name(grad.dtype()));
+  }
+  NoGradGuard no_grad;
+  if (!root.grad_fn()) {
+    accumulate_leaf(root.impl(), grad);
+    return;
+  }
+
+  // Count, for every node reachable from the root, how many edges point at it.
+  std::unordered_map<Node*, int> deps;
+  std::vector<Node*> stack{root.grad_fn().get()};
+  deps[root.grad_fn().get()] = 0;
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    for (Edge& e : n->inputs) {
+      if (!e.fn) continue;
+      auto [it, inserted] = deps.try_emplace(e.fn.get(), 0);
+      it->second++;
+      if (inserted) stack.push_back(e.fn.get());
+    }
+  }
+
+  // Process nodes once all their consumers have contributed their gradient.
+  std::unordered_map<Node*, Tensor> grads;
+  grads[root.grad_fn().get()] = grad;
+  std::vector<Node*> ready{root.grad_fn().get()};
+  while (!ready.empty()) {
+    Node* n = ready.back();
+    ready.pop_back();
+    Tensor g = std::move(grads[n]);
+    grads.erase(n);
+    if (n->released)
+      fail(op, "trying to backward through the graph a second time (through ", n->name, " called at ",
+           format_loc(n->where), "); its saved values were freed after the first backward. Pass ",
+           "retain_graph=true to the first backward to keep them");
+    std::vector<Tensor> in_grads = n->backward(g);
+    if (in_grads.size() != n->inputs.size())
+      fail(n->name, "internal: backward returned ", (int64_t)in_grads.size(), " gradients for ",
+           (int64_t)n->inputs.size(), " inputs");
+    if (anomaly_enabled()) check_finite_backward(*n, in_grads);
+    if (!retain_graph) {
+      n->backward = nullptr;
+      n->released = true;
+    }
+    for (size_t i = 0; i < n->inputs.size(); i++) {
+      Edge& e = n->inputs[i];
+      if (!e.needs_grad()) continue;
+      if (in_grads[i].defined()) {
+        Tensor gi = sum_to(in_grads[i], e.shape);
+        if (gi.dtype() != e.dtype) gi = gi.to(e.dtype);
+        if (e.leaf) {
+          accumulate_leaf(e.leaf.get(), gi);
+        } else {
+          auto it = grads.find(e.fn.get());
+          if (it == grads.end()) grads.emplace(e.fn.get(), gi);
+          else it->second = add(it->second, gi);
+        }
+      }
+      if (e.fn && --deps[e.fn.get()] == 0) {
+        if (grads.count(e.fn.get())) ready.push_back(e.fn.get());
+        else {
+          // no gradient reached it (all paths gave undefined gradients): still release it
+          if (!retain_graph && !e.fn->released) { e.fn->backward = nullptr; e.fn->released = true; }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace ember

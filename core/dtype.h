@@ -1,0 +1,47 @@
+// Element types a tensor can hold, and a dispatcher that instantiates a kernel for the
+// C++ type behind a runtime dtype. Kernels are templates written once; dispatch picks
+// the instantiation.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace ember {
+
+enum class DType : uint8_t { Float32, Float64, Int64, Bool };
+
+constexpr DType kFloat32 = DType::Float32;
+constexpr DType kFloat64 = DType::Float64;
+constexpr DType kInt64 = DType::Int64;
+constexpr DType kBool = DType::Bool;
+
+inline size_t dtype_size(DType t) {
+  switch (t) {
+    case DType::Float32: return 4;
+    case DType::Float64: return 8;
+    case DType::Int64: return 8;
+    case DType::Bool: return 1;
+  }
+  return 0;
+}
+
+inline const char* dtype_name(DType t) {
+  switch (t) {
+    case DType::Float32: return "float32";
+    case DType::Float64: return "float64";
+    case DType::Int64: return "int64";
+    case DType::Bool: return "bool";
+  }
+  return "?";
+}
+
+inline bool is_floating(DType t) { return t == DType::Float32 || t == DType::Float64; }
+
+template <class T> struct dtype_of;
+template <> struct dtype_of<float> { static constexpr DType value = DType::Float32; };
+template <> struct dtype_of<double> { static constexpr DType value = DType::Float64; };
+template <> struct dtype_of<int64_t> { static constexpr DType value = DType::Int64; };
+template <> struct dtype_of<uint8_t> { static constexpr DType value = DType::Bool; };
+template <> struct dtype_of<bool> { static constexpr DType value = DType::Bool; };
+
+}  // namespace ember

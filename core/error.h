@@ -1,0 +1,52 @@
+// The one exception type users see, and helpers to build its messages. Every message
+// starts with the op or function name, then says what was expected and what was received:
+//   matmul: shapes [2,3] and [4,5] cannot be multiplied
+#pragma once
+#include <cstdint>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace ember {
+
+class Error : public std::runtime_error {
+ public:
+  explicit Error(const std::string& what) : std::runtime_error(what) {}
+};
+
+using Shape = std::vector<int64_t>;
+
+// "[2,3,4]"
+std::string shape_str(const Shape& s);
+
+namespace detail {
+inline void put(std::ostringstream&) {}
+template <class A, class... R>
+void put(std::ostringstream& os, const A& a, const R&... rest) {
+  if constexpr (std::is_same_v<A, Shape>) os << shape_str(a);
+  else os << a;
+  put(os, rest...);
+}
+}  // namespace detail
+
+// Concatenates its arguments (shapes printed as [a,b]) into a message.
+template <class... A>
+std::string cat_str(const A&... a) {
+  std::ostringstream os;
+  detail::put(os, a...);
+  return os.str();
+}
+
+// throw Error(op + ": " + rest...)
+template <class... A>
+[[noreturn]] void fail(const char* op, const A&... a) {
+  throw Error(cat_str(op, ": ", a...));
+}
+
+template <class... A>
+void check(bool ok, const char* op, const A&... a) {
+  if (!ok) fail(op, a...);
+}
+
+}  // namespace ember

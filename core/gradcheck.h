@@ -1,0 +1,49 @@
+// Finite-difference gradient checking, as a library feature.
+//
+// gradcheck(f, inputs) evaluates f on float64 inputs, draws a random non-uniform
+// upstream gradient u of the output's shape, and compares, for every input that
+// requires grad, the analytic gradient of sum(f(x) * u) from backward with the central
+// difference (F(x + eps) - F(x - eps)) / (2 eps), element by element. Inputs may be
+// non-contiguous views (e.g. transposed); each element is perturbed in place.
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace ember {
+
+struct GradcheckOptions {
+  double eps = 1e-6;
+  double atol = 1e-5;
+  double rtol = 1e-3;
+  uint64_t seed = 1234;  // for the upstream gradient
+};
+
+struct InputGradCheck {
+  std::string name;
+  Shape shape;
+  bool passed = true;
+  double max_abs_err = 0, max_rel_err = 0;
+  Shape worst_index;          // the element furthest outside the tolerance (or largest error)
+  double analytic = 0, numeric = 0;  // at the worst element
+};
+
+struct GradcheckReport {
+  bool passed = true;
+  std::vector<InputGradCheck> inputs;  // one per input that requires grad
+  GradcheckOptions options;
+  std::string to_string() const;
+};
+
+std::ostream& operator<<(std::ostream& os, const GradcheckReport& r);
+
+using GradcheckFn = std::function<Tensor(const std::vector<Tensor>&)>;
+
+// names, when given, label the inputs in the report (default "input 0", ...).
+GradcheckReport gradcheck(const GradcheckFn& f, const std::vector<Tensor>& inputs,
+                          const GradcheckOptions& options = {},
+                          const std::vector<std::string>& names = {});
+
+}  // namespace ember

@@ -1,0 +1,429 @@
+// Kernel implementations: copies, reductions, softmax rows, batched GEMM through
+// OpenBLAS, and the index kernels behind embedding lookups.
+#include "core/kernels.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <atomic>
+#include <limits>
+
+namespace ember::kernel {
+
+void copy(const Tensor& dst, const Tensor& src) {
+  dispatch_all(dst.dtype(), [&](auto to) {
+    using To = decltype(to);
+    dispatch_all(src.dtype(), [&](auto ti) {
+      using Ti = decltype(ti);
+      map1<To, Ti>(dst, src, [](Ti v) {
+        if constexpr (std::is_same_v<To, uint8_t>) return (uint8_t)(v != Ti(0));
+        else return static_cast<To>(v);
+      });
+    });
+  });
+  dst.storage()->version++;
+}
+
+void fill(const Tensor& dst, double value) {
+  dispatch_all(dst.dtype(), [&](auto to) {
+    using To = decltype(to);
+    To v = std::is_same_v<To, uint8_t> ? To(value != 0) : static_cast<To>(value);
+    To* p = dst.data<To>();
+    for_each_strided<1>(dst.shape(), {dst.strides()}, [&](const int64_t* off, int64_t n, const int64_t* s) {
+      for (int64_t i = 0; i < n; i++) p[off[0] + i * s[0]] = v;
+    });
+  });
+  dst.storage()->version++;
+}
+
+void add_inplace(const Tensor& dst, const Tensor& src) {
+  dispatch_numeric(dst.dtype(), "add_", [&](auto t) {
+    using T = decltype(t);
+    T* d = dst.data<T>();
+    const T* s = src.data<T>();
+    for_each_strided<2>(dst.shape(), {dst.strides(), src.strides()},
+                        [&](const int64_t* off, int64_t n, const int64_t* st) {
+                          for (int64_t i = 0; i < n; i++) d[off[0] + i * st[0]] += s[off[1] + i * st[1]];
+                        });
+  });
+  dst.storage()->version++;
+}
+
+// --- reductions
+namespace {
+
+template <class T>
+using acc_t = std::conditional_t<std::is_floating_point_v<T>, double, T>;
+
+// x permuted so that kept dims come first, then reduced dims; reduced dims coalesced.
+struct ReducePlan {
+  Shape kept_shape, kept_strides;  // iteration over outputs
+  Shape red_shape, red_strides;    // iteration over one output's inputs
+  int64_t outputs = 1, per_output = 1;
+};
+
+ReducePlan plan_reduce(const Tensor& x, const std::vector<bool>& red) {
+  ReducePlan p;
+  std::array<Shape, 1> rs;
+  for (int64_t d = 0; d < x.dim(); d++) {
+    if (red[d]) {
+      p.red_shape.push_back(x.size(d));
+      rs[0].push_back(x.stride(d));
+    } else {
+      p.kept_shape.push_back(x.size(d));
+      p.kept_strides.push_back(x.stride(d));
+    }
+  }
+  p.outputs = numel_of(p.kept_shape);
+  p.per_output = numel_of(p.red_shape);
+  coalesce<1>(p.red_shape, rs);
+  p.red_strides = rs[0];
+  return p;
+}
+
+}  // namespace
+
+Tensor reduce(const Tensor& x, const std::vector<bool>& red, ReduceKind kind) {
+  ReducePlan p = plan_reduce(x, red);
+  Tensor out = empty(p.kept_shape, x.dtype());
+  if (p.outputs == 0) return out;
+  const char* name = kind == ReduceKind::Sum ? "sum" : (kind == ReduceKind::Max ? "max" : "min");
+  if (p.per_output == 0 && kind != ReduceKind::Sum)
+    fail(name, "cannot reduce over an empty dimension (input shape ", x.shape(), ")");
+  dispatch_numeric(x.dtype(), name, [&](auto tag) {
+    using T = decltype(tag);
+    using A = acc_t<T>;
+    const T* px = x.data<T>();
+    T* po = out.data<T>();
+    const int64_t chunks = std::max<int64_t>(1, (p.per_output + kReduceChunk - 1) / kReduceChunk);
+    std::vector<A> partial(p.outputs * chunks);
+    std::array<Shape, 1> rst{p.red_strides};
+    // offset of output o's first input element
+    auto base_of = [&](int64_t o) {
+      int64_t off = 0;
+      for (int64_t d = (int64_t)p.kept_shape.size() - 1; d >= 0; d--) {
+        off += (o % p.kept_shape[d]) * p.kept_strides[d];
+        o /= p.kept_shape[d];
+      }
+      return off;
+    };
+    parallel_for(p.outputs * chunks, std::min<int64_t>(p.per_output, kReduceChunk), [&](int64_t b, int64_t e) {
+      for (int64_t u = b; u < e; u++) {
+        int64_t o = u / chunks, c = u % chunks;
+        const T* base = px + base_of(o);
+        int64_t r0 = c * kReduceChunk, r1 = std::min(p.per_output, r0 + kReduceChunk);
+        A acc = kind == ReduceKind::Sum ? A(0)
+                                        : static_cast<A>(base[0]);
+        auto body = [&](const int64_t* off, int64_t n, const int64_t* s) {
+          const T* q = base + off[0];
+          if (kind == ReduceKind::Sum) {
+            if (s[0] == 1) for (int64_t i = 0; i < n; i++) acc += A(q[i]);
+            else for (int64_t i = 0; i < n; i++) acc += A(q[i * s[0]]);
+          } else if (kind == ReduceKind::Max) {
+            for (int64_t i = 0; i < n; i++) { A v = A(q[i * s[0]]); if (v > acc || v != v) acc = v; }
+          } else {
+            for (int64_t i = 0; i < n; i++) { A v = A(q[i * s[0]]); if (v < acc || v != v) acc = v; }
+          }
+        };
+        if (r1 > r0) walk_range<1>(p.red_shape, rst, r0, r1, body);
+        partial[u] = acc;
+      }
+    });
+    for (int64_t o = 0; o < p.outputs; o++) {
+      A acc = partial[o * chunks];
+      for (int64_t c = 1; c < chunks; c++) {
+        A v = partial[o * chunks + c];
+        if (kind == ReduceKind::Sum) acc += v;
+        else if (kind == ReduceKind::Max) { if (v > acc || v != v) acc = v; }
+        else { if (v < acc || v != v) acc = v; }
+      }
+      po[o] = static_cast<T>(acc);
+    }
+  });
+  return out;
+}
+
+Tensor arg_reduce(const Tensor& x, int64_t dim, bool is_max) {
+  Shape os = x.shape();
+  int64_t n = os[dim];
+  os.erase(os.begin() + dim);
+  Tensor out = empty(os, kInt64);
+  if (n == 0) fail(is_max ? "argmax" : "argmin", "cannot reduce over an empty dimension (input shape ", x.shape(), ")");
+  int64_t inner = 1, outer = 1;
+  for (int64_t d = dim + 1; d < x.dim(); d++) inner *= x.size(d);
+  for (int64_t d = 0; d < dim; d++) outer *= x.size(d);
+  int64_t* po = out.data<int64_t>();
+  dispatch_numeric(x.dtype(), "argmax", [&](auto tag) {
+    using T = decltype(tag);
+    const T* px = x.data<T>();
+    parallel_for(outer * inner, n, [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; r++) {
+        const T* q = px + (r / inner) * n * inner + r % inner;
+        int64_t best = 0;
+        T bv = q[0];
+        for (int64_t k = 1; k < n; k++) {
+          T v = q[k * inner];
+          if (bv != bv) break;  // NaN wins, as in PyTorch
+          if ((is_max ? v > bv : v < bv) || v != v) { bv = v; best = k; }
+        }
+        po[r] = best;
+      }
+    });
+  });
+  return out;
+}
+
+// --- softmax
+void softmax_forward(const Tensor& y, const Tensor& x, int64_t outer, int64_t n, int64_t inner, bool log) {
+  dispatch_float(x.dtype(), log ? "log_softmax" : "softmax", [&](auto tag) {
+    using T = decltype(tag);
+    const T* px = x.data<T>();
+    T* py = y.data<T>();
+    parallel_for(outer * inner, n * 8, [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; r++) {
+        int64_t base = (r / inner) * n * inner + r % inner;
+        const T* xr = px + base;
+        T* yr = py + base;
+        T mx = -std::numeric_limits<T>::infinity();
+        for (int64_t k = 0; k < n; k++) mx = std::max(mx, xr[k * inner]);
+        // a row of -inf (all blocked) would give NaN; keep it NaN-free only when asked by
+        // the caller (masked attention handles it); here follow PyTorch: exp(-inf - -inf).
+        T sum = 0;
+        if (log) {
+          for (int64_t k = 0; k < n; k++) sum += std::exp(xr[k * inner] - mx);
+          T lse = mx + std::log(sum);
+          for (int64_t k = 0; k < n; k++) yr[k * inner] = xr[k * inner] - lse;
+        } else {
+          for (int64_t k = 0; k < n; k++) {
+            T v = std::exp(xr[k * inner] - mx);
+            yr[k * inner] = v;
+            sum += v;
+          }
+          T inv = T(1) / sum;
+          for (int64_t k = 0; k < n; k++) yr[k * inner] *= inv;
+        }
+      }
+    });
+  });
+}
+
+void softmax_backward(const Tensor& dx, const Tensor& dy, const Tensor& y, int64_t outer, int64_t n,
+                      int64_t inner, bool log) {
+  dispatch_float(y.dtype(), log ? "log_softmax_backward" : "softmax_backward", [&](auto tag) {
+    using T = decltype(tag);
+    const T* pdy = dy.data<T>();
+    const T* py = y.data<T>();
+    T* pdx = dx.data<T>();
+    parallel_for(outer * inner, n * 8, [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; r++) {
+        int64_t base = (r / inner) * n * inner + r % inner;
+        const T* g = pdy + base;
+        const T* yr = py + base;
+        T* d = pdx + base;
+        T dot = 0;
+        if (log) {
+          for (int64_t k = 0; k < n; k++) dot += g[k * inner];
+          for (int64_t k = 0; k < n; k++) d[k * inner] = g[k * inner] - std::exp(yr[k * inner]) * dot;
+        } else {
+          for (int64_t k = 0; k < n; k++) dot += g[k * inner] * yr[k * inner];
+          for (int64_t k = 0; k < n; k++) d[k * inner] = yr[k * inner] * (g[k * inner] - dot);
+        }
+      }
+    });
+  });
+}
+
+// --- GEMM
+namespace {
+
+// How a strided matrix [rows, cols] is handed to row-major BLAS without copying.
+struct MatLayout {
+  bool ok = false;
+  bool trans = false;
+  int64_t ld = 0;
+};
+
+MatLayout layout_of(int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
+  MatLayout m;
+  if ((cols == 1 || cs == 1) && (rows == 1 || rs >= std::max<int64_t>(cols, 1))) {
+    m.ok = true;
+    m.trans = false;
+    m.ld = rows == 1 ? std::max<int64_t>(cols, 1) : rs;
+    return m;
+  }
+  if ((rows == 1 || rs == 1) && (cols == 1 || cs >= std::max<int64_t>(rows, 1))) {
+    m.ok = true;
+    m.trans = true;
+    m.ld = cols == 1 ? std::max<int64_t>(rows, 1) : cs;
+  }
+  return m;
+}
+
+inline void blas_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int64_t lda,
+                      const float* b, int64_t ldb, float* c, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (blasint)M,
+              (blasint)N, (blasint)K, 1.0f, a, (blasint)lda, b, (blasint)ldb, 0.0f, c, (blasint)ldc);
+}
+inline void blas_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const double* a, int64_t lda,
+                      const double* b, int64_t ldb, double* c, int64_t ldc) {
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (blasint)M,
+              (blasint)N, (blasint)K, 1.0, a, (blasint)lda, b, (blasint)ldb, 0.0, c, (blasint)ldc);
+}
+
+}  // namespace
+
+void gemm_batched(const Tensor& c, const Tensor& a_in, const Tensor& b_in) {
+  const int64_t nd = c.dim();
+  const int64_t M = c.size(nd - 2), N = c.size(nd - 1), K = a_in.size(nd - 1);
+  Tensor a = a_in, b = b_in;
+  MatLayout la = layout_of(M, K, a.stride(nd - 2), a.stride(nd - 1));
+  if (!la.ok) { a = a.contiguous(); la = layout_of(M, K, a.stride(nd - 2), a.stride(nd - 1)); }
+  MatLayout lb = layout_of(K, N, b.stride(nd - 2), b.stride(nd - 1));
+  if (!lb.ok) { b = b.contiguous(); lb = layout_of(K, N, b.stride(nd - 2), b.stride(nd - 1)); }
+  Shape batch(c.shape().begin(), c.shape().end() - 2);
+  const int64_t nb = numel_of(batch);
+  if (nb == 0 || M == 0 || N == 0) return;
+  auto offset = [&](const Tensor& t, int64_t i) {
+    int64_t off = 0;
+    for (int64_t d = (int64_t)batch.size() - 1; d >= 0; d--) {
+      off += (i % batch[d]) * t.stride(d);
+      i /= batch[d];
+    }
+    return off;
+  };
+  dispatch_float(c.dtype(), "matmul", [&](auto tag) {
+    using T = decltype(tag);
+    const T* pa = a.data<T>();
+    const T* pb = b.data<T>();
+    T* pc = c.data<T>();
+    if (K == 0) {
+      std::fill(pc, pc + nb * M * N, T(0));
+      return;
+    }
+    auto one = [&](int64_t i) {
+      blas_gemm(la.trans, lb.trans, M, N, K, pa + offset(a, i), la.ld, pb + offset(b, i), lb.ld,
+                pc + i * M * N, N);
+    };
+    // Many small matrices: one per thread, BLAS single-threaded inside. Few large ones:
+    // one after another, each using all threads inside BLAS. Either way each output
+    // element comes from the same single GEMM, so results do not depend on threads.
+    const double flops = 2.0 * M * N * K;
+    if (nb >= 2 && flops < 4e6 && num_threads() > 1 && !in_parallel_region()) {
+#pragma omp parallel for schedule(static)
+      for (int64_t i = 0; i < nb; i++) one(i);
+    } else {
+      for (int64_t i = 0; i < nb; i++) one(i);
+    }
+  });
+}
+
+// --- index kernels
+namespace {
+void outer_inner(const Tensor& t, int64_t dim, int64_t& outer, int64_t& inner) {
+  outer = 1;
+  inner = 1;
+  for (int64_t d = 0; d < dim; d++) outer *= t.size(d);
+  for (int64_t d = dim + 1; d < t.dim(); d++) inner *= t.size(d);
+}
+}  // namespace
+
+void index_select(const Tensor& out, const Tensor& x, int64_t dim, const Tensor& index) {
+  int64_t outer, inner;
+  outer_inner(x, dim, outer, inner);
+  const int64_t n = x.size(dim), m = index.numel();
+  const int64_t* idx = index.data<int64_t>();
+  dispatch_all(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* px = x.data<T>();
+    T* po = out.data<T>();
+    parallel_for(outer * m, inner, [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; r++) {
+        int64_t o = r / m, i = r % m;
+        const T* src = px + (o * n + idx[i]) * inner;
+        std::copy(src, src + inner, po + r * inner);
+      }
+    });
+  });
+}
+
+void index_add(const Tensor& gx, int64_t dim, const Tensor& index, const Tensor& g) {
+  int64_t outer, inner;
+  outer_inner(gx, dim, outer, inner);
+  const int64_t n = gx.size(dim), m = index.numel();
+  const int64_t* idx = index.data<int64_t>();
+  dispatch_float(gx.dtype(), "index_select_backward", [&](auto tag) {
+    using T = decltype(tag);
+    const T* pg = g.data<T>();
+    T* pd = gx.data<T>();
+    // Split over (outer, column blocks): each thread owns whole columns and adds the
+    // rows in index order, so the sum order is fixed.
+    const int64_t cb = 64, nblocks = (inner + cb - 1) / cb;
+    parallel_for(outer * nblocks, m * cb, [&](int64_t b, int64_t e) {
+      for (int64_t u = b; u < e; u++) {
+        int64_t o = u / nblocks, c0 = (u % nblocks) * cb, c1 = std::min(inner, c0 + cb);
+        for (int64_t i = 0; i < m; i++) {
+          const T* src = pg + (o * m + i) * inner;
+          T* dst = pd + (o * n + idx[i]) * inner;
+          for (int64_t c = c0; c < c1; c++) dst[c] += src[c];
+        }
+      }
+    });
+  });
+}
+
+void gather(const Tensor& out, const Tensor& x, int64_t dim, const Tensor& index) {
+  int64_t outer, inner;
+  outer_inner(index, dim, outer, inner);
+  const int64_t n = x.size(dim), m = index.size(dim);
+  int64_t xo, xi;
+  outer_inner(x, dim, xo, xi);
+  const int64_t* idx = index.data<int64_t>();
+  dispatch_all(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* px = x.data<T>();
+    T* po = out.data<T>();
+    // index and x agree on every dim but `dim` (checked by the op)
+    for (int64_t o = 0; o < outer; o++)
+      for (int64_t j = 0; j < m; j++)
+        for (int64_t k = 0; k < inner; k++) {
+          int64_t q = (o * m + j) * inner + k;
+          po[q] = px[(o * n + idx[q]) * xi + k];
+        }
+  });
+}
+
+void scatter_add(const Tensor& gx, int64_t dim, const Tensor& index, const Tensor& g) {
+  int64_t outer, inner;
+  outer_inner(index, dim, outer, inner);
+  const int64_t n = gx.size(dim), m = index.size(dim);
+  int64_t xo, xi;
+  outer_inner(gx, dim, xo, xi);
+  const int64_t* idx = index.data<int64_t>();
+  dispatch_float(gx.dtype(), "gather_backward", [&](auto tag) {
+    using T = decltype(tag);
+    const T* pg = g.data<T>();
+    T* pd = gx.data<T>();
+    for (int64_t o = 0; o < outer; o++)
+      for (int64_t j = 0; j < m; j++)
+        for (int64_t k = 0; k < inner; k++) {
+          int64_t q = (o * m + j) * inner + k;
+          pd[(o * n + idx[q]) * xi + k] += pg[q];
+        }
+  });
+}
+
+bool all_finite(const Tensor& t) {
+  if (!is_floating(t.dtype())) return true;
+  std::atomic<bool> ok{true};
+  dispatch_float(t.dtype(), "all_finite", [&](auto tag) {
+    using T = decltype(tag);
+    const T* p = t.data<T>();
+    for_each_strided<1>(t.shape(), {t.strides()}, [&](const int64_t* off, int64_t n, const int64_t* s) {
+      for (int64_t i = 0; i < n; i++)
+        if (!std::isfinite(p[off[0] + i * s[0]])) ok.store(false, std::memory_order_relaxed);
+    });
+  });
+  return ok.load();
+}
+
+}  // namespace ember::kernel

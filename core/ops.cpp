@@ -1,0 +1,799 @@
+// Op implementations: forward through kernels, backward recorded only when needed.
+// Backward functions run with grad mode off and may use other ops.
+#include "core/ops.h"
+
+#include <cmath>
+#include <algorithm>
+#include <cstring>
+
+#include "core/kernels.h"
+
+namespace ember {
+
+namespace {
+
+using kernel::map1;
+using kernel::map2;
+using kernel::map3;
+
+void same_dtype(const char* op, const Tensor& a, const Tensor& b) {
+  if (!a.defined() || !b.defined()) fail(op, "got an undefined tensor");
+  if (a.dtype() != b.dtype())
+    fail(op, "expected both operands to have the same dtype, got ", dtype_name(a.dtype()), " ", a.shape(), " and ",
+         dtype_name(b.dtype()), " ", b.shape(), " (convert one with .to())");
+}
+
+void need_float(const char* op, const Tensor& a) {
+  if (!a.defined()) fail(op, "got an undefined tensor");
+  if (!is_floating(a.dtype()))
+    fail(op, "expected a float32 or float64 tensor, got ", dtype_name(a.dtype()), " of shape ", a.shape());
+}
+
+// Elementwise binary forward over the broadcast shape.
+template <class Op>
+Tensor binary_forward(const char* name, const Tensor& a, const Tensor& b, bool float_only, Op op) {
+  same_dtype(name, a, b);
+  if (float_only) need_float(name, a);
+  Shape s = broadcast_shapes(a.shape(), b.shape(), name);
+  Tensor out = empty(s, a.dtype());
+  Tensor ae = a.detach().expand(s), be = b.detach().expand(s);
+  dispatch_numeric(a.dtype(), name, [&](auto tag) {
+    using T = decltype(tag);
+    map2<T, T, T>(out, ae, be, [&](T x, T y) { return op(x, y); });
+  });
+  return out;
+}
+
+template <class Op>
+Tensor scalar_forward(const char* name, const Tensor& a, bool float_only, Op op) {
+  if (float_only) need_float(name, a);
+  Tensor out = empty(a.shape(), a.dtype());
+  dispatch_numeric(a.dtype(), name, [&](auto tag) {
+    using T = decltype(tag);
+    map1<T, T>(out, a.detach(), [&](T x) { return op(x); });
+  });
+  return out;
+}
+
+// A new tensor shaped like g with elements df(g, s), s a saved tensor of g's shape.
+template <class DF>
+Tensor zip_grad(const char* name, const Tensor& g, const Tensor& s, DF df) {
+  Tensor out = empty(g.shape(), g.dtype());
+  dispatch_float(g.dtype(), name, [&](auto tag) {
+    using T = decltype(tag);
+    map2<T, T, T>(out, g, s, [&](T gv, T sv) { return df(gv, sv); });
+  });
+  return out;
+}
+
+enum class Save { Input, Output };
+
+// Unary float op y = f(x) with dx = df(g, saved) where saved is x or y.
+template <class F, class DF>
+Tensor unary_op(const char* name, const Tensor& a, const Loc& loc, Save save, F f, DF df) {
+  need_float(name, a);
+  Tensor x = a.detach();
+  Tensor out = empty(a.shape(), a.dtype());
+  dispatch_float(a.dtype(), name, [&](auto tag) {
+    using T = decltype(tag);
+    map1<T, T>(out, x, [&](T v) { return f(v); });
+  });
+  BackwardFn bw;
+  if (wants_grad(a)) {
+    Tensor s = save == Save::Input ? x : out.detach();
+    bw = [s, df, name](const Tensor& g) { return std::vector<Tensor>{zip_grad(name, g, s, df)}; };
+  }
+  return record(name, loc, out, {a}, std::move(bw));
+}
+
+std::vector<bool> dims_mask(const Tensor& a, const Dims& dims, const char* op) {
+  std::vector<bool> m(a.dim(), dims.empty());
+  for (int64_t d : dims) {
+    int64_t w = wrap_dim(d, a.dim(), op);
+    if (a.dim() == 0) continue;
+    if (m[w]) fail(op, "dim ", d, " appears more than once in ", (Shape)dims);
+    m[w] = true;
+  }
+  return m;
+}
+
+Shape keep_shape(const Tensor& a, const std::vector<bool>& m) {
+  Shape s = a.shape();
+  for (int64_t d = 0; d < a.dim(); d++)
+    if (m[d]) s[d] = 1;
+  return s;
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------ binary
+Tensor add(const Tensor& a, const Tensor& b, Loc loc) {
+  Tensor out = binary_forward("add", a, b, false, [](auto x, auto y) { return x + y; });
+  return record("add", loc, out, {a, b}, wants_grad(a, b) ? BackwardFn([](const Tensor& g) {
+    return std::vector<Tensor>{g, g};
+  }) : nullptr);
+}
+
+Tensor sub(const Tensor& a, const Tensor& b, Loc loc) {
+  Tensor out = binary_forward("sub", a, b, false, [](auto x, auto y) { return x - y; });
+  bool gb = b.requires_grad();
+  return record("sub", loc, out, {a, b}, wants_grad(a, b) ? BackwardFn([gb](const Tensor& g) {
+    return std::vector<Tensor>{g, gb ? neg(g) : Tensor()};
+  }) : nullptr);
+}
+
+Tensor mul(const Tensor& a, const Tensor& b, Loc loc) {
+  Tensor out = binary_forward("mul", a, b, false, [](auto x, auto y) { return x * y; });
+  BackwardFn bw;
+  if (wants_grad(a, b)) {
+    Tensor sa = b.requires_grad() ? a.detach() : Tensor();
+    Tensor sb = a.requires_grad() ? b.detach() : Tensor();
+    bw = [sa, sb](const Tensor& g) {
+      return std::vector<Tensor>{sb.defined() ? mul(g, sb) : Tensor(), sa.defined() ? mul(g, sa) : Tensor()};
+    };
+  }
+  return record("mul", loc, out, {a, b}, std::move(bw));
+}
+
+Tensor div(const Tensor& a, const Tensor& b, Loc loc) {
+  Tensor out = binary_forward("div", a, b, true, [](auto x, auto y) { return x / y; });
+  BackwardFn bw;
+  if (wants_grad(a, b)) {
+    Tensor sa = a.detach(), sb = b.detach();
+    bool ga = a.requires_grad(), gb = b.requires_grad();
+    bw = [sa, sb, ga, gb](const Tensor& g) {
+      Tensor gq = div(g, sb);
+      return std::vector<Tensor>{ga ? gq : Tensor(), gb ? neg(mul(gq, div(sa, sb))) : Tensor()};
+    };
+  }
+  return record("div", loc, out, {a, b}, std::move(bw));
+}
+
+Tensor pow(const Tensor& a, const Tensor& b, Loc loc) {
+  Tensor out = binary_forward("pow", a, b, true, [](auto x, auto y) { return std::pow(x, y); });
+  BackwardFn bw;
+  if (wants_grad(a, b)) {
+    Tensor sa = a.detach(), sb = b.detach(), so = out.detach();
+    bool ga = a.requires_grad(), gb = b.requires_grad();
+    bw = [sa, sb, so, ga, gb](const Tensor& g) {
+      Tensor da, db;
+      if (ga) da = mul(g, mul(sb, pow(sa, sub(sb, 1.0))));
+      if (gb) {
+        // d/db a^b = a^b log a; taken as 0 where a == 0 (as PyTorch does)
+        Tensor la = where(eq(sa, 0.0), zeros_like(sa), log(sa));
+        db = mul(g, mul(so, la));
+      }
+      return std::vector<Tensor>{da, db};
+    };
+  }
+  return record("pow", loc, out, {a, b}, std::move(bw));
+}
+
+static Tensor extreme2(const char* name, const Tensor& a, const Tensor& b, const Loc& loc, bool is_max) {
+  Tensor out = binary_forward(name, a, b, true, [is_max](auto x, auto y) {
+    if (x != x || y != y) return x + y;  // NaN propagates
+    return is_max ? (x > y ? x : y) : (x < y ? x : y);
+  });
+  BackwardFn bw;
+  if (wants_grad(a, b)) {
+    Tensor sa = a.detach(), sb = b.detach();
+    bw = [sa, sb, is_max, name](const Tensor& g) {
+      // the winner takes the gradient; a tie splits it evenly
+      Tensor wa = binary_forward(name, sa, sb, true, [is_max](auto x, auto y) {
+        using T = decltype(x);
+        return x == y ? T(0.5) : ((is_max ? x > y : x < y) ? T(1) : T(0));
+      });
+      Tensor ga = mul(g, wa);
+      return std::vector<Tensor>{ga, sub(g, ga)};
+    };
+  }
+  return record(name, loc, out, {a, b}, std::move(bw));
+}
+Tensor maximum(const Tensor& a, const Tensor& b, Loc loc) { return extreme2("maximum", a, b, loc, true); }
+Tensor minimum(const Tensor& a, const Tensor& b, Loc loc) { return extreme2("minimum", a, b, loc, false); }
+
+// ------------------------------------------------------------------ with a scalar
+static BackwardFn pass_through(const Tensor& a, double scale) {
+  if (!wants_grad(a)) return nullptr;
+  if (scale == 1.0) return [](const Tensor& g) { return std::vector<Tensor>{g}; };
+  return [scale](const Tensor& g) { return std::vector<Tensor>{mul(g, scale)}; };
+}
+
+Tensor add(const Tensor& a, double s, Loc loc) {
+  Tensor out = scalar_forward("add", a, false, [s](auto x) { return x + static_cast<decltype(x)>(s); });
+  return record("add", loc, out, {a}, pass_through(a, 1.0));
+}
+Tensor sub(const Tensor& a, double s, Loc loc) {
+  Tensor out = scalar_forward("sub", a, false, [s](auto x) { return x - static_cast<decltype(x)>(s); });
+  return record("sub", loc, out, {a}, pass_through(a, 1.0));
+}
+Tensor rsub(double s, const Tensor& a, Loc loc) {
+  Tensor out = scalar_forward("rsub", a, false, [s](auto x) { return static_cast<decltype(x)>(s) - x; });
+  return record("rsub", loc, out, {a}, pass_through(a, -1.0));
+}
+Tensor mul(const Tensor& a, double s, Loc loc) {
+  Tensor out = scalar_forward("mul", a, false, [s](auto x) { return x * static_cast<decltype(x)>(s); });
+  return record("mul", loc, out, {a}, pass_through(a, s));
+}
+Tensor div(const Tensor& a, double s, Loc loc) {
+  Tensor out = scalar_forward("div", a, true, [s](auto x) { return x / static_cast<decltype(x)>(s); });
+  return record("div", loc, out, {a}, pass_through(a, 1.0 / s));
+}
+Tensor rdiv(double s, const Tensor& a, Loc loc) {
+  Tensor out = scalar_forward("rdiv", a, true, [s](auto x) { return static_cast<decltype(x)>(s) / x; });
+  BackwardFn bw;
+  if (wants_grad(a)) {
+    Tensor sa = a.detach();
+    bw = [sa, s](const Tensor& g) {
+      return std::vector<Tensor>{zip_grad("rdiv", g, sa, [s](auto gv, auto x) {
+        return -gv * static_cast<decltype(x)>(s) / (x * x);
+      })};
+    };
+  }
+  return record("rdiv", loc, out, {a}, std::move(bw));
+}
+Tensor pow(const Tensor& a, double p, Loc loc) {
+  return unary_op("pow", a, loc, Save::Input, [p](auto x) { return std::pow(x, static_cast<decltype(x)>(p)); },
+                  [p](auto g, auto x) {
+                    using T = decltype(x);
+                    if (p == 0) return T(0);
+                    return g * T(p) * std::pow(x, T(p - 1));
+                  });
+}
+
+// ------------------------------------------------------------------ unary
+Tensor neg(const Tensor& a, Loc loc) {
+  Tensor out = scalar_forward("neg", a, false, [](auto x) { return -x; });
+  return record("neg", loc, out, {a}, pass_through(a, -1.0));
+}
+Tensor exp(const Tensor& a, Loc loc) {
+  return unary_op("exp", a, loc, Save::Output, [](auto x) { return std::exp(x); }, [](auto g, auto y) { return g * y; });
+}
+Tensor log(const Tensor& a, Loc loc) {
+  return unary_op("log", a, loc, Save::Input, [](auto x) { return std::log(x); }, [](auto g, auto x) { return g / x; });
+}
+Tensor sqrt(const Tensor& a, Loc loc) {
+  return unary_op("sqrt", a, loc, Save::Output, [](auto x) { return std::sqrt(x); },
+                  [](auto g, auto y) { return g / (decltype(y)(2) * y); });
+}
+Tensor rsqrt(const Tensor& a, Loc loc) {
+  return unary_op("rsqrt", a, loc, Save::Output, [](auto x) { return decltype(x)(1) / std::sqrt(x); },
+                  [](auto g, auto y) { return decltype(y)(-0.5) * g * y * y * y; });
+}
+Tensor abs(const Tensor& a, Loc loc) {
+  return unary_op("abs", a, loc, Save::Input, [](auto x) { return std::abs(x); }, [](auto g, auto x) {
+    using T = decltype(x);
+    return x > T(0) ? g : (x < T(0) ? -g : T(0));
+  });
+}
+Tensor tanh(const Tensor& a, Loc loc) {
+  return unary_op("tanh", a, loc, Save::Output, [](auto x) { return std::tanh(x); },
+                  [](auto g, auto y) { return g * (decltype(y)(1) - y * y); });
+}
+Tensor sigmoid(const Tensor& a, Loc loc) {
+  return unary_op("sigmoid", a, loc, Save::Output, [](auto x) {
+    using T = decltype(x);
+    // stable for large |x|
+    if (x >= T(0)) return T(1) / (T(1) + std::exp(-x));
+    T e = std::exp(x);
+    return e / (T(1) + e);
+  }, [](auto g, auto y) { return g * y * (decltype(y)(1) - y); });
+}
+Tensor relu(const Tensor& a, Loc loc) {
+  return unary_op("relu", a, loc, Save::Output, [](auto x) { return x > decltype(x)(0) ? x : decltype(x)(0); },
+                  [](auto g, auto y) { return y > decltype(y)(0) ? g : decltype(y)(0); });
+}
+Tensor gelu(const Tensor& a, bool tanh_approx, Loc loc) {
+  if (tanh_approx) {
+    // 0.5 x (1 + tanh(k (x + 0.044715 x^3))), k = sqrt(2/pi)
+    return unary_op("gelu", a, loc, Save::Input, [](auto x) {
+      using T = decltype(x);
+      const T k = T(0.7978845608028654);
+      return T(0.5) * x * (T(1) + std::tanh(k * (x + T(0.044715) * x * x * x)));
+    }, [](auto g, auto x) {
+      using T = decltype(x);
+      const T k = T(0.7978845608028654);
+      T t = std::tanh(k * (x + T(0.044715) * x * x * x));
+      return g * (T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * k * (T(1) + T(3 * 0.044715) * x * x));
+    });
+  }
+  // x * Phi(x), Phi the standard normal CDF; derivative Phi(x) + x phi(x)
+  return unary_op("gelu", a, loc, Save::Input, [](auto x) {
+    using T = decltype(x);
+    return T(0.5) * x * (T(1) + std::erf(x * T(0.7071067811865476)));
+  }, [](auto g, auto x) {
+    using T = decltype(x);
+    T cdf = T(0.5) * (T(1) + std::erf(x * T(0.7071067811865476)));
+    T pdf = std::exp(T(-0.5) * x * x) * T(0.3989422804014327);
+    return g * (cdf + x * pdf);
+  });
+}
+Tensor square(const Tensor& a, Loc loc) {
+  return unary_op("square", a, loc, Save::Input, [](auto x) { return x * x; },
+                  [](auto g, auto x) { return decltype(x)(2) * g * x; });
+}
+
+// ------------------------------------------------------------------ comparisons, logic
+template <class Cmp>
+static Tensor compare(const char* name, const Tensor& a, const Tensor& b, Cmp cmp) {
+  same_dtype(name, a, b);
+  Shape s = broadcast_shapes(a.shape(), b.shape(), name);
+  Tensor out = empty(s, kBool);
+  Tensor ae = a.detach().expand(s), be = b.detach().expand(s);
+  dispatch_all(a.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    map2<uint8_t, T, T>(out, ae, be, [&](T x, T y) { return (uint8_t)cmp(x, y); });
+  });
+  return out;
+}
+static Tensor scalar_like(const Tensor& a, double s) { return full({}, s, a.dtype()); }
+
+Tensor eq(const Tensor& a, const Tensor& b) { return compare("eq", a, b, [](auto x, auto y) { return x == y; }); }
+Tensor ne(const Tensor& a, const Tensor& b) { return compare("ne", a, b, [](auto x, auto y) { return x != y; }); }
+Tensor lt(const Tensor& a, const Tensor& b) { return compare("lt", a, b, [](auto x, auto y) { return x < y; }); }
+Tensor le(const Tensor& a, const Tensor& b) { return compare("le", a, b, [](auto x, auto y) { return x <= y; }); }
+Tensor gt(const Tensor& a, const Tensor& b) { return compare("gt", a, b, [](auto x, auto y) { return x > y; }); }
+Tensor ge(const Tensor& a, const Tensor& b) { return compare("ge", a, b, [](auto x, auto y) { return x >= y; }); }
+Tensor eq(const Tensor& a, double s) { return eq(a, scalar_like(a, s)); }
+Tensor ne(const Tensor& a, double s) { return ne(a, scalar_like(a, s)); }
+Tensor lt(const Tensor& a, double s) { return lt(a, scalar_like(a, s)); }
+Tensor le(const Tensor& a, double s) { return le(a, scalar_like(a, s)); }
+Tensor gt(const Tensor& a, double s) { return gt(a, scalar_like(a, s)); }
+Tensor ge(const Tensor& a, double s) { return ge(a, scalar_like(a, s)); }
+
+static void need_bool(const char* op, const Tensor& t) {
+  if (t.dtype() != kBool) fail(op, "expected a bool tensor, got ", dtype_name(t.dtype()), " of shape ", t.shape());
+}
+Tensor logical_and(const Tensor& a, const Tensor& b) {
+  need_bool("logical_and", a);
+  need_bool("logical_and", b);
+  return compare("logical_and", a, b, [](auto x, auto y) { return x && y; });
+}
+Tensor logical_or(const Tensor& a, const Tensor& b) {
+  need_bool("logical_or", a);
+  need_bool("logical_or", b);
+  return compare("logical_or", a, b, [](auto x, auto y) { return x || y; });
+}
+Tensor logical_not(const Tensor& a) {
+  need_bool("logical_not", a);
+  Tensor out = empty(a.shape(), kBool);
+  map1<uint8_t, uint8_t>(out, a.detach(), [](uint8_t x) { return (uint8_t)!x; });
+  return out;
+}
+
+bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol) {
+  if (a.shape() != b.shape()) fail("allclose", "shapes ", a.shape(), " and ", b.shape(), " differ");
+  auto x = a.to_vector<double>(), y = b.to_vector<double>();
+  for (size_t i = 0; i < x.size(); i++) {
+    if (std::isnan(x[i]) || std::isnan(y[i])) return false;
+    if (std::fabs(x[i] - y[i]) > atol + rtol * std::fabs(y[i])) return false;
+  }
+  return true;
+}
+
+bool equal(const Tensor& a, const Tensor& b) {
+  if (a.shape() != b.shape() || a.dtype() != b.dtype()) return false;
+  Tensor x = a.contiguous(), y = b.contiguous();
+  return std::memcmp(x.raw_data(), y.raw_data(), x.numel() * dtype_size(x.dtype())) == 0;
+}
+
+// ------------------------------------------------------------------ reductions
+Tensor sum(const Tensor& a, Loc loc) { return sum(a, {}, false, loc); }
+
+Tensor sum(const Tensor& a, const Dims& dims, bool keepdim, Loc loc) {
+  if (a.dtype() == kBool) return sum(a.to(kInt64), dims, keepdim, loc);
+  auto m = dims_mask(a, dims, "sum");
+  Tensor out = kernel::reduce(a.detach(), m, kernel::ReduceKind::Sum);
+  Shape ks = keep_shape(a, m);
+  if (keepdim) out = out.view(ks);
+  BackwardFn bw;
+  if (wants_grad(a)) {
+    Shape in = a.shape();
+    bw = [ks, in](const Tensor& g) { return std::vector<Tensor>{g.reshape(ks).expand(in)}; };
+  }
+  return record("sum", loc, out, {a}, std::move(bw));
+}
+
+Tensor mean(const Tensor& a, Loc loc) { return mean(a, {}, false, loc); }
+
+Tensor mean(const Tensor& a, const Dims& dims, bool keepdim, Loc loc) {
+  need_float("mean", a);
+  auto m = dims_mask(a, dims, "mean");
+  int64_t n = 1;
+  for (int64_t d = 0; d < a.dim(); d++)
+    if (m[d]) n *= a.size(d);
+  Tensor out = kernel::reduce(a.detach(), m, kernel::ReduceKind::Sum);
+  const double inv = 1.0 / (double)n;
+  dispatch_float(out.dtype(), "mean", [&](auto tag) {
+    using T = decltype(tag);
+    T* p = out.data<T>();
+    for (int64_t i = 0; i < out.numel(); i++) p[i] = static_cast<T>(p[i] * inv);
+  });
+  Shape ks = keep_shape(a, m);
+  if (keepdim) out = out.view(ks);
+  BackwardFn bw;
+  if (wants_grad(a)) {
+    Shape in = a.shape();
+    bw = [ks, in, inv](const Tensor& g) { return std::vector<Tensor>{mul(g, inv).reshape(ks).expand(in)}; };
+  }
+  return record("mean", loc, out, {a}, std::move(bw));
+}
+
+static Tensor extreme(const char* name, const Tensor& a, const Dims& dims, bool keepdim, const Loc& loc, bool is_max) {
+  auto m = dims_mask(a, dims, name);
+  Tensor out = kernel::reduce(a.detach(), m, is_max ? kernel::ReduceKind::Max : kernel::ReduceKind::Min);
+  Shape ks = keep_shape(a, m);
+  if (keepdim) out = out.view(ks);
+  BackwardFn bw;
+  if (wants_grad(a)) {
+    Tensor sa = a.detach(), so = out.detach().reshape(ks);
+    bw = [sa, so, ks, m](const Tensor& g) {
+      // evenly among ties, as torch.amax
+      Tensor hit = eq(sa, so).to(sa.dtype());
+      std::vector<int64_t> rd;
+      for (int64_t d = 0; d < (int64_t)m.size(); d++)
+        if (m[d]) rd.push_back(d);
+      Tensor count = rd.empty() ? ones_like(so) : sum(hit, rd, true);
+      return std::vector<Tensor>{mul(hit, div(g.reshape(ks), count))};
+    };
+  }
+  return record(name, loc, out, {a}, std::move(bw));
+}
+Tensor amax(const Tensor& a, const Dims& dims, bool keepdim, Loc loc) { return extreme("amax", a, dims, keepdim, loc, true); }
+Tensor amin(const Tensor& a, const Dims& dims, bool keepdim, Loc loc) { return extreme("amin", a, dims, keepdim, loc, false); }
+Tensor max(const Tensor& a, Loc loc) { return extreme("max", a, {}, false, loc, true); }
+
+Tensor argmax(const Tensor& a, int64_t dim, bool keepdim) {
+  dim = wrap_dim(dim, a.dim(), "argmax");
+  if (a.dim() == 0) return zeros({}, kInt64);
+  Tensor idx = kernel::arg_reduce(a.detach().contiguous(), dim, true);
+  return keepdim ? idx.unsqueeze(dim) : idx;
+}
+Tensor argmin(const Tensor& a, int64_t dim, bool keepdim) {
+  dim = wrap_dim(dim, a.dim(), "argmin");
+  if (a.dim() == 0) return zeros({}, kInt64);
+  Tensor idx = kernel::arg_reduce(a.detach().contiguous(), dim, false);
+  return keepdim ? idx.unsqueeze(dim) : idx;
+}
+
+std::pair<Tensor, Tensor> max(const Tensor& a, int64_t dim, bool keepdim, Loc loc) {
+  dim = wrap_dim(dim, a.dim(), "max");
+  if (a.dim() == 0) return {a, zeros({}, kInt64)};
+  Tensor idx = argmax(a, dim, true);
+  Tensor v = gather(a, dim, idx, loc);
+  if (!keepdim) {
+    v = v.squeeze(dim);
+    idx = idx.squeeze(dim);
+  }
+  return {v, idx};
+}
+
+Tensor var(const Tensor& a, const Dims& dims, int64_t correction, bool keepdim, Loc loc) {
+  need_float("var", a);
+  auto m = dims_mask(a, dims, "var");
+  int64_t n = 1;
+  for (int64_t d = 0; d < a.dim(); d++)
+    if (m[d]) n *= a.size(d);
+  Dims rd;
+  for (int64_t d = 0; d < a.dim(); d++)
+    if (m[d]) rd.push_back(d);
+  Tensor centered = sub(a, mean(a, rd, true, loc), loc);
+  Tensor ss = sum(mul(centered, centered, loc), rd, keepdim, loc);
+  return div(ss, (double)std::max<int64_t>(n - correction, 0), loc);
+}
+
+// ------------------------------------------------------------------ matmul
+Tensor matmul(const Tensor& a, const Tensor& b, Loc loc) {
+  if (!a.defined() || !b.defined()) fail("matmul", "got an undefined tensor");
+  if (a.dim() == 0 || b.dim() == 0)
+    fail("matmul", "both operands need at least 1 dim, got shapes ", a.shape(), " and ", b.shape());
+  int64_t ka = a.size(-1), kb = b.dim() == 1 ? b.size(0) : b.size(-2);
+  if (ka != kb)
+    fail("matmul", "shapes ", a.shape(), " and ", b.shape(), " cannot be multiplied (", ka, " != ", kb, ")");
+  same_dtype("matmul", a, b);
+  need_float("matmul", a);
+  if (a.dim() == 1 && b.dim() == 1) return matmul(a.unsqueeze(0), b.unsqueeze(1), loc).reshape({});
+  if (a.dim() == 1) return matmul(a.unsqueeze(0), b, loc).squeeze(-2);
+  if (b.dim() == 1) return matmul(a, b.unsqueeze(1), loc).squeeze(-1);
+
+  const int64_t M = a.size(-2), K = ka, N = b.size(-1);
+  Shape ba(a.shape().begin(), a.shape().end() - 2), bb(b.shape().begin(), b.shape().end() - 2);
+  Shape batch = broadcast_shapes(ba, bb, "matmul");
+  Shape sa = batch, sb = batch, so = batch;
+  sa.insert(sa.end(), {M, K});
+  sb.insert(sb.end(), {K, N});
+  so.insert(so.end(), {M, N});
+  Tensor out = empty(so, a.dtype());
+  kernel::gemm_batched(out, a.detach().expand(sa), b.detach().expand(sb));
+  BackwardFn bw;
+  if (wants_grad(a, b)) {
+    Tensor xa = b.requires_grad() ? a.detach() : Tensor();
+    Tensor xb = a.requires_grad() ? b.detach() : Tensor();
+    bw = [xa, xb](const Tensor& g) {
+      // the engine sums broadcast batch dims back to each operand's shape
+      return std::vector<Tensor>{xb.defined() ? matmul(g, xb.mT()) : Tensor(),
+                                 xa.defined() ? matmul(xa.mT(), g) : Tensor()};
+    };
+  }
+  return record("matmul", loc, out, {a, b}, std::move(bw));
+}
+
+// ------------------------------------------------------------------ softmax
+static Tensor softmax_impl(const char* name, const Tensor& a, int64_t dim, const Loc& loc, bool log) {
+  need_float(name, a);
+  if (a.dim() == 0) return record(name, loc, log ? zeros_like(a) : ones_like(a), {a}, nullptr);
+  dim = wrap_dim(dim, a.dim(), name);
+  int64_t outer = 1, inner = 1, n = a.size(dim);
+  for (int64_t d = 0; d < dim; d++) outer *= a.size(d);
+  for (int64_t d = dim + 1; d < a.dim(); d++) inner *= a.size(d);
+  Tensor x = a.detach().contiguous();
+  Tensor out = empty(a.shape(), a.dtype());
+  kernel::softmax_forward(out, x, outer, n, inner, log);
+  BackwardFn bw;
+  if (wants_grad(a)) {
+    Tensor y = out.detach();
+    bw = [y, outer, n, inner, log](const Tensor& g) {
+      Tensor dx = empty(y.shape(), y.dtype());
+      kernel::softmax_backward(dx, g.contiguous(), y, outer, n, inner, log);
+      return std::vector<Tensor>{dx};
+    };
+  }
+  return record(name, loc, out, {a}, std::move(bw));
+}
+Tensor softmax(const Tensor& a, int64_t dim, Loc loc) { return softmax_impl("softmax", a, dim, loc, false); }
+Tensor log_softmax(const Tensor& a, int64_t dim, Loc loc) { return softmax_impl("log_softmax", a, dim, loc, true); }
+
+// ------------------------------------------------------------------ masking
+Tensor masked_fill(const Tensor& a, const Tensor& mask, double value, Loc loc) {
+  if (!a.defined() || !mask.defined()) fail("masked_fill", "got an undefined tensor");
+  if (mask.dtype() != kBool)
+    fail("masked_fill", "expected a bool mask, got ", dtype_name(mask.dtype()), " of shape ", mask.shape());
+  Shape s = broadcast_shapes(a.shape(), mask.shape(), "masked_fill");
+  if (s != a.shape())
+    fail("masked_fill", "a mask of shape ", mask.shape(), " cannot be broadcast to the input's shape ", a.shape());
+  Tensor me = mask.detach().expand(s);
+  Tensor out = empty(s, a.dtype());
+  dispatch_numeric(a.dtype(), "masked_fill", [&](auto tag) {
+    using T = decltype(tag);
+    const T v = static_cast<T>(value);
+    map2<T, T, uint8_t>(out, a.detach(), me, [v](T x, uint8_t m) { return m ? v : x; });
+  });
+  BackwardFn bw;
+  if (wants_grad(a)) {
+    bw = [me](const Tensor& g) {
+      Tensor gx = empty(g.shape(), g.dtype());
+      dispatch_float(g.dtype(), "masked_fill", [&](auto tag) {
+        using T = decltype(tag);
+        map2<T, T, uint8_t>(gx, g, me, [](T x, uint8_t m) { return m ? T(0) : x; });
+      });
+      return std::vector<Tensor>{gx};
+    };
+  }
+  return record("masked_fill", loc, out, {a}, std::move(bw));
+}
+
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b, Loc loc) {
+  if (!cond.defined()) fail("where", "got an undefined condition");
+  if (cond.dtype() != kBool)
+    fail("where", "expected a bool condition, got ", dtype_name(cond.dtype()), " of shape ", cond.shape());
+  same_dtype("where", a, b);
+  Shape s = broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(), "where");
+  Tensor ce = cond.detach().expand(s);
+  Tensor out = empty(s, a.dtype());
+  dispatch_all(a.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    map3<T, uint8_t, T, T>(out, ce, a.detach().expand(s), b.detach().expand(s),
+                           [](uint8_t c, T x, T y) { return c ? x : y; });
+  });
+  BackwardFn bw;
+  if (wants_grad(a, b)) {
+    bool ga = a.requires_grad(), gb = b.requires_grad();
+    bw = [ce, ga, gb](const Tensor& g) {
+      Tensor z = zeros({}, g.dtype());
+      return std::vector<Tensor>{Tensor(), ga ? where(ce, g, z) : Tensor(), gb ? where(ce, z, g) : Tensor()};
+    };
+  }
+  return record("where", loc, out, {cond, a, b}, std::move(bw));
+}
+
+Tensor where(const Tensor& cond, const Tensor& a, double b, Loc loc) { return where(cond, a, full({}, b, a.dtype()), loc); }
+
+// ------------------------------------------------------------------ joining, splitting
+Tensor cat(const std::vector<Tensor>& ts, int64_t dim, Loc loc) {
+  if (ts.empty()) fail("cat", "expected a non-empty list of tensors");
+  const Tensor& t0 = ts[0];
+  dim = wrap_dim(dim, t0.dim(), "cat");
+  if (t0.dim() == 0) fail("cat", "zero-dim tensors cannot be concatenated; use stack");
+  int64_t total = 0;
+  for (size_t i = 0; i < ts.size(); i++) {
+    const Tensor& t = ts[i];
+    if (t.dtype() != t0.dtype())
+      fail("cat", "expected all tensors to have dtype ", dtype_name(t0.dtype()), ", but tensor ", (int64_t)i, " is ",
+           dtype_name(t.dtype()));
+    bool ok = t.dim() == t0.dim();
+    for (int64_t d = 0; ok && d < t.dim(); d++)
+      if (d != dim && t.size(d) != t0.size(d)) ok = false;
+    if (!ok)
+      fail("cat", "sizes must match except in dim ", dim, ": tensor 0 has shape ", t0.shape(), " but tensor ",
+           (int64_t)i, " has shape ", t.shape());
+    total += t.size(dim);
+  }
+  Shape s = t0.shape();
+  s[dim] = total;
+  Tensor out = empty(s, t0.dtype());
+  std::vector<int64_t> sizes;
+  int64_t off = 0;
+  for (const Tensor& t : ts) {
+    out.narrow(dim, off, t.size(dim)).copy_(t.detach());
+    sizes.push_back(t.size(dim));
+    off += t.size(dim);
+  }
+  BackwardFn bw;
+  if (wants_grad_list(ts)) {
+    bw = [sizes, dim](const Tensor& g) {
+      std::vector<Tensor> r;
+      int64_t o = 0;
+      for (int64_t n : sizes) {
+        r.push_back(g.narrow(dim, o, n));
+        o += n;
+      }
+      return r;
+    };
+  }
+  return record("cat", loc, out, ts, std::move(bw));
+}
+
+Tensor stack(const std::vector<Tensor>& ts, int64_t dim, Loc loc) {
+  if (ts.empty()) fail("stack", "expected a non-empty list of tensors");
+  for (size_t i = 1; i < ts.size(); i++)
+    if (ts[i].shape() != ts[0].shape())
+      fail("stack", "expected all tensors to have shape ", ts[0].shape(), ", but tensor ", (int64_t)i, " has shape ",
+           ts[i].shape());
+  dim = wrap_dim(dim, ts[0].dim() + 1, "stack");
+  std::vector<Tensor> u;
+  for (const Tensor& t : ts) u.push_back(t.unsqueeze(dim));
+  return cat(u, dim, loc);
+}
+
+std::vector<Tensor> split(const Tensor& a, const std::vector<int64_t>& sizes, int64_t dim) {
+  dim = wrap_dim(dim, a.dim(), "split");
+  int64_t total = 0;
+  for (int64_t s : sizes) {
+    if (s < 0) fail("split", "sizes must be non-negative, got ", (Shape)sizes);
+    total += s;
+  }
+  if (total != a.size(dim))
+    fail("split", "sizes ", (Shape)sizes, " add up to ", total, " but dim ", dim, " of shape ", a.shape(), " has size ",
+         a.size(dim));
+  std::vector<Tensor> out;
+  int64_t off = 0;
+  for (int64_t s : sizes) {
+    out.push_back(a.narrow(dim, off, s));
+    off += s;
+  }
+  return out;
+}
+
+std::vector<Tensor> split(const Tensor& a, int64_t split_size, int64_t dim) {
+  dim = wrap_dim(dim, a.dim(), "split");
+  if (split_size <= 0) fail("split", "split_size must be positive, got ", split_size);
+  std::vector<int64_t> sizes;
+  for (int64_t r = a.size(dim); r > 0; r -= split_size) sizes.push_back(std::min(r, split_size));
+  if (sizes.empty()) sizes.push_back(0);
+  return split(a, sizes, dim);
+}
+
+std::vector<Tensor> chunk(const Tensor& a, int64_t chunks, int64_t dim) {
+  if (chunks <= 0) fail("chunk", "chunks must be positive, got ", chunks);
+  dim = wrap_dim(dim, a.dim(), "chunk");
+  int64_t n = a.size(dim);
+  return split(a, std::max<int64_t>(1, (n + chunks - 1) / chunks), dim);
+}
+
+// ------------------------------------------------------------------ indexing
+static void check_index(const char* op, const Tensor& index, int64_t n, int64_t dim, const Tensor& a) {
+  if (index.dtype() != kInt64)
+    fail(op, "expected an int64 index, got ", dtype_name(index.dtype()), " of shape ", index.shape());
+  const int64_t* p = index.data<int64_t>();
+  for (int64_t i = 0; i < index.numel(); i++)
+    if (p[i] < 0 || p[i] >= n)
+      fail(op, "index ", p[i], " is out of range for dim ", dim, " of size ", n, " (input shape ", a.shape(), ")");
+}
+
+Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index_in, Loc loc) {
+  dim = wrap_dim(dim, a.dim(), "index_select");
+  if (index_in.dim() > 1) fail("index_select", "expected a 1-D index, got shape ", index_in.shape());
+  Tensor index = index_in.contiguous().reshape({-1});
+  check_index("index_select", index, a.size(dim), dim, a);
+  Shape s = a.shape();
+  s[dim] = index.numel();
+  Tensor out = empty(s, a.dtype());
+  kernel::index_select(out, a.detach().contiguous(), dim, index);
+  BackwardFn bw;
+  if (wants_grad(a)) {
+    Shape in = a.shape();
+    Tensor idx = index.detach();
+    bw = [in, idx, dim](const Tensor& g) {
+      Tensor gx = zeros(in, g.dtype());
+      kernel::index_add(gx, dim, idx, g.contiguous());
+      return std::vector<Tensor>{gx};
+    };
+  }
+  return record("index_select", loc, out, {a}, std::move(bw));
+}
+
+Tensor gather(const Tensor& a, int64_t dim, const Tensor& index_in, Loc loc) {
+  dim = wrap_dim(dim, a.dim(), "gather");
+  bool ok = index_in.dim() == a.dim();
+  for (int64_t d = 0; ok && d < a.dim(); d++)
+    if (d != dim && index_in.size(d) != a.size(d)) ok = false;
+  if (!ok)
+    fail("gather", "expected an index with the input's shape ", a.shape(), " except in dim ", dim, ", got shape ",
+         index_in.shape());
+  Tensor index = index_in.contiguous();
+  check_index("gather", index, a.size(dim), dim, a);
+  Tensor out = empty(index.shape(), a.dtype());
+  kernel::gather(out, a.detach().contiguous(), dim, index);
+  BackwardFn bw;
+  if (wants_grad(a)) {
+    Shape in = a.shape();
+    Tensor idx = index.detach();
+    bw = [in, idx, dim](const Tensor& g) {
+      Tensor gx = zeros(in, g.dtype());
+      kernel::scatter_add(gx, dim, idx, g.contiguous());
+      return std::vector<Tensor>{gx};
+    };
+  }
+  return record("gather", loc, out, {a}, std::move(bw));
+}
+
+Tensor embedding_lookup(const Tensor& weight, const Tensor& ids, Loc loc) {
+  if (weight.dim() != 2) fail("embedding_lookup", "expected a 2-D weight [V, E], got shape ", weight.shape());
+  Shape s = ids.shape();
+  s.push_back(weight.size(1));
+  return index_select(weight, 0, ids.reshape({-1}), loc).reshape(s);
+}
+
+// ------------------------------------------------------------------ dropout
+Tensor dropout(const Tensor& a, double p, bool training, Generator* gen, Loc loc) {
+  need_float("dropout", a);
+  if (!(p >= 0.0 && p <= 1.0)) fail("dropout", "probability must be in [0, 1], got ", p);
+  if (!training || p == 0.0) return a;
+  Generator& g = gen ? *gen : default_generator();
+  const int64_t n = a.numel();
+  const uint64_t first = g.reserve(n);
+  const double scale = p < 1.0 ? 1.0 / (1.0 - p) : 0.0;
+  Tensor mask = empty(a.shape(), a.dtype());
+  dispatch_float(a.dtype(), "dropout", [&](auto tag) {
+    using T = decltype(tag);
+    T* m = mask.data<T>();
+    parallel_for(n, 8, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; i++) m[i] = g.uniform(first + i) < p ? T(0) : T(scale);
+    });
+  });
+  Tensor out = empty(a.shape(), a.dtype());
+  dispatch_float(a.dtype(), "dropout", [&](auto tag) {
+    using T = decltype(tag);
+    map2<T, T, T>(out, a.detach(), mask, [](T x, T m) { return x * m; });
+  });
+  BackwardFn bw;
+  if (wants_grad(a)) bw = [mask](const Tensor& gr) { return std::vector<Tensor>{mul(gr, mask)}; };
+  return record("dropout", loc, out, {a}, std::move(bw));
+}
+
+// ------------------------------------------------------------------ operators
+Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+Tensor operator+(const Tensor& a, double s) { return add(a, s); }
+Tensor operator-(const Tensor& a, double s) { return sub(a, s); }
+Tensor operator*(const Tensor& a, double s) { return mul(a, s); }
+Tensor operator/(const Tensor& a, double s) { return div(a, s); }
+Tensor operator+(double s, const Tensor& a) { return add(a, s); }
+Tensor operator-(double s, const Tensor& a) { return rsub(s, a); }
+Tensor operator*(double s, const Tensor& a) { return mul(a, s); }
+Tensor operator/(double s, const Tensor& a) { return rdiv(s, a); }
+Tensor operator-(const Tensor& a) { return neg(a); }
+
+}  // namespace ember

@@ -1,0 +1,167 @@
+// Differentiable ops. Each is one function: compute with a kernel, then, only when some
+// input requires grad, record a backward that captures what it needs.
+//
+// | op                     | saves                  | gradient per input                                   |
+// |------------------------|------------------------|------------------------------------------------------|
+// | add(a, b)              | -                      | da = g, db = g (summed to each shape by the engine)  |
+// | sub(a, b)              | -                      | da = g, db = -g                                      |
+// | mul(a, b)              | a, b                   | da = g*b, db = g*a                                   |
+// | div(a, b)              | a, b                   | da = g/b, db = -g*a/b^2                              |
+// | pow(a, p)  (p scalar)  | a                      | da = g*p*a^(p-1)                                     |
+// | pow(a, b)              | a, b, out              | da = g*b*a^(b-1), db = g*out*log(a)                  |
+// | neg(a)                 | -                      | da = -g                                              |
+// | exp(a)                 | out                    | da = g*out                                           |
+// | log(a)                 | a                      | da = g/a                                             |
+// | sqrt(a)                | out                    | da = g/(2*out)                                       |
+// | rsqrt(a)               | out                    | da = -g*out^3/2                                      |
+// | abs(a)                 | a                      | da = g*sign(a)                                       |
+// | tanh(a)                | out                    | da = g*(1-out^2)                                     |
+// | sigmoid(a)             | out                    | da = g*out*(1-out)                                   |
+// | relu(a)                | out                    | da = g*(out>0)                                       |
+// | gelu(a)  (erf form)    | a                      | da = g*(Phi(a) + a*phi(a))                           |
+// | gelu(a, tanh approx)   | a                      | derivative of the tanh approximation                 |
+// | sum(a, dims)           | -                      | da = g broadcast back over dims                      |
+// | mean(a, dims)          | -                      | da = g/n broadcast back                              |
+// | amax / amin(a, dims)   | a, out                 | da = g split evenly among the tied extreme elements  |
+// | max(a, dim) -> (v, i)  | indices                | da = g scattered to the indices                      |
+// | var(a, dims)           | composed of primitives | (mean, sub, mul, sum)                                |
+// | matmul(a, b)           | a, b                   | da = g@b^T, db = a^T@g (batch dims summed by engine) |
+// | softmax(a, dim)        | out                    | da = out*(g - sum(g*out, dim))                       |
+// | log_softmax(a, dim)    | out                    | da = g - exp(out)*sum(g, dim)                        |
+// | masked_fill(a, m, v)   | m                      | da = g where !m, 0 where m                           |
+// | where(c, a, b)         | c                      | da = g where c, db = g where !c                      |
+// | cat(ts, dim)           | sizes                  | each input gets its slice of g                       |
+// | stack(ts, dim)         | (cat of unsqueezed)    |                                                      |
+// | split(a, sizes, dim)   | (narrow views)         |                                                      |
+// | index_select(a, d, i)  | i                      | da = index_add of g at i (scatter-add)               |
+// | gather(a, d, i)        | i                      | da = scatter_add of g at i                           |
+// | dropout(a, p)          | mask                   | da = g*mask/(1-p)                                    |
+// | views (tensor.h)       | sizes                  | the inverse view; narrow/select put g into zeros     |
+//
+// Binary ops broadcast as NumPy and PyTorch do and require both operands to have the same
+// dtype. Scalars keep the tensor's dtype. Every op takes an optional source location,
+// filled in by the compiler, that anomaly mode reports.
+#pragma once
+#include <utility>
+#include <vector>
+
+#include "core/autograd.h"
+#include "core/random.h"
+#include "core/tensor.h"
+
+namespace ember {
+
+using Dims = std::vector<int64_t>;
+
+// --- elementwise, binary (broadcasting)
+Tensor add(const Tensor& a, const Tensor& b, Loc loc = Loc::current());
+Tensor sub(const Tensor& a, const Tensor& b, Loc loc = Loc::current());
+Tensor mul(const Tensor& a, const Tensor& b, Loc loc = Loc::current());
+Tensor div(const Tensor& a, const Tensor& b, Loc loc = Loc::current());
+Tensor pow(const Tensor& a, const Tensor& b, Loc loc = Loc::current());
+Tensor maximum(const Tensor& a, const Tensor& b, Loc loc = Loc::current());
+Tensor minimum(const Tensor& a, const Tensor& b, Loc loc = Loc::current());
+// with a scalar
+Tensor add(const Tensor& a, double s, Loc loc = Loc::current());
+Tensor sub(const Tensor& a, double s, Loc loc = Loc::current());
+Tensor rsub(double s, const Tensor& a, Loc loc = Loc::current());  // s - a
+Tensor mul(const Tensor& a, double s, Loc loc = Loc::current());
+Tensor div(const Tensor& a, double s, Loc loc = Loc::current());
+Tensor rdiv(double s, const Tensor& a, Loc loc = Loc::current());  // s / a
+Tensor pow(const Tensor& a, double p, Loc loc = Loc::current());
+
+// --- elementwise, unary
+Tensor neg(const Tensor& a, Loc loc = Loc::current());
+Tensor exp(const Tensor& a, Loc loc = Loc::current());
+Tensor log(const Tensor& a, Loc loc = Loc::current());
+Tensor sqrt(const Tensor& a, Loc loc = Loc::current());
+Tensor rsqrt(const Tensor& a, Loc loc = Loc::current());
+Tensor abs(const Tensor& a, Loc loc = Loc::current());
+Tensor tanh(const Tensor& a, Loc loc = Loc::current());
+Tensor sigmoid(const Tensor& a, Loc loc = Loc::current());
+Tensor relu(const Tensor& a, Loc loc = Loc::current());
+Tensor gelu(const Tensor& a, bool tanh_approx = false, Loc loc = Loc::current());
+Tensor square(const Tensor& a, Loc loc = Loc::current());
+
+// --- comparisons and logic (no gradient; results are bool)
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+Tensor eq(const Tensor& a, double s);
+Tensor ne(const Tensor& a, double s);
+Tensor lt(const Tensor& a, double s);
+Tensor le(const Tensor& a, double s);
+Tensor gt(const Tensor& a, double s);
+Tensor ge(const Tensor& a, double s);
+Tensor logical_and(const Tensor& a, const Tensor& b);
+Tensor logical_or(const Tensor& a, const Tensor& b);
+Tensor logical_not(const Tensor& a);
+bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8);
+bool equal(const Tensor& a, const Tensor& b);  // same shape and bitwise-equal values
+
+// --- reductions (dims may be negative; an empty dims list reduces everything)
+Tensor sum(const Tensor& a, Loc loc = Loc::current());
+Tensor sum(const Tensor& a, const Dims& dims, bool keepdim = false, Loc loc = Loc::current());
+Tensor mean(const Tensor& a, Loc loc = Loc::current());
+Tensor mean(const Tensor& a, const Dims& dims, bool keepdim = false, Loc loc = Loc::current());
+Tensor amax(const Tensor& a, const Dims& dims = {}, bool keepdim = false, Loc loc = Loc::current());
+Tensor amin(const Tensor& a, const Dims& dims = {}, bool keepdim = false, Loc loc = Loc::current());
+// Values and int64 indices of the maximum along dim (first one on ties).
+std::pair<Tensor, Tensor> max(const Tensor& a, int64_t dim, bool keepdim = false, Loc loc = Loc::current());
+Tensor max(const Tensor& a, Loc loc = Loc::current());  // all elements
+Tensor argmax(const Tensor& a, int64_t dim, bool keepdim = false);
+Tensor argmin(const Tensor& a, int64_t dim, bool keepdim = false);
+// Variance with Bessel's correction by default (correction = 1), as torch.var.
+Tensor var(const Tensor& a, const Dims& dims, int64_t correction = 1, bool keepdim = false,
+           Loc loc = Loc::current());
+
+// --- linear algebra: torch.matmul semantics (1-D, 2-D, batched N-D with broadcast)
+Tensor matmul(const Tensor& a, const Tensor& b, Loc loc = Loc::current());
+
+// --- fused, numerically stable (max-subtracted)
+Tensor softmax(const Tensor& a, int64_t dim, Loc loc = Loc::current());
+Tensor log_softmax(const Tensor& a, int64_t dim, Loc loc = Loc::current());
+
+// --- masking and selection
+// Elements where mask (bool, broadcast to a's shape) is true are replaced by value.
+Tensor masked_fill(const Tensor& a, const Tensor& mask, double value, Loc loc = Loc::current());
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b, Loc loc = Loc::current());
+Tensor where(const Tensor& cond, const Tensor& a, double b, Loc loc = Loc::current());
+
+// --- joining and splitting
+Tensor cat(const std::vector<Tensor>& ts, int64_t dim = 0, Loc loc = Loc::current());
+Tensor stack(const std::vector<Tensor>& ts, int64_t dim = 0, Loc loc = Loc::current());
+std::vector<Tensor> split(const Tensor& a, int64_t split_size, int64_t dim = 0);
+std::vector<Tensor> split(const Tensor& a, const std::vector<int64_t>& sizes, int64_t dim = 0);
+std::vector<Tensor> chunk(const Tensor& a, int64_t chunks, int64_t dim = 0);
+
+// --- indexing (index is int64)
+Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index, Loc loc = Loc::current());
+Tensor gather(const Tensor& a, int64_t dim, const Tensor& index, Loc loc = Loc::current());
+// weight [V, E], ids int64 of any shape -> [..ids.shape, E]
+Tensor embedding_lookup(const Tensor& weight, const Tensor& ids, Loc loc = Loc::current());
+
+// --- regularisation: zeroes elements with probability p and scales the rest by 1/(1-p)
+// when training; identity otherwise. Draws from gen (the default generator if null).
+Tensor dropout(const Tensor& a, double p, bool training = true, Generator* gen = nullptr,
+               Loc loc = Loc::current());
+
+// --- operators
+Tensor operator+(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Tensor& b);
+Tensor operator*(const Tensor& a, const Tensor& b);
+Tensor operator/(const Tensor& a, const Tensor& b);
+Tensor operator+(const Tensor& a, double s);
+Tensor operator-(const Tensor& a, double s);
+Tensor operator*(const Tensor& a, double s);
+Tensor operator/(const Tensor& a, double s);
+Tensor operator+(double s, const Tensor& a);
+Tensor operator-(double s, const Tensor& a);
+Tensor operator*(double s, const Tensor& a);
+Tensor operator/(double s, const Tensor& a);
+Tensor operator-(const Tensor& a);
+
+}  // namespace ember

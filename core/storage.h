@@ -1,0 +1,27 @@
+// A flat, 64-byte aligned buffer shared by a tensor and all of its views. The counters
+// let tests and benchmarks see that dropped graphs give their memory back.
+#pragma once
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace ember {
+
+struct Storage {
+  void* data = nullptr;
+  size_t nbytes = 0;
+  // Bumped by every in-place write, so that a backward can detect that a tensor it saved
+  // was modified after the forward.
+  uint64_t version = 0;
+
+  explicit Storage(size_t nbytes);  // zero-filled
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+
+  static int64_t live_count();   // storages alive now
+  static int64_t live_bytes();   // bytes they hold
+  static int64_t total_allocations();  // storages ever created
+};
+
+}  // namespace ember

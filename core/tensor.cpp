@@ -1,0 +1,689 @@
+// Tensor metadata, creation, view ops (with their gradients), copies and printing.
+#include "core/tensor.h"
+
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+#include <ostream>
+#include <sstream>
+
+#include "core/autograd.h"
+#include "core/kernels.h"
+#include "core/random.h"
+
+namespace ember {
+
+// ---------------------------------------------------------------- shape helpers
+std::string shape_str(const Shape& s) {
+  std::string r = "[";
+  for (size_t i = 0; i < s.size(); i++) {
+    if (i) r += ",";
+    r += std::to_string(s[i]);
+  }
+  return r + "]";
+}
+
+int64_t numel_of(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t s : shape) n *= s;
+  return n;
+}
+
+Shape contiguous_strides(const Shape& shape) {
+  Shape st(shape.size());
+  int64_t acc = 1;
+  for (int64_t d = (int64_t)shape.size() - 1; d >= 0; d--) {
+    st[d] = acc;
+    acc *= std::max<int64_t>(shape[d], 1);
+  }
+  return st;
+}
+
+int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
+  int64_t lo = ndim == 0 ? -1 : -ndim, hi = ndim == 0 ? 0 : ndim - 1;
+  if (dim < lo || dim > hi)
+    fail(op, "dim ", dim, " is out of range for a tensor of ", ndim, " dims (expected a dim in [", lo,
+         ", ", hi, "])");
+  return dim < 0 ? dim + std::max<int64_t>(ndim, 1) : dim;
+}
+
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
+  size_t n = std::max(a.size(), b.size());
+  Shape out(n);
+  for (size_t i = 0; i < n; i++) {
+    int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    if (da != db && da != 1 && db != 1)
+      fail(op, "shapes ", a, " and ", b, " cannot be broadcast together (dim ", (int64_t)i, ": ", da,
+           " vs ", db, ")");
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+static Shape check_shape(const Shape& shape, const char* op) {
+  for (int64_t s : shape)
+    if (s < 0) fail(op, "sizes must be non-negative, got ", shape);
+  return shape;
+}
+
+// Replaces a single -1 by the size that keeps numel.
+static Shape infer_shape(Shape shape, int64_t numel, const char* op, const Shape& from) {
+  int64_t known = 1, infer = -1;
+  for (size_t i = 0; i < shape.size(); i++) {
+    if (shape[i] == -1) {
+      if (infer >= 0) fail(op, "only one dimension can be -1, got ", shape);
+      infer = (int64_t)i;
+    } else if (shape[i] < 0) {
+      fail(op, "invalid size ", shape[i], " in shape ", shape);
+    } else {
+      known *= shape[i];
+    }
+  }
+  if (infer >= 0) {
+    if (known == 0 || numel % known != 0)
+      fail(op, "shape ", shape, " is invalid for an input of shape ", from, " (", numel, " elements)");
+    shape[infer] = numel / known;
+  } else if (known != numel) {
+    fail(op, "shape ", shape, " is invalid for an input of shape ", from, " (", numel, " elements)");
+  }
+  return shape;
+}
+
+// Strides that let `shape` view memory laid out as (old_shape, old_strides), or empty.
+static bool view_strides(const Shape& old_shape, const Shape& old_strides, const Shape& shape, Shape& out) {
+  out.assign(shape.size(), 0);
+  if (numel_of(old_shape) == 0 || old_shape.empty()) {
+    out = contiguous_strides(shape);
+    return true;
+  }
+  int64_t vd = (int64_t)shape.size() - 1;
+  int64_t base = old_strides.back();
+  int64_t tnumel = 1, vnumel = 1;
+  for (int64_t td = (int64_t)old_shape.size() - 1; td >= 0; td--) {
+    tnumel *= old_shape[td];
+    // a chunk of old dims ends where the next-outer dim is not contiguous with it
+    if (td == 0 || (old_shape[td - 1] != 1 && old_strides[td - 1] != tnumel * base)) {
+      while (vd >= 0 && (vnumel < tnumel || shape[vd] == 1)) {
+        out[vd] = vnumel * base;
+        vnumel *= shape[vd];
+        vd--;
+      }
+      if (vnumel != tnumel) return false;
+      if (td > 0) {
+        base = old_strides[td - 1];
+        tnumel = 1;
+        vnumel = 1;
+      }
+    }
+  }
+  return vd == -1;
+}
+
+// ---------------------------------------------------------------- metadata
+int64_t Tensor::size(int64_t d) const { return impl_->shape[wrap_dim(d, dim(), "Tensor::size")]; }
+int64_t Tensor::stride(int64_t d) const { return impl_->strides[wrap_dim(d, dim(), "Tensor::stride")]; }
+int64_t Tensor::numel() const { return numel_of(impl_->shape); }
+
+bool Tensor::is_contiguous() const {
+  int64_t expect = 1;
+  for (int64_t d = dim() - 1; d >= 0; d--) {
+    if (impl_->shape[d] == 1) continue;
+    if (impl_->strides[d] != expect) return false;
+    expect *= impl_->shape[d];
+  }
+  return true;
+}
+
+void* Tensor::raw_data() const {
+  return static_cast<char*>(impl_->storage->data) + impl_->offset * dtype_size(impl_->dtype);
+}
+
+double Tensor::item() const {
+  if (!defined()) fail("item", "the tensor is undefined");
+  if (numel() != 1) fail("item", "expected a tensor with one element, got shape ", shape());
+  return dispatch_all(dtype(), [&](auto tag) { return (double)*data<decltype(tag)>(); });
+}
+
+double Tensor::at(std::initializer_list<int64_t> index) const {
+  if ((int64_t)index.size() != dim())
+    fail("at", "expected ", dim(), " indices for shape ", shape(), ", got ", (int64_t)index.size());
+  int64_t off = 0, d = 0;
+  for (int64_t i : index) {
+    if (i < -size(d) || i >= size(d)) fail("at", "index ", i, " is out of range for dim ", d, " of shape ", shape());
+    off += (i < 0 ? i + size(d) : i) * stride(d);
+    d++;
+  }
+  return dispatch_all(dtype(), [&](auto tag) { return (double)data<decltype(tag)>()[off]; });
+}
+
+template <class T>
+std::vector<T> Tensor::to_vector() const {
+  Tensor c = contiguous();
+  std::vector<T> out(numel());
+  dispatch_all(dtype(), [&](auto tag) {
+    using S = decltype(tag);
+    const S* p = c.data<S>();
+    for (size_t i = 0; i < out.size(); i++) out[i] = static_cast<T>(p[i]);
+  });
+  return out;
+}
+template std::vector<float> Tensor::to_vector<float>() const;
+template std::vector<double> Tensor::to_vector<double>() const;
+template std::vector<int64_t> Tensor::to_vector<int64_t>() const;
+template std::vector<int> Tensor::to_vector<int>() const;
+template std::vector<uint8_t> Tensor::to_vector<uint8_t>() const;
+
+// ---------------------------------------------------------------- autograd surface
+Tensor& Tensor::requires_grad_(bool on) {
+  if (impl_->grad_fn)
+    fail("requires_grad_", "can only be set on leaf tensors; this tensor was produced by ", "an op (",
+         "use detach() to make a new leaf)");
+  if (on && !is_floating(dtype()))
+    fail("requires_grad_", "only float32 and float64 tensors can require gradients, got ", dtype_name(dtype()));
+  impl_->requires_grad = on;
+  return *this;
+}
+
+bool Tensor::is_leaf() const { return impl_->grad_fn == nullptr; }
+
+Tensor Tensor::grad() const { return impl_->grad ? Tensor(impl_->grad) : Tensor(); }
+
+void Tensor::set_grad(const Tensor& g) {
+  if (g.defined() && (g.shape() != shape() || g.dtype() != dtype()))
+    fail("set_grad", "expected a gradient of shape ", shape(), " and dtype ", dtype_name(dtype()),
+         ", got shape ", g.shape(), " and dtype ", dtype_name(g.dtype()));
+  impl_->grad = g.impl_ptr();
+}
+
+void Tensor::zero_grad() { impl_->grad.reset(); }
+
+void Tensor::backward(const Tensor& grad, bool retain_graph) const { run_backward(*this, grad, retain_graph); }
+
+Tensor Tensor::detach() const {
+  auto p = std::make_shared<TensorImpl>();
+  p->storage = impl_->storage;
+  p->shape = impl_->shape;
+  p->strides = impl_->strides;
+  p->offset = impl_->offset;
+  p->dtype = impl_->dtype;
+  return Tensor(p);
+}
+
+// ---------------------------------------------------------------- views
+// A view of this tensor's storage with new geometry (no history yet).
+static Tensor make_view(const Tensor& t, Shape shape, Shape strides, int64_t offset) {
+  auto p = std::make_shared<TensorImpl>();
+  p->storage = t.storage();
+  p->shape = std::move(shape);
+  p->strides = std::move(strides);
+  p->offset = offset;
+  p->dtype = t.dtype();
+  return Tensor(p);
+}
+
+static const Loc kNoLoc{};
+
+Tensor Tensor::view(Shape shape) const {
+  shape = infer_shape(std::move(shape), numel(), "view", this->shape());
+  Shape st;
+  if (!view_strides(this->shape(), strides(), shape, st))
+    fail("view", "cannot view a tensor of shape ", this->shape(), " and strides ", strides(), " as shape ",
+         shape, " without a copy (the tensor is not contiguous); use reshape() or contiguous() first");
+  Tensor out = make_view(*this, shape, st, offset());
+  Shape in_shape = this->shape();
+  return record("view", kNoLoc, out, {*this},
+                wants_grad(*this) ? BackwardFn([in_shape](const Tensor& g) {
+                  return std::vector<Tensor>{g.reshape(in_shape)};
+                })
+                                  : nullptr);
+}
+
+Tensor Tensor::reshape(Shape shape) const {
+  shape = infer_shape(std::move(shape), numel(), "reshape", this->shape());
+  Shape st;
+  if (view_strides(this->shape(), strides(), shape, st)) return view(shape);
+  return contiguous().view(shape);
+}
+
+Tensor Tensor::flatten(int64_t start, int64_t end) const {
+  if (dim() == 0) return reshape({1});
+  start = wrap_dim(start, dim(), "flatten");
+  end = wrap_dim(end, dim(), "flatten");
+  if (start > end) fail("flatten", "start_dim ", start, " must not come after end_dim ", end);
+  Shape s(shape().begin(), shape().begin() + start);
+  int64_t m = 1;
+  for (int64_t d = start; d <= end; d++) m *= size(d);
+  s.push_back(m);
+  s.insert(s.end(), shape().begin() + end + 1, shape().end());
+  return reshape(s);
+}
+
+Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
+  d0 = wrap_dim(d0, dim(), "transpose");
+  d1 = wrap_dim(d1, dim(), "transpose");
+  if (dim() == 0) return *this;
+  Shape s = shape(), st = strides();
+  std::swap(s[d0], s[d1]);
+  std::swap(st[d0], st[d1]);
+  Tensor out = make_view(*this, s, st, offset());
+  return record("transpose", kNoLoc, out, {*this},
+                wants_grad(*this) ? BackwardFn([d0, d1](const Tensor& g) {
+                  return std::vector<Tensor>{g.transpose(d0, d1)};
+                })
+                                  : nullptr);
+}
+
+Tensor Tensor::t() const {
+  if (dim() > 2) fail("t", "expects a tensor with at most 2 dims, got shape ", shape());
+  return dim() < 2 ? *this : transpose(0, 1);
+}
+
+Tensor Tensor::mT() const {
+  if (dim() < 2) fail("mT", "expects a tensor with at least 2 dims, got shape ", shape());
+  return transpose(-2, -1);
+}
+
+Tensor Tensor::permute(std::vector<int64_t> dims) const {
+  if ((int64_t)dims.size() != dim())
+    fail("permute", "expected ", dim(), " dims for a tensor of shape ", shape(), ", got ", (Shape)dims);
+  std::vector<bool> seen(dim(), false);
+  Shape s(dim()), st(dim());
+  for (int64_t i = 0; i < dim(); i++) {
+    int64_t d = wrap_dim(dims[i], dim(), "permute");
+    if (seen[d]) fail("permute", "dims ", (Shape)dims, " repeat dim ", d);
+    seen[d] = true;
+    dims[i] = d;
+    s[i] = size(d);
+    st[i] = stride(d);
+  }
+  Tensor out = make_view(*this, s, st, offset());
+  return record("permute", kNoLoc, out, {*this},
+                wants_grad(*this) ? BackwardFn([dims](const Tensor& g) {
+                  std::vector<int64_t> inv(dims.size());
+                  for (size_t i = 0; i < dims.size(); i++) inv[dims[i]] = (int64_t)i;
+                  return std::vector<Tensor>{g.permute(inv)};
+                })
+                                  : nullptr);
+}
+
+// Backward of narrow/slice/select: the gradient lands in a zero tensor at the viewed place.
+static BackwardFn embed_back(const Tensor& in, std::function<Tensor(const Tensor&)> same_view) {
+  Shape s = in.shape();
+  DType dt = in.dtype();
+  return [s, dt, same_view](const Tensor& g) {
+    Tensor gx = zeros(s, dt);
+    same_view(gx).copy_(g);
+    return std::vector<Tensor>{gx};
+  };
+}
+
+Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const {
+  d = wrap_dim(d, dim(), "slice");
+  if (step <= 0) fail("slice", "step must be positive, got ", step);
+  int64_t n = size(d);
+  if (start < 0) start += n;
+  if (end < 0) end += n;
+  start = std::clamp<int64_t>(start, 0, n);
+  end = std::clamp<int64_t>(end, start, n);
+  Shape s = shape(), st = strides();
+  s[d] = (end - start + step - 1) / step;
+  st[d] *= step;
+  Tensor out = make_view(*this, s, st, offset() + start * stride(d));
+  return record("slice", kNoLoc, out, {*this},
+                wants_grad(*this) ? embed_back(*this, [=](const Tensor& z) { return z.slice(d, start, end, step); })
+                                  : nullptr);
+}
+
+Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
+  d = wrap_dim(d, dim(), "narrow");
+  int64_t n = size(d);
+  if (start < 0) start += n;
+  if (start < 0 || length < 0 || start + length > n)
+    fail("narrow", "start ", start, " and length ", length, " are out of range for dim ", d, " of size ", n,
+         " (shape ", shape(), ")");
+  return slice(d, start, start + length);
+}
+
+Tensor Tensor::select(int64_t d, int64_t index) const {
+  d = wrap_dim(d, dim(), "select");
+  int64_t n = size(d);
+  if (index < -n || index >= n)
+    fail("select", "index ", index, " is out of range for dim ", d, " of size ", n, " (shape ", shape(), ")");
+  if (index < 0) index += n;
+  Shape s = shape(), st = strides();
+  s.erase(s.begin() + d);
+  st.erase(st.begin() + d);
+  Tensor out = make_view(*this, s, st, offset() + index * stride(d));
+  return record("select", kNoLoc, out, {*this},
+                wants_grad(*this) ? embed_back(*this, [=](const Tensor& z) { return z.select(d, index); })
+                                  : nullptr);
+}
+
+Tensor Tensor::unsqueeze(int64_t d) const {
+  d = wrap_dim(d, dim() + 1, "unsqueeze");
+  Shape s = shape(), st = strides();
+  int64_t new_stride = d < dim() ? size(d) * stride(d) : 1;
+  s.insert(s.begin() + d, 1);
+  st.insert(st.begin() + d, new_stride);
+  Tensor out = make_view(*this, s, st, offset());
+  Shape in_shape = shape();
+  return record("unsqueeze", kNoLoc, out, {*this},
+                wants_grad(*this) ? BackwardFn([in_shape](const Tensor& g) {
+                  return std::vector<Tensor>{g.reshape(in_shape)};
+                })
+                                  : nullptr);
+}
+
+static Tensor squeeze_dims(const Tensor& t, const std::vector<bool>& drop) {
+  Shape s, st;
+  for (int64_t d = 0; d < t.dim(); d++)
+    if (!drop[d]) {
+      s.push_back(t.size(d));
+      st.push_back(t.stride(d));
+    }
+  Tensor out = make_view(t, s, st, t.offset());
+  Shape in_shape = t.shape();
+  return record("squeeze", kNoLoc, out, {t},
+                wants_grad(t) ? BackwardFn([in_shape](const Tensor& g) {
+                  return std::vector<Tensor>{g.reshape(in_shape)};
+                })
+                              : nullptr);
+}
+
+Tensor Tensor::squeeze(int64_t d) const {
+  if (dim() == 0) return *this;
+  d = wrap_dim(d, dim(), "squeeze");
+  std::vector<bool> drop(dim(), false);
+  drop[d] = size(d) == 1;
+  return squeeze_dims(*this, drop);
+}
+
+Tensor Tensor::squeeze() const {
+  std::vector<bool> drop(dim());
+  for (int64_t d = 0; d < dim(); d++) drop[d] = size(d) == 1;
+  return squeeze_dims(*this, drop);
+}
+
+Tensor Tensor::expand(Shape shape) const {
+  if ((int64_t)shape.size() < dim())
+    fail("expand", "the target shape ", shape, " has fewer dims than the tensor's shape ", this->shape());
+  const int64_t lead = (int64_t)shape.size() - dim();
+  Shape st(shape.size(), 0);
+  for (int64_t i = 0; i < (int64_t)shape.size(); i++) {
+    if (i < lead) {
+      if (shape[i] < 0) fail("expand", "-1 is not allowed for a new leading dim, got ", shape);
+      continue;
+    }
+    int64_t have = size(i - lead);
+    if (shape[i] == -1) shape[i] = have;
+    if (have == shape[i]) st[i] = stride(i - lead);
+    else if (have == 1) st[i] = 0;
+    else fail("expand", "cannot expand shape ", this->shape(), " to ", shape, " (dim ", i, ": ", have,
+              " is not 1)");
+  }
+  Tensor out = make_view(*this, shape, st, offset());
+  // the engine sums the gradient back to the input shape
+  return record("expand", kNoLoc, out, {*this},
+                wants_grad(*this) ? BackwardFn([](const Tensor& g) { return std::vector<Tensor>{g}; }) : nullptr);
+}
+
+Tensor Tensor::contiguous() const {
+  if (is_contiguous()) return *this;
+  return clone();
+}
+
+Tensor Tensor::clone() const {
+  Tensor out = empty(shape(), dtype());
+  kernel::copy(out, *this);
+  return record("clone", kNoLoc, out, {*this},
+                wants_grad(*this) ? BackwardFn([](const Tensor& g) { return std::vector<Tensor>{g}; }) : nullptr);
+}
+
+Tensor Tensor::to(DType dt) const {
+  if (dt == dtype()) return *this;
+  Tensor out = empty(shape(), dt);
+  kernel::copy(out, *this);
+  DType src = dtype();
+  bool grad = wants_grad(*this) && is_floating(dt);
+  return record("to", kNoLoc, out, {*this},
+                grad ? BackwardFn([src](const Tensor& g) { return std::vector<Tensor>{g.to(src)}; }) : nullptr);
+}
+
+Tensor& Tensor::fill_(double v) {
+  kernel::fill(*this, v);
+  return *this;
+}
+
+Tensor& Tensor::copy_(const Tensor& src) {
+  Shape bs = broadcast_shapes(shape(), src.shape(), "copy_");
+  if (bs != shape()) fail("copy_", "cannot copy a tensor of shape ", src.shape(), " into shape ", shape());
+  kernel::copy(*this, src.expand(shape()).detach());
+  return *this;
+}
+
+// ---------------------------------------------------------------- creation
+Tensor empty(const Shape& shape, DType dtype) {
+  check_shape(shape, "empty");
+  auto p = std::make_shared<TensorImpl>();
+  p->storage = std::make_shared<Storage>(numel_of(shape) * dtype_size(dtype));
+  p->shape = shape;
+  p->strides = contiguous_strides(shape);
+  p->dtype = dtype;
+  return Tensor(p);
+}
+
+Tensor zeros(const Shape& shape, DType dtype) { return empty(shape, dtype); }
+Tensor ones(const Shape& shape, DType dtype) { return full(shape, 1.0, dtype); }
+Tensor full(const Shape& shape, double v, DType dtype) {
+  Tensor t = empty(shape, dtype);
+  if (v != 0) t.fill_(v);
+  return t;
+}
+Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), t.dtype()); }
+Tensor ones_like(const Tensor& t) { return ones(t.shape(), t.dtype()); }
+Tensor full_like(const Tensor& t, double v) { return full(t.shape(), v, t.dtype()); }
+Tensor scalar_tensor(double v, DType dtype) { return full({}, v, dtype); }
+
+Tensor arange(double start, double end, double step, DType dtype) {
+  if (step == 0) fail("arange", "step must be nonzero");
+  double n = std::ceil((end - start) / step);
+  int64_t len = n > 0 ? (int64_t)n : 0;
+  Tensor t = empty({len}, dtype);
+  dispatch_all(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T* p = t.data<T>();
+    for (int64_t i = 0; i < len; i++) p[i] = static_cast<T>(start + i * step);
+  });
+  return t;
+}
+Tensor arange(int64_t end, DType dtype) { return arange(0.0, (double)end, 1.0, dtype); }
+
+template <class T>
+static Tensor from_values(const std::vector<T>& v, const Shape& shape, DType dt) {
+  check_shape(shape, "from_vector");
+  if ((int64_t)v.size() != numel_of(shape))
+    fail("from_vector", "shape ", shape, " needs ", numel_of(shape), " values, got ", (int64_t)v.size());
+  Tensor t = empty(shape, dt);
+  dispatch_all(dt, [&](auto tag) {
+    using S = decltype(tag);
+    S* p = t.data<S>();
+    for (size_t i = 0; i < v.size(); i++) p[i] = static_cast<S>(v[i]);
+  });
+  return t;
+}
+Tensor from_vector(const std::vector<float>& v, const Shape& s) { return from_values(v, s, kFloat32); }
+Tensor from_vector(const std::vector<double>& v, const Shape& s) { return from_values(v, s, kFloat64); }
+Tensor from_vector(const std::vector<int64_t>& v, const Shape& s) { return from_values(v, s, kInt64); }
+Tensor from_vector(const std::vector<double>& v, const Shape& s, DType dt) { return from_values(v, s, dt); }
+Tensor from_bools(const std::vector<bool>& v, const Shape& s) {
+  std::vector<uint8_t> u(v.begin(), v.end());
+  return from_values(u, s, kBool);
+}
+
+// ---------------------------------------------------------------- random
+static Generator& gen_or_default(Generator* g) { return g ? *g : default_generator(); }
+
+Tensor rand(const Shape& shape, DType dtype, Generator* gen) { return uniform(shape, 0.0, 1.0, dtype, gen); }
+
+Tensor uniform(const Shape& shape, double lo, double hi, DType dtype, Generator* g) {
+  Tensor t = empty(shape, dtype);
+  Generator& gen = gen_or_default(g);
+  const int64_t n = t.numel();
+  const uint64_t first = gen.reserve(n);
+  dispatch_float(dtype, "uniform", [&](auto tag) {
+    using T = decltype(tag);
+    T* p = t.data<T>();
+    parallel_for(n, 8, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; i++) {
+        T v = static_cast<T>(lo + (hi - lo) * gen.uniform(first + i));
+        p[i] = v < static_cast<T>(hi) ? v : static_cast<T>(lo);  // float rounding may reach hi
+      }
+    });
+  });
+  return t;
+}
+
+Tensor normal(const Shape& shape, double mean, double std, DType dtype, Generator* g) {
+  Tensor t = empty(shape, dtype);
+  Generator& gen = gen_or_default(g);
+  const int64_t n = t.numel();
+  const uint64_t first = gen.reserve(2 * ((n + 1) / 2));
+  // Box-Muller: draws 2i and 2i+1 give elements 2i and 2i+1.
+  dispatch_float(dtype, "normal", [&](auto tag) {
+    using T = decltype(tag);
+    T* p = t.data<T>();
+    parallel_for((n + 1) / 2, 16, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; i++) {
+        double u1 = 1.0 - gen.uniform(first + 2 * i), u2 = gen.uniform(first + 2 * i + 1);
+        double r = std::sqrt(-2.0 * std::log(u1)), th = 2.0 * M_PI * u2;
+        p[2 * i] = static_cast<T>(mean + std * r * std::cos(th));
+        if (2 * i + 1 < n) p[2 * i + 1] = static_cast<T>(mean + std * r * std::sin(th));
+      }
+    });
+  });
+  return t;
+}
+
+Tensor randn(const Shape& shape, DType dtype, Generator* gen) { return normal(shape, 0.0, 1.0, dtype, gen); }
+
+Tensor randint(int64_t low, int64_t high, const Shape& shape, Generator* g) {
+  if (high <= low) fail("randint", "expected low < high, got low ", low, " and high ", high);
+  Tensor t = empty(shape, kInt64);
+  Generator& gen = gen_or_default(g);
+  const int64_t n = t.numel();
+  const uint64_t first = gen.reserve(n);
+  const uint64_t range = (uint64_t)(high - low);
+  int64_t* p = t.data<int64_t>();
+  for (int64_t i = 0; i < n; i++) p[i] = low + (int64_t)(gen.draw(first + i) % range);
+  return t;
+}
+
+// ---------------------------------------------------------------- printing
+namespace {
+
+struct Formatter {
+  enum Mode { Int, Fixed, Sci, Bool, Whole } mode = Fixed;
+  int width = 1;
+
+  std::string fmt(double v) const {
+    char buf[64];
+    if (mode == Bool) return v != 0 ? "True" : "False";
+    if (std::isnan(v)) return "nan";
+    if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+    switch (mode) {
+      case Int: std::snprintf(buf, sizeof buf, "%lld", (long long)v); break;
+      case Whole: std::snprintf(buf, sizeof buf, "%.0f.", v); break;
+      case Sci: std::snprintf(buf, sizeof buf, "%.4e", v); break;
+      default: std::snprintf(buf, sizeof buf, "%.4f", v); break;
+    }
+    return buf;
+  }
+};
+
+constexpr int64_t kSummarizeAbove = 1000;
+constexpr int64_t kEdgeItems = 3;
+
+// Indices of dim d to print (-1 marks the "..." gap).
+std::vector<int64_t> shown(int64_t n, bool summarize) {
+  std::vector<int64_t> r;
+  if (summarize && n > 2 * kEdgeItems) {
+    for (int64_t i = 0; i < kEdgeItems; i++) r.push_back(i);
+    r.push_back(-1);
+    for (int64_t i = n - kEdgeItems; i < n; i++) r.push_back(i);
+  } else {
+    for (int64_t i = 0; i < n; i++) r.push_back(i);
+  }
+  return r;
+}
+
+void collect(const Tensor& t, bool summarize, std::vector<double>& out) {
+  if (t.dim() == 0) {
+    out.push_back(t.item());
+    return;
+  }
+  for (int64_t i : shown(t.size(0), summarize))
+    if (i >= 0) collect(t.select(0, i), summarize, out);
+}
+
+void emit(std::ostringstream& os, const Tensor& t, const Formatter& f, bool summarize, int indent) {
+  if (t.dim() == 0) {
+    std::string s = f.fmt(t.item());
+    os << std::string(f.width > (int)s.size() ? f.width - s.size() : 0, ' ') << s;
+    return;
+  }
+  os << "[";
+  auto idx = shown(t.size(0), summarize);
+  for (size_t k = 0; k < idx.size(); k++) {
+    if (k) {
+      os << ",";
+      if (t.dim() == 1) os << " ";
+      else os << std::string(t.dim() - 1, '\n') << std::string(indent + 1, ' ');
+    }
+    if (idx[k] < 0) os << "...";
+    else emit(os, t.select(0, idx[k]), f, summarize, indent + 1);
+  }
+  os << "]";
+}
+
+}  // namespace
+
+std::string Tensor::to_string() const {
+  if (!defined()) return "tensor(undefined)";
+  NoGradGuard ng;
+  Tensor t = detach();
+  bool summarize = numel() > kSummarizeAbove;
+  std::vector<double> vals;
+  if (numel() > 0) collect(t, summarize, vals);
+  Formatter f;
+  if (dtype() == kBool) f.mode = Formatter::Bool;
+  else if (dtype() == kInt64) f.mode = Formatter::Int;
+  else {
+    double mx = 0, mn = INFINITY;
+    bool whole = true;
+    for (double v : vals) {
+      if (!std::isfinite(v)) continue;
+      double a = std::fabs(v);
+      mx = std::max(mx, a);
+      if (a > 0) mn = std::min(mn, a);
+      if (v != std::round(v)) whole = false;
+    }
+    if (whole && mx < 1e8) f.mode = Formatter::Whole;
+    else if (mx >= 1e8 || (mn < 1e-4 && mn > 0) || (mn > 0 && mx / mn > 1e4)) f.mode = Formatter::Sci;
+    else f.mode = Formatter::Fixed;
+  }
+  for (double v : vals) f.width = std::max<int>(f.width, (int)f.fmt(v).size());
+  std::ostringstream os;
+  os << "tensor(";
+  if (numel() == 0) os << "[]";
+  else emit(os, t, f, summarize, 7);
+  os << ", shape=" << shape_str(shape()) << ", dtype=" << dtype_name(dtype());
+  if (impl_->grad_fn) os << ", grad_fn=<" << impl_->grad_fn->name << ">";
+  else if (requires_grad()) os << ", requires_grad=true";
+  os << ")";
+  return os.str();
+}
+
+std::ostream& operator<<(std::ostream& os, const Tensor& t) { return os << t.to_string(); }
+
+}  // namespace ember

@@ -1,0 +1,158 @@
+// Tensor: a typed, strided view into shared storage, plus the autograd metadata
+// (requires_grad, grad, the node that produced it). Tensor is a cheap handle: copies
+// share the same TensorImpl, as Python references to a torch.Tensor do.
+//
+// Shapes are outermost first and row-major; strides count elements. View ops (view,
+// reshape when possible, transpose, permute, narrow, slice, select, unsqueeze, squeeze,
+// expand) never copy; contiguous() copies only when needed. Negative dims count from
+// the end, as in PyTorch.
+#pragma once
+#include <cstdint>
+#include <initializer_list>
+#include <iosfwd>
+#include <memory>
+#include <source_location>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/storage.h"
+
+namespace ember {
+
+struct Node;
+class Generator;
+using Loc = std::source_location;
+
+struct TensorImpl {
+  std::shared_ptr<Storage> storage;
+  Shape shape;
+  Shape strides;
+  int64_t offset = 0;
+  DType dtype = DType::Float32;
+  bool requires_grad = false;
+  std::shared_ptr<TensorImpl> grad;   // accumulated gradient of a leaf
+  std::shared_ptr<Node> grad_fn;      // the op that produced this tensor, if recorded
+};
+
+class Tensor {
+ public:
+  Tensor() = default;  // an undefined tensor (like None)
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  bool defined() const { return impl_ != nullptr; }
+  TensorImpl* impl() const { return impl_.get(); }
+  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+  bool same(const Tensor& o) const { return impl_ == o.impl_; }
+
+  // --- metadata
+  const Shape& shape() const { return impl_->shape; }
+  const Shape& strides() const { return impl_->strides; }
+  int64_t size(int64_t dim) const;
+  int64_t stride(int64_t dim) const;
+  int64_t offset() const { return impl_->offset; }
+  int64_t dim() const { return (int64_t)impl_->shape.size(); }
+  int64_t numel() const;
+  DType dtype() const { return impl_->dtype; }
+  bool is_contiguous() const;
+  const std::shared_ptr<Storage>& storage() const { return impl_->storage; }
+
+  // --- element access. data<T>() points at element [0,...,0]; T must match dtype.
+  template <class T> T* data() const;
+  void* raw_data() const;
+  double item() const;  // the value of a one-element tensor, converted to double
+  template <class T> T item() const { return static_cast<T>(item()); }
+  template <class T> std::vector<T> to_vector() const;  // row-major values, converted
+  double at(std::initializer_list<int64_t> index) const;  // one element, as double
+
+  // --- autograd
+  bool requires_grad() const { return impl_->requires_grad; }
+  Tensor& requires_grad_(bool on = true);  // only on leaves
+  bool is_leaf() const;
+  Tensor grad() const;  // undefined until a backward reaches this leaf
+  void set_grad(const Tensor& g);
+  void zero_grad();     // drops the gradient (PyTorch's set_to_none)
+  const std::shared_ptr<Node>& grad_fn() const { return impl_->grad_fn; }
+  // Backpropagates from this tensor. grad may be omitted only for one-element tensors.
+  // The graph is freed afterwards unless retain_graph is set.
+  void backward(const Tensor& grad = Tensor(), bool retain_graph = false) const;
+  Tensor detach() const;  // same storage, no history, requires_grad false
+
+  // --- views (share storage, never copy) and copies
+  Tensor view(Shape shape) const;       // fails when strides make a copy necessary
+  Tensor reshape(Shape shape) const;    // view when possible, otherwise a copy
+  Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
+  Tensor transpose(int64_t dim0, int64_t dim1) const;
+  Tensor t() const;                     // transpose of a 2-D tensor
+  Tensor mT() const;                    // swaps the last two dims
+  Tensor permute(std::vector<int64_t> dims) const;
+  Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
+  Tensor slice(int64_t dim, int64_t start, int64_t end, int64_t step = 1) const;
+  Tensor select(int64_t dim, int64_t index) const;
+  Tensor unsqueeze(int64_t dim) const;
+  Tensor squeeze(int64_t dim) const;
+  Tensor squeeze() const;
+  Tensor expand(Shape shape) const;     // -1 keeps a size; broadcasts size-1 dims
+  Tensor expand_as(const Tensor& other) const { return expand(other.shape()); }
+  Tensor contiguous() const;            // this tensor itself when already contiguous
+  Tensor clone() const;                 // always a fresh contiguous copy
+  Tensor to(DType dtype) const;         // differentiable between float types
+
+  // --- in-place, outside autograd (initialisation, optimizer updates)
+  Tensor& fill_(double value);
+  Tensor& zero_() { return fill_(0.0); }
+  Tensor& copy_(const Tensor& src);     // src is broadcast to this shape and converted
+
+  std::string to_string() const;
+
+ private:
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+std::ostream& operator<<(std::ostream& os, const Tensor& t);
+
+// --- creation
+Tensor empty(const Shape& shape, DType dtype = kFloat32);  // zero-filled storage
+Tensor zeros(const Shape& shape, DType dtype = kFloat32);
+Tensor ones(const Shape& shape, DType dtype = kFloat32);
+Tensor full(const Shape& shape, double value, DType dtype = kFloat32);
+Tensor zeros_like(const Tensor& t);
+Tensor ones_like(const Tensor& t);
+Tensor full_like(const Tensor& t, double value);
+Tensor scalar_tensor(double value, DType dtype = kFloat32);
+// [start, end) in steps of step
+Tensor arange(double start, double end, double step = 1.0, DType dtype = kInt64);
+Tensor arange(int64_t end, DType dtype = kInt64);
+// Copies values (row-major) into a new tensor of the given shape.
+Tensor from_vector(const std::vector<float>& values, const Shape& shape);
+Tensor from_vector(const std::vector<double>& values, const Shape& shape);
+Tensor from_vector(const std::vector<int64_t>& values, const Shape& shape);
+Tensor from_vector(const std::vector<double>& values, const Shape& shape, DType dtype);
+Tensor from_bools(const std::vector<bool>& values, const Shape& shape);
+// Random tensors from a generator (the default one when none is given).
+Tensor randn(const Shape& shape, DType dtype = kFloat32, Generator* gen = nullptr);
+Tensor rand(const Shape& shape, DType dtype = kFloat32, Generator* gen = nullptr);
+Tensor uniform(const Shape& shape, double low, double high, DType dtype = kFloat32,
+               Generator* gen = nullptr);
+Tensor normal(const Shape& shape, double mean, double std, DType dtype = kFloat32,
+              Generator* gen = nullptr);
+Tensor randint(int64_t low, int64_t high, const Shape& shape, Generator* gen = nullptr);
+
+// --- shape helpers
+int64_t numel_of(const Shape& shape);
+Shape contiguous_strides(const Shape& shape);
+int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op);
+// NumPy broadcasting of two shapes; throws naming op when they do not broadcast.
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
+
+// --- template definitions
+template <class T>
+T* Tensor::data() const {
+  if (dtype_of<T>::value != impl_->dtype)
+    fail("Tensor::data", "requested ", dtype_name(dtype_of<T>::value), " but the tensor is ",
+         dtype_name(impl_->dtype));
+  return static_cast<T*>(impl_->storage->data) + impl_->offset;
+}
+
+}  // namespace ember
