@@ -103,6 +103,7 @@ std::string attr_string(const std::string& file, const std::string& object, cons
     char* s = nullptr;
     Handle mt(H5Tcopy(H5T_C_S1), H5Tclose);
     H5Tset_size(mt.id, H5T_VARIABLE);
+    H5Tset_cset(mt.id, H5Tget_cset(type.id));
     if (H5Aread(a.id, mt.id, &s) < 0) fail(op, "cannot read attribute '", name, "' in '", file, "'");
     std::string r = s ? s : "";
     H5free_memory(s);
