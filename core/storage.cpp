@@ -11,12 +11,12 @@ namespace {
 std::atomic<int64_t> g_live{0}, g_bytes{0}, g_total{0};
 }
 
-Storage::Storage(size_t n) : nbytes(n) {
+Storage::Storage(size_t n, bool zero_fill) : nbytes(n) {
   size_t rounded = (n + 63) / 64 * 64;
   if (rounded == 0) rounded = 64;
   data = std::aligned_alloc(64, rounded);
   if (!data) throw std::bad_alloc();
-  std::memset(data, 0, rounded);
+  if (zero_fill) std::memset(data, 0, rounded);
   g_live++;
   g_bytes += (int64_t)n;
   g_total++;

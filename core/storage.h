@@ -14,7 +14,8 @@ struct Storage {
   // was modified after the forward.
   uint64_t version = 0;
 
-  explicit Storage(size_t nbytes);  // zero-filled
+  // zero_fill false leaves the contents undefined (for outputs a kernel overwrites whole).
+  explicit Storage(size_t nbytes, bool zero_fill = true);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;

@@ -463,21 +463,23 @@ Tensor& Tensor::copy_(const Tensor& src) {
 }
 
 // ---------------------------------------------------------------- creation
-Tensor empty(const Shape& shape, DType dtype) {
+static Tensor allocate(const Shape& shape, DType dtype, bool zero_fill) {
   check_shape(shape, "empty");
   auto p = std::make_shared<TensorImpl>();
-  p->storage = std::make_shared<Storage>(numel_of(shape) * dtype_size(dtype));
+  p->storage = std::make_shared<Storage>(numel_of(shape) * dtype_size(dtype), zero_fill);
   p->shape = shape;
   p->strides = contiguous_strides(shape);
   p->dtype = dtype;
   return Tensor(p);
 }
 
-Tensor zeros(const Shape& shape, DType dtype) { return empty(shape, dtype); }
+Tensor empty(const Shape& shape, DType dtype) { return allocate(shape, dtype, false); }
+Tensor zeros(const Shape& shape, DType dtype) { return allocate(shape, dtype, true); }
 Tensor ones(const Shape& shape, DType dtype) { return full(shape, 1.0, dtype); }
 Tensor full(const Shape& shape, double v, DType dtype) {
+  if (v == 0) return zeros(shape, dtype);
   Tensor t = empty(shape, dtype);
-  if (v != 0) t.fill_(v);
+  t.fill_(v);
   return t;
 }
 Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), t.dtype()); }

@@ -113,7 +113,8 @@ class Tensor {
 std::ostream& operator<<(std::ostream& os, const Tensor& t);
 
 // --- creation
-Tensor empty(const Shape& shape, DType dtype = kFloat32);  // zero-filled storage
+// Uninitialised contents (like torch.empty): for outputs that are overwritten whole.
+Tensor empty(const Shape& shape, DType dtype = kFloat32);
 Tensor zeros(const Shape& shape, DType dtype = kFloat32);
 Tensor ones(const Shape& shape, DType dtype = kFloat32);
 Tensor full(const Shape& shape, double value, DType dtype = kFloat32);

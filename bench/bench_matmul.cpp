@@ -1,0 +1,111 @@
+// bench_matmul: ember::matmul against raw cblas_sgemm on the same shapes in the same
+// run, so the ratio shows our overhead (allocation, dispatch, autograd bookkeeping).
+// Each timing is the median of several repetitions after a warm-up.
+//
+//   bench_matmul [--reps N] [--json FILE]
+#include <cblas.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "core/ops.h"
+#include "core/parallel.h"
+
+using namespace ember;
+using Clock = std::chrono::steady_clock;
+
+template <class F>
+static double median_seconds(int reps, F&& f) {
+  f();  // warm-up
+  std::vector<double> t;
+  for (int i = 0; i < reps; i++) {
+    auto t0 = Clock::now();
+    f();
+    t.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+struct Case {
+  const char* name;
+  int64_t batch, M, K, N;
+  bool trans_b;  // B given as a transposed view (a weight used as x @ W^T)
+  bool grad;     // forward + backward
+};
+
+int main(int argc, char** argv) {
+  int reps = 15;
+  std::string json;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string k = argv[i];
+    if (k == "--reps") reps = std::atoi(argv[i + 1]);
+    else if (k == "--json") json = argv[i + 1];
+  }
+  const std::vector<Case> cases = {
+      {"[4096x512]x[512x512]", 1, 4096, 512, 512, false, false},
+      {"[4096x512]x[512x512]^T (Linear)", 1, 4096, 512, 512, true, false},
+      {"[4096x512]x[512x2048]", 1, 4096, 512, 2048, false, false},
+      {"[4096x2048]x[2048x512]", 1, 4096, 2048, 512, false, false},
+      {"[256 x 64x64]x[64x64] batched", 256, 64, 64, 64, false, false},
+      {"[4096x512]x[512x512] fwd+bwd", 1, 4096, 512, 512, true, true},
+  };
+  std::printf("threads: %d\n", num_threads());
+  std::printf("%-34s %12s %12s %8s %10s %10s\n", "shape", "ember ms", "sgemm ms", "ratio", "ember GF/s",
+              "sgemm GF/s");
+  FILE* js = json.empty() ? nullptr : std::fopen(json.c_str(), "w");
+  if (js) std::fprintf(js, "{\"threads\": %d, \"cases\": [\n", num_threads());
+  for (size_t ci = 0; ci < cases.size(); ci++) {
+    const Case& c = cases[ci];
+    Tensor a = randn({c.batch, c.M, c.K});
+    Tensor b = c.trans_b ? randn({c.N, c.K}).t() : randn({c.K, c.N});
+    if (c.batch == 1) a = a.reshape({c.M, c.K});
+    std::vector<float> out((size_t)(c.batch * c.M * c.N));
+    Tensor bc = b.contiguous();  // raw sgemm gets plain row-major memory
+    const float* pa = a.contiguous().data<float>();
+    const float* pb = bc.data<float>();
+    double flops = 2.0 * c.batch * c.M * c.N * c.K * (c.grad ? 3 : 1);
+    double ours, ref;
+    if (!c.grad) {
+      NoGradGuard ng;
+      ours = median_seconds(reps, [&] { Tensor y = matmul(a, b); });
+      ref = median_seconds(reps, [&] {
+        for (int64_t i = 0; i < c.batch; i++)
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, c.M, c.N, c.K, 1.f, pa + i * c.M * c.K, c.K, pb,
+                      c.N, 0.f, out.data() + i * c.M * c.N, c.N);
+      });
+    } else {
+      Tensor w = b.detach().contiguous().requires_grad_();  // [N, K] when trans_b
+      Tensor x = a.detach().requires_grad_();
+      Tensor gy = randn({c.M, c.N});
+      ours = median_seconds(reps, [&] {
+        Tensor y = matmul(x, w.t());
+        y.backward(gy);
+        x.zero_grad();
+        w.zero_grad();
+      });
+      std::vector<float> gx((size_t)(c.M * c.K)), gw((size_t)(c.N * c.K));
+      const float* pw = w.data<float>();
+      const float* pg = gy.data<float>();
+      ref = median_seconds(reps, [&] {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, c.M, c.N, c.K, 1.f, pa, c.K, pw, c.K, 0.f, out.data(), c.N);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, c.M, c.K, c.N, 1.f, pg, c.N, pw, c.K, 0.f, gx.data(), c.K);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, c.N, c.K, c.M, 1.f, pg, c.N, pa, c.K, 0.f, gw.data(), c.K);
+      });
+    }
+    std::printf("%-34s %12.3f %12.3f %8.3f %10.1f %10.1f\n", c.name, ours * 1e3, ref * 1e3, ours / ref,
+                flops / ours * 1e-9, flops / ref * 1e-9);
+    if (js)
+      std::fprintf(js, "  {\"shape\": \"%s\", \"ember_ms\": %.4f, \"sgemm_ms\": %.4f, \"ratio\": %.4f}%s\n", c.name,
+                   ours * 1e3, ref * 1e3, ours / ref, ci + 1 < cases.size() ? "," : "");
+  }
+  if (js) {
+    std::fprintf(js, "]}\n");
+    std::fclose(js);
+  }
+  return 0;
+}

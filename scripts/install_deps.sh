@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs with apt-get whatever the build needs and this machine lacks (Debian 12).
+# Runs apt-get only when something is missing; uses sudo when not root.
+set -euo pipefail
+pkgs=(g++ cmake make pkg-config libopenblas-openmp-dev libhdf5-dev hdf5-tools catch2)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "install_deps: installing ${missing[*]}"
+  sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo=sudo
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi

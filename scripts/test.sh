@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The test command: install what is missing, then build and run the whole suite twice -
+# Release, and Debug with AddressSanitizer + UndefinedBehaviorSanitizer. Fails when any
+# test fails.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install_deps.sh
+jobs=$(nproc)
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
+
+echo "== Release build and tests"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
+cmake --build build -j"$jobs"
+ctest --test-dir build --output-on-failure -j"$jobs"
+
+echo "== Debug + AddressSanitizer + UndefinedBehaviorSanitizer build and tests"
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DEMBER_SANITIZE=ON \
+  -DEMBER_BUILD_EXAMPLES=OFF -DEMBER_BUILD_BENCH=OFF
+cmake --build build-asan -j"$jobs"
+ctest --test-dir build-asan --output-on-failure -j"$jobs"
