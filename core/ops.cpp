@@ -782,18 +782,18 @@ Tensor dropout(const Tensor& a, double p, bool training, Generator* gen, Loc loc
 }
 
 // ------------------------------------------------------------------ operators
-Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
-Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
-Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
-Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
-Tensor operator+(const Tensor& a, double s) { return add(a, s); }
-Tensor operator-(const Tensor& a, double s) { return sub(a, s); }
-Tensor operator*(const Tensor& a, double s) { return mul(a, s); }
-Tensor operator/(const Tensor& a, double s) { return div(a, s); }
-Tensor operator+(double s, const Tensor& a) { return add(a, s); }
-Tensor operator-(double s, const Tensor& a) { return rsub(s, a); }
-Tensor operator*(double s, const Tensor& a) { return mul(a, s); }
-Tensor operator/(double s, const Tensor& a) { return rdiv(s, a); }
-Tensor operator-(const Tensor& a) { return neg(a); }
+Tensor operator+(TensorAt a, const Tensor& b) { return add(a.t, b, a.loc); }
+Tensor operator-(TensorAt a, const Tensor& b) { return sub(a.t, b, a.loc); }
+Tensor operator*(TensorAt a, const Tensor& b) { return mul(a.t, b, a.loc); }
+Tensor operator/(TensorAt a, const Tensor& b) { return div(a.t, b, a.loc); }
+Tensor operator+(TensorAt a, double s) { return add(a.t, s, a.loc); }
+Tensor operator-(TensorAt a, double s) { return sub(a.t, s, a.loc); }
+Tensor operator*(TensorAt a, double s) { return mul(a.t, s, a.loc); }
+Tensor operator/(TensorAt a, double s) { return div(a.t, s, a.loc); }
+Tensor operator+(double s, TensorAt a) { return add(a.t, s, a.loc); }
+Tensor operator-(double s, TensorAt a) { return rsub(s, a.t, a.loc); }
+Tensor operator*(double s, TensorAt a) { return mul(a.t, s, a.loc); }
+Tensor operator/(double s, TensorAt a) { return rdiv(s, a.t, a.loc); }
+Tensor operator-(TensorAt a) { return neg(a.t, a.loc); }
 
 }  // namespace ember

@@ -150,18 +150,25 @@ Tensor dropout(const Tensor& a, double p, bool training = true, Generator* gen =
                Loc loc = Loc::current());
 
 // --- operators
-Tensor operator+(const Tensor& a, const Tensor& b);
-Tensor operator-(const Tensor& a, const Tensor& b);
-Tensor operator*(const Tensor& a, const Tensor& b);
-Tensor operator/(const Tensor& a, const Tensor& b);
-Tensor operator+(const Tensor& a, double s);
-Tensor operator-(const Tensor& a, double s);
-Tensor operator*(const Tensor& a, double s);
-Tensor operator/(const Tensor& a, double s);
-Tensor operator+(double s, const Tensor& a);
-Tensor operator-(double s, const Tensor& a);
-Tensor operator*(double s, const Tensor& a);
-Tensor operator/(double s, const Tensor& a);
-Tensor operator-(const Tensor& a);
+// The tensor operand binds to TensorAt, whose constructor's default argument records
+// the caller's source line, so anomaly mode can point at `a * b` in user code too.
+struct TensorAt {
+  const Tensor& t;
+  Loc loc;
+  TensorAt(const Tensor& t, Loc loc = Loc::current()) : t(t), loc(loc) {}  // NOLINT: implicit on purpose
+};
+Tensor operator+(TensorAt a, const Tensor& b);
+Tensor operator-(TensorAt a, const Tensor& b);
+Tensor operator*(TensorAt a, const Tensor& b);
+Tensor operator/(TensorAt a, const Tensor& b);
+Tensor operator+(TensorAt a, double s);
+Tensor operator-(TensorAt a, double s);
+Tensor operator*(TensorAt a, double s);
+Tensor operator/(TensorAt a, double s);
+Tensor operator+(double s, TensorAt a);
+Tensor operator-(double s, TensorAt a);
+Tensor operator*(double s, TensorAt a);
+Tensor operator/(double s, TensorAt a);
+Tensor operator-(TensorAt a);
 
 }  // namespace ember
