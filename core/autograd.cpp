@@ -13,6 +13,14 @@ namespace {
 thread_local bool t_grad_enabled = true;
 std::atomic<bool> g_anomaly{false};
 std::atomic<int64_t> g_live_nodes{0};
+// Set while backward functions run. The ops they call are internal: anomaly mode checks
+// their results once, as the gradient of the node being run, named and located as that node.
+thread_local bool t_in_backward = false;
+struct InBackward {
+  bool prev = t_in_backward;
+  InBackward() { t_in_backward = true; }
+  ~InBackward() { t_in_backward = prev; }
+};
 
 std::string shapes_of(const std::vector<Edge>& inputs) {
   std::string s;
@@ -63,7 +71,7 @@ bool wants_grad_list(const std::vector<Tensor>& inputs) {
 }
 
 Tensor record(const char* op, const Loc& loc, Tensor out, const std::vector<Tensor>& inputs, BackwardFn backward) {
-  if (anomaly_enabled() && !kernel::all_finite(out)) {
+  if (anomaly_enabled() && !t_in_backward && !kernel::all_finite(out)) {
     std::string shapes;
     for (size_t i = 0; i < inputs.size(); i++) shapes += (i ? ", " : "") + shape_str(inputs[i].shape());
     fail(op, "produced NaN or Inf in its forward (anomaly mode); input shapes ", shapes, "; output shape ",
@@ -148,6 +156,7 @@ void run_backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) 
          grad.shape(), " and dtype ", dtype_name(grad.dtype()));
   }
   NoGradGuard no_grad;
+  InBackward in_backward;
   if (!root.grad_fn()) {
     accumulate_leaf(root.impl(), grad);
     return;

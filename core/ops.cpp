@@ -498,7 +498,13 @@ Tensor matmul(const Tensor& a, const Tensor& b, Loc loc) {
 
   const int64_t M = a.size(-2), K = ka, N = b.size(-1);
   Shape ba(a.shape().begin(), a.shape().end() - 2), bb(b.shape().begin(), b.shape().end() - 2);
-  Shape batch = broadcast_shapes(ba, bb, "matmul");
+  Shape batch;
+  try {
+    batch = broadcast_shapes(ba, bb, "matmul");
+  } catch (const Error&) {
+    fail("matmul", "shapes ", a.shape(), " and ", b.shape(), " cannot be multiplied: batch dims ", ba, " and ", bb,
+         " do not broadcast");
+  }
   Shape sa = batch, sb = batch, so = batch;
   sa.insert(sa.end(), {M, K});
   sb.insert(sb.end(), {K, N});
@@ -749,6 +755,7 @@ Tensor gather(const Tensor& a, int64_t dim, const Tensor& index_in, Loc loc) {
 
 Tensor embedding_lookup(const Tensor& weight, const Tensor& ids, Loc loc) {
   if (weight.dim() != 2) fail("embedding_lookup", "expected a 2-D weight [V, E], got shape ", weight.shape());
+  check_index("embedding_lookup", ids.contiguous(), weight.size(0), 0, weight);  // errors name this op
   Shape s = ids.shape();
   s.push_back(weight.size(1));
   return index_select(weight, 0, ids.reshape({-1}), loc).reshape(s);

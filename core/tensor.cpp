@@ -502,15 +502,16 @@ Tensor arange(double start, double end, double step, DType dtype) {
 Tensor arange(int64_t end, DType dtype) { return arange(0.0, (double)end, 1.0, dtype); }
 
 template <class T>
-static Tensor from_values(const std::vector<T>& v, const Shape& shape, DType dt) {
-  check_shape(shape, "from_vector");
+static Tensor from_values(const std::vector<T>& v, const Shape& shape, DType dt, const char* op = "from_vector") {
+  check_shape(shape, op);
   if ((int64_t)v.size() != numel_of(shape))
-    fail("from_vector", "shape ", shape, " needs ", numel_of(shape), " values, got ", (int64_t)v.size());
+    fail(op, "shape ", shape, " needs ", numel_of(shape), " values, got ", (int64_t)v.size());
   Tensor t = empty(shape, dt);
   dispatch_all(dt, [&](auto tag) {
     using S = decltype(tag);
     S* p = t.data<S>();
-    for (size_t i = 0; i < v.size(); i++) p[i] = static_cast<S>(v[i]);
+    // bool holds 0 or 1: any nonzero value is true, as in copy() and fill()
+    for (size_t i = 0; i < v.size(); i++) p[i] = std::is_same_v<S, uint8_t> ? S(v[i] != 0) : static_cast<S>(v[i]);
   });
   return t;
 }
@@ -520,13 +521,16 @@ Tensor from_vector(const std::vector<int64_t>& v, const Shape& s) { return from_
 Tensor from_vector(const std::vector<double>& v, const Shape& s, DType dt) { return from_values(v, s, dt); }
 Tensor from_bools(const std::vector<bool>& v, const Shape& s) {
   std::vector<uint8_t> u(v.begin(), v.end());
-  return from_values(u, s, kBool);
+  return from_values(u, s, kBool, "from_bools");
 }
 
 // ---------------------------------------------------------------- random
 static Generator& gen_or_default(Generator* g) { return g ? *g : default_generator(); }
 
-Tensor rand(const Shape& shape, DType dtype, Generator* gen) { return uniform(shape, 0.0, 1.0, dtype, gen); }
+Tensor rand(const Shape& shape, DType dtype, Generator* gen) {
+  if (!is_floating(dtype)) fail("rand", "expected a float dtype, got ", dtype_name(dtype));
+  return uniform(shape, 0.0, 1.0, dtype, gen);
+}
 
 Tensor uniform(const Shape& shape, double lo, double hi, DType dtype, Generator* g) {
   Tensor t = empty(shape, dtype);
@@ -567,7 +571,10 @@ Tensor normal(const Shape& shape, double mean, double std, DType dtype, Generato
   return t;
 }
 
-Tensor randn(const Shape& shape, DType dtype, Generator* gen) { return normal(shape, 0.0, 1.0, dtype, gen); }
+Tensor randn(const Shape& shape, DType dtype, Generator* gen) {
+  if (!is_floating(dtype)) fail("randn", "expected a float dtype, got ", dtype_name(dtype));
+  return normal(shape, 0.0, 1.0, dtype, gen);
+}
 
 Tensor randint(int64_t low, int64_t high, const Shape& shape, Generator* g) {
   if (high <= low) fail("randint", "expected low < high, got low ", low, " and high ", high);
@@ -681,7 +688,7 @@ std::string Tensor::to_string() const {
   else emit(os, t, f, summarize, 7);
   os << ", shape=" << shape_str(shape()) << ", dtype=" << dtype_name(dtype());
   if (impl_->grad_fn) os << ", grad_fn=<" << impl_->grad_fn->name << ">";
-  else if (requires_grad()) os << ", requires_grad=true";
+  else if (requires_grad()) os << ", requires_grad=True";
   os << ")";
   return os.str();
 }

@@ -1,0 +1,218 @@
+// Results do not depend on the thread count: every kernel that runs in parallel gives
+// bitwise the same values with 1 and with 2 threads, forward and backward. The tensors
+// are larger than kParallelGrain elements, so that the parallel paths really run.
+#include <catch2/catch.hpp>
+
+#include <functional>
+#include <vector>
+
+#include "core/autograd.h"
+#include "core/ops.h"
+#include "core/parallel.h"
+
+using namespace ember;
+
+namespace {
+
+// Sets the thread count for its lifetime, then restores the previous one.
+class ThreadCount {
+ public:
+  explicit ThreadCount(int n) : prev_(num_threads()) { set_num_threads(n); }
+  ~ThreadCount() { set_num_threads(prev_); }
+  ThreadCount(const ThreadCount&) = delete;
+  ThreadCount& operator=(const ThreadCount&) = delete;
+
+ private:
+  int prev_;
+};
+
+// Runs `compute` with 1 thread and then with 2, and checks every result is bitwise equal.
+void check_same_with_1_and_2_threads(const std::function<std::vector<Tensor>()>& compute) {
+  std::vector<Tensor> one, two;
+  {
+    ThreadCount threads(1);
+    REQUIRE(num_threads() == 1);
+    one = compute();
+  }
+  {
+    ThreadCount threads(2);
+    REQUIRE(num_threads() == 2);
+    two = compute();
+  }
+  REQUIRE(one.size() == two.size());
+  for (size_t i = 0; i < one.size(); i++) {
+    INFO("result " << i << " of shape " << shape_str(one[i].shape()));
+    REQUIRE(one[i].defined());
+    CHECK(equal(one[i], two[i]));
+  }
+}
+
+Tensor seeded_randn(const Shape& shape, uint64_t seed, DType dtype = kFloat32) {
+  Generator gen(seed);
+  return randn(shape, dtype, &gen);
+}
+
+// An input large enough for the parallel paths.
+Tensor big_randn(const Shape& shape, uint64_t seed, DType dtype = kFloat32) {
+  Tensor t = seeded_randn(shape, seed, dtype);
+  REQUIRE(t.numel() > kParallelGrain);
+  return t;
+}
+
+// A new leaf over the same values, so each run accumulates its own gradient.
+Tensor fresh_leaf(const Tensor& values) { return values.detach().requires_grad_(); }
+
+}  // namespace
+
+TEST_CASE("num_threads reports what set_num_threads asked for") {
+  const int before = num_threads();
+  set_num_threads(1);
+  CHECK(num_threads() == 1);
+  set_num_threads(2);
+  CHECK(num_threads() == 2);
+  set_num_threads(0);  // clamped to one thread
+  CHECK(num_threads() == 1);
+  set_num_threads(before);
+  CHECK(num_threads() == before);
+}
+
+TEST_CASE("elementwise ops give the same bits with 1 and 2 threads") {
+  Tensor a = big_randn({256, 1024}, 1), b = big_randn({256, 1024}, 2), bias = seeded_randn({1024}, 3);
+  Tensor positive = add(abs(b), 0.5);
+  check_same_with_1_and_2_threads([&] {
+    return std::vector<Tensor>{add(a, b),       sub(a, b),          mul(a, b),          div(a, positive),
+                               exp(a),          log(positive),      sqrt(positive),     rsqrt(positive),
+                               tanh(a),         sigmoid(a),         relu(a),            gelu(a),
+                               gelu(a, true),   pow(positive, 1.5), pow(a, positive),   square(a),
+                               add(a, bias),    add(a.t(), b.t()),  maximum(a, b),      where(gt(a, b), a, b),
+                               mul(a, 0.25),    rdiv(1.0, positive), masked_fill(a, lt(b, 0.0), -1.0),
+                               a.t().contiguous()};
+  });
+}
+
+TEST_CASE("elementwise backward gives the same bits with 1 and 2 threads") {
+  Tensor xv = big_randn({256, 1024}, 4), yv = big_randn({256, 1024}, 5), gy = big_randn({256, 1024}, 6);
+  check_same_with_1_and_2_threads([&] {
+    Tensor x = fresh_leaf(xv), y = fresh_leaf(yv);
+    Tensor z = add(mul(tanh(x), sigmoid(y)), div(gelu(x), add(exp(y), 1.0)));
+    z.backward(gy);
+    return std::vector<Tensor>{z, x.grad(), y.grad()};
+  });
+}
+
+TEST_CASE("sum over everything and over dims gives the same bits with 1 and 2 threads") {
+  Tensor a = big_randn({256, 1024}, 7);
+  Tensor million = big_randn({1 << 20}, 8);
+  Tensor million64 = big_randn({1 << 20}, 9, kFloat64);
+  Tensor tall = big_randn({65536, 4}, 10);  // each output sums 65536 elements: several chunks
+  check_same_with_1_and_2_threads([&] {
+    return std::vector<Tensor>{sum(a),
+                               sum(a, {0}),
+                               sum(a, {1}),
+                               sum(a, {0, 1}, /*keepdim=*/true),
+                               sum(a.t(), {1}),
+                               sum(million),
+                               sum(million64),
+                               sum(tall, {0}),
+                               sum(million.view({16, 256, 256}), {0, 2})};
+  });
+}
+
+TEST_CASE("mean and amax give the same bits with 1 and 2 threads, forward and backward") {
+  Tensor av = big_randn({256, 1024}, 11);
+  Tensor g0 = seeded_randn({1024}, 12), g1 = seeded_randn({256}, 13);
+  check_same_with_1_and_2_threads([&] {
+    Tensor a = fresh_leaf(av);
+    Tensor m_all = mean(a), m0 = mean(a, {0}), x1 = amax(a, {1}), x_all = amax(a);
+    add(add(sum(mul(m0, g0)), sum(mul(x1, g1))), add(m_all, x_all)).backward();
+    return std::vector<Tensor>{m_all, m0, mean(a, {1}), x1, x_all, amin(a, {0}), a.grad()};
+  });
+}
+
+TEST_CASE("softmax and log_softmax give the same bits with 1 and 2 threads, forward and backward") {
+  Tensor xv = big_randn({256, 1024}, 14), gy = big_randn({256, 1024}, 15);
+  for (int64_t dim : {-1, 0}) {
+    INFO("dim " << dim);
+    check_same_with_1_and_2_threads([&] {
+      Tensor x = fresh_leaf(xv), y = fresh_leaf(xv);
+      Tensor s = softmax(x, dim), ls = log_softmax(y, dim);
+      s.backward(gy);
+      ls.backward(gy);
+      return std::vector<Tensor>{s, ls, x.grad(), y.grad()};
+    });
+  }
+}
+
+TEST_CASE("matmul gives the same bits with 1 and 2 threads, forward and backward") {
+  Tensor av = big_randn({512, 256}, 16), bv = big_randn({256, 384}, 17), gy = big_randn({512, 384}, 18);
+  check_same_with_1_and_2_threads([&] {
+    Tensor a = fresh_leaf(av), b = fresh_leaf(bv);
+    Tensor c = matmul(a, b);
+    c.backward(gy);
+    return std::vector<Tensor>{c, a.grad(), b.grad()};
+  });
+}
+
+TEST_CASE("batched matmul gives the same bits with 1 and 2 threads, forward and backward") {
+  Tensor av = big_randn({64, 32, 32}, 19), bv = big_randn({64, 32, 32}, 20), gy = big_randn({64, 32, 32}, 21);
+  Tensor shared = seeded_randn({32, 32}, 22);  // broadcast over the batch
+  check_same_with_1_and_2_threads([&] {
+    Tensor a = fresh_leaf(av), b = fresh_leaf(bv), w = fresh_leaf(shared);
+    Tensor c = matmul(a, b);
+    Tensor d = matmul(a.mT(), w);
+    c.backward(gy);
+    d.backward(gy);
+    return std::vector<Tensor>{c, d, a.grad(), b.grad(), w.grad()};
+  });
+}
+
+TEST_CASE("the embedding gradient over repeated ids gives the same bits with 1 and 2 threads") {
+  Tensor weight = big_randn({1000, 512}, 23);
+  Generator gen(24);
+  Tensor ids = randint(0, 40, {64, 64}, &gen);  // 4096 lookups of only 40 rows: many repeats
+  Tensor gy = big_randn({64, 64, 512}, 25);
+  check_same_with_1_and_2_threads([&] {
+    Tensor w = fresh_leaf(weight);
+    Tensor e = embedding_lookup(w, ids);
+    e.backward(gy);
+    return std::vector<Tensor>{e, w.grad(), index_select(weight, 1, ids.reshape({-1}).narrow(0, 0, 300))};
+  });
+}
+
+TEST_CASE("dropout from the same generator state gives the same bits with 1 and 2 threads") {
+  Tensor xv = big_randn({256, 1024}, 26), gy = big_randn({256, 1024}, 27);
+  check_same_with_1_and_2_threads([&] {
+    Generator gen(28);
+    Tensor x = fresh_leaf(xv);
+    Tensor y = dropout(x, 0.3, /*training=*/true, &gen);
+    y.backward(gy);
+    return std::vector<Tensor>{y, x.grad()};
+  });
+}
+
+TEST_CASE("random tensors from the same generator state are the same with 1 and 2 threads") {
+  check_same_with_1_and_2_threads([] {
+    Generator gen(29);
+    Tensor n32 = randn({256, 1024}, kFloat32, &gen);
+    Tensor n64 = randn({256, 1023}, kFloat64, &gen);  // odd count: the last Box-Muller pair is half used
+    Tensor u = uniform({256, 1024}, -2.0, 3.0, kFloat32, &gen);
+    Tensor r = rand({256, 1024}, kFloat64, &gen);
+    return std::vector<Tensor>{n32, n64, u, r};
+  });
+}
+
+TEST_CASE("a two-layer MLP's forward and backward give the same bits with 1 and 2 threads") {
+  Tensor xv = big_randn({256, 512}, 30);
+  Tensor w1v = mul(big_randn({512, 256}, 31), 0.05), b1v = zeros({256});
+  Tensor w2v = mul(big_randn({256, 200}, 32), 0.05), b2v = zeros({200});
+  Generator gen(33);
+  Tensor targets = randint(0, 200, {256}, &gen);
+  check_same_with_1_and_2_threads([&] {
+    Tensor w1 = fresh_leaf(w1v), b1 = fresh_leaf(b1v), w2 = fresh_leaf(w2v), b2 = fresh_leaf(b2v);
+    Tensor h = gelu(add(matmul(xv, w1), b1));
+    Tensor logp = log_softmax(add(matmul(h, w2), b2), -1);
+    Tensor loss = neg(mean(gather(logp, 1, targets.unsqueeze(1))));
+    loss.backward();
+    return std::vector<Tensor>{loss, w1.grad(), b1.grad(), w2.grad(), b2.grad()};
+  });
+}
