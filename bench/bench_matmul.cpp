@@ -1,6 +1,7 @@
 // bench_matmul: ember::matmul against raw cblas_sgemm on the same shapes in the same
 // run, so the ratio shows our overhead (allocation, dispatch, autograd bookkeeping).
-// Each timing is the median of several repetitions after a warm-up.
+// Each timing is the median of several repetitions after a warm-up, ours and the
+// reference alternating.
 //
 //   bench_matmul [--reps N] [--json FILE]
 #include <cblas.h>
@@ -10,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/ops.h"
@@ -19,16 +21,26 @@ using namespace ember;
 using Clock = std::chrono::steady_clock;
 
 template <class F>
-static double median_seconds(int reps, F&& f) {
+static double seconds(F&& f) {
+  auto t0 = Clock::now();
+  f();
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// Times f and g alternately (so that drifts of a shared machine hit both alike) and
+// returns the median time of each.
+template <class F, class G>
+static std::pair<double, double> median_pair(int reps, F&& f, G&& g) {
   f();  // warm-up
-  std::vector<double> t;
+  g();
+  std::vector<double> tf, tg;
   for (int i = 0; i < reps; i++) {
-    auto t0 = Clock::now();
-    f();
-    t.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+    tf.push_back(seconds(f));
+    tg.push_back(seconds(g));
   }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  std::sort(tf.begin(), tf.end());
+  std::sort(tg.begin(), tg.end());
+  return {tf[tf.size() / 2], tg[tg.size() / 2]};
 }
 
 struct Case {
@@ -72,8 +84,7 @@ int main(int argc, char** argv) {
     double ours, ref;
     if (!c.grad) {
       NoGradGuard ng;
-      ours = median_seconds(reps, [&] { Tensor y = matmul(a, b); });
-      ref = median_seconds(reps, [&] {
+      std::tie(ours, ref) = median_pair(reps, [&] { Tensor y = matmul(a, b); }, [&] {
         for (int64_t i = 0; i < c.batch; i++)
           cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, c.M, c.N, c.K, 1.f, pa + i * c.M * c.K, c.K, pb,
                       c.N, 0.f, out.data() + i * c.M * c.N, c.N);
@@ -82,16 +93,16 @@ int main(int argc, char** argv) {
       Tensor w = b.detach().contiguous().requires_grad_();  // [N, K] when trans_b
       Tensor x = a.detach().requires_grad_();
       Tensor gy = randn({c.M, c.N});
-      ours = median_seconds(reps, [&] {
+      std::vector<float> gx((size_t)(c.M * c.K)), gw((size_t)(c.N * c.K));
+      const float* pw = w.data<float>();
+      const float* pg = gy.data<float>();
+      auto step = [&] {
         Tensor y = matmul(x, w.t());
         y.backward(gy);
         x.zero_grad();
         w.zero_grad();
-      });
-      std::vector<float> gx((size_t)(c.M * c.K)), gw((size_t)(c.N * c.K));
-      const float* pw = w.data<float>();
-      const float* pg = gy.data<float>();
-      ref = median_seconds(reps, [&] {
+      };
+      std::tie(ours, ref) = median_pair(reps, step, [&] {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, c.M, c.N, c.K, 1.f, pa, c.K, pw, c.K, 0.f, out.data(), c.N);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, c.M, c.K, c.N, 1.f, pg, c.N, pw, c.K, 0.f, gx.data(), c.K);
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, c.N, c.K, c.M, 1.f, pg, c.N, pa, c.K, 0.f, gw.data(), c.K);

@@ -1,20 +1,78 @@
-// Storage allocation with process-wide counters.
+// Storage allocation with process-wide counters, and a cache of large blocks.
+//
+// Training allocates the same large buffers every step; returning them to the system and
+// asking again costs a page fault per 4 KiB on first touch. Blocks of kCacheMin bytes or
+// more are therefore kept, on free, in per-size free lists (up to kCacheCap bytes in
+// all) and handed out again for the same rounded size. Sanitizer builds skip the cache
+// so that use-after-free stays detectable.
 #include "core/storage.h"
 
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <new>
+#include <unordered_map>
+#include <vector>
 
 namespace ember {
 
 namespace {
 std::atomic<int64_t> g_live{0}, g_bytes{0}, g_total{0};
+
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kUseCache = false;
+#else
+constexpr bool kUseCache = true;
+#endif
+constexpr size_t kCacheMin = size_t(1) << 20;
+constexpr size_t kCacheCap = size_t(1) << 30;
+
+struct BlockCache {
+  std::mutex mu;
+  std::unordered_map<size_t, std::vector<void*>> free_lists;
+  size_t cached = 0;
+
+  void* take(size_t rounded) {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = free_lists.find(rounded);
+    if (it == free_lists.end() || it->second.empty()) return nullptr;
+    void* p = it->second.back();
+    it->second.pop_back();
+    cached -= rounded;
+    return p;
+  }
+  bool give(void* p, size_t rounded) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (cached + rounded > kCacheCap) return false;
+    free_lists[rounded].push_back(p);
+    cached += rounded;
+    return true;
+  }
+  void clear() {
+    std::lock_guard<std::mutex> lock(mu);
+    for (auto& [size, list] : free_lists)
+      for (void* p : list) std::free(p);
+    free_lists.clear();
+    cached = 0;
+  }
+};
+
+BlockCache& cache() {
+  static BlockCache* c = new BlockCache;  // never destroyed: storages may outlive statics
+  return *c;
 }
 
+size_t round_size(size_t n) {
+  if (n >= kCacheMin) return (n + 65535) / 65536 * 65536;
+  size_t r = (n + 63) / 64 * 64;
+  return r == 0 ? 64 : r;
+}
+}  // namespace
+
 Storage::Storage(size_t n, bool zero_fill) : nbytes(n) {
-  size_t rounded = (n + 63) / 64 * 64;
-  if (rounded == 0) rounded = 64;
-  data = std::aligned_alloc(64, rounded);
+  size_t rounded = round_size(n);
+  if (kUseCache && rounded >= kCacheMin) data = cache().take(rounded);
+  if (!data) data = std::aligned_alloc(64, rounded);
   if (!data) throw std::bad_alloc();
   if (zero_fill) std::memset(data, 0, rounded);
   g_live++;
@@ -23,7 +81,8 @@ Storage::Storage(size_t n, bool zero_fill) : nbytes(n) {
 }
 
 Storage::~Storage() {
-  std::free(data);
+  size_t rounded = round_size(nbytes);
+  if (!(kUseCache && rounded >= kCacheMin && cache().give(data, rounded))) std::free(data);
   g_live--;
   g_bytes -= (int64_t)nbytes;
 }
@@ -31,5 +90,10 @@ Storage::~Storage() {
 int64_t Storage::live_count() { return g_live.load(); }
 int64_t Storage::live_bytes() { return g_bytes.load(); }
 int64_t Storage::total_allocations() { return g_total.load(); }
+int64_t Storage::cached_bytes() {
+  std::lock_guard<std::mutex> lock(cache().mu);
+  return (int64_t)cache().cached;
+}
+void Storage::empty_cache() { cache().clear(); }
 
 }  // namespace ember

@@ -1,0 +1,48 @@
+// Storage: counters and the cache of large blocks.
+#include <catch2/catch.hpp>
+
+#include "core/ops.h"
+
+using namespace ember;
+
+TEST_CASE("live storage counters follow tensors being created and dropped") {
+  const int64_t live = Storage::live_count(), bytes = Storage::live_bytes();
+  {
+    Tensor a = zeros({10, 10});
+    Tensor v = a.transpose(0, 1);  // a view: no new storage
+    CHECK(Storage::live_count() == live + 1);
+    CHECK(Storage::live_bytes() == bytes + 400);
+  }
+  CHECK(Storage::live_count() == live);
+  CHECK(Storage::live_bytes() == bytes);
+}
+
+TEST_CASE("zeros and full are filled even when a reused large block held other values") {
+  const Shape big{1024, 1024};  // 4 MiB: served from the block cache
+  { Tensor junk = full(big, 7.0); }
+  Tensor z = zeros(big);
+  CHECK(sum(z).item() == 0.0);
+  { Tensor junk = full(big, 7.0); }
+  Tensor f = full(big, -2.0);
+  CHECK(amax(f).item() == -2.0);
+  CHECK(amin(f).item() == -2.0);
+}
+
+#if !defined(__SANITIZE_ADDRESS__)
+TEST_CASE("a freed large block is reused for the next storage of the same size") {
+  Storage::empty_cache();
+  CHECK(Storage::cached_bytes() == 0);
+  const void* first;
+  {
+    Tensor a = empty({512, 1024});  // 2 MiB
+    first = a.storage()->data;
+  }
+  CHECK(Storage::cached_bytes() >= 2 * 1024 * 1024);
+  Tensor b = empty({512, 1024});
+  CHECK(b.storage()->data == first);
+  CHECK(Storage::cached_bytes() == 0);
+  Tensor small = empty({16});
+  CHECK(Storage::cached_bytes() == 0);  // small blocks never go through the cache
+  Storage::empty_cache();
+}
+#endif
