@@ -115,4 +115,73 @@ std::string attr_string(const std::string& file, const std::string& object, cons
   return std::string(buf.data());
 }
 
+Writer::Writer(const std::string& file) : file_(file) {
+  quiet();
+  id_ = H5Fcreate(file.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  if (id_ < 0) fail("h5::Writer", "cannot create '", file, "'");
+}
+
+Writer::~Writer() {
+  try {
+    close();
+  } catch (...) {
+  }
+}
+
+void Writer::close() {
+  if (id_ < 0) return;
+  herr_t rc = H5Fclose(id_);
+  id_ = -1;
+  if (rc < 0) fail("h5::Writer::close", "cannot close '", file_, "'");
+}
+
+void Writer::make_groups(const std::string& path) {
+  for (size_t pos = path.find('/', 1); pos != std::string::npos; pos = path.find('/', pos + 1)) {
+    std::string g = path.substr(0, pos);
+    if (g.empty() || H5Lexists(id_, g.c_str(), H5P_DEFAULT) > 0) continue;
+    Handle h(H5Gcreate2(id_, g.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
+    if (h.id < 0) fail("h5::Writer", "cannot create group '", g, "' in '", file_, "'");
+  }
+}
+
+void Writer::write(const std::string& dataset, const Tensor& t_in) {
+  if (id_ < 0) fail("h5::Writer::write", "'", file_, "' is closed");
+  make_groups(dataset);
+  Tensor t = t_in.contiguous();
+  std::vector<hsize_t> dims(t.shape().begin(), t.shape().end());
+  Handle space(dims.empty() ? H5Screate(H5S_SCALAR) : H5Screate_simple((int)dims.size(), dims.data(), nullptr),
+               H5Sclose);
+  hid_t file_type, mem_type;
+  switch (t.dtype()) {
+    case DType::Float32: file_type = H5T_IEEE_F32LE; mem_type = H5T_NATIVE_FLOAT; break;
+    case DType::Float64: file_type = H5T_IEEE_F64LE; mem_type = H5T_NATIVE_DOUBLE; break;
+    case DType::Int64: file_type = H5T_STD_I64LE; mem_type = H5T_NATIVE_INT64; break;
+    default: file_type = H5T_STD_U8LE; mem_type = H5T_NATIVE_UINT8; break;
+  }
+  Handle d(H5Dcreate2(id_, dataset.c_str(), file_type, space.id, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Dclose);
+  if (d.id < 0) fail("h5::Writer::write", "cannot create dataset '", dataset, "' in '", file_, "'");
+  if (t.numel() > 0 && H5Dwrite(d.id, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, t.raw_data()) < 0)
+    fail("h5::Writer::write", "cannot write dataset '", dataset, "' in '", file_, "'");
+}
+
+void Writer::attr(const std::string& object, const std::string& name, double value) {
+  Handle space(H5Screate(H5S_SCALAR), H5Sclose);
+  Handle a(H5Acreate_by_name(id_, object.c_str(), name.c_str(), H5T_IEEE_F64LE, space.id, H5P_DEFAULT, H5P_DEFAULT,
+                             H5P_DEFAULT),
+           H5Aclose);
+  if (a.id < 0 || H5Awrite(a.id, H5T_NATIVE_DOUBLE, &value) < 0)
+    fail("h5::Writer::attr", "cannot write attribute '", name, "' on '", object, "' in '", file_, "'");
+}
+
+void Writer::attr(const std::string& object, const std::string& name, const std::string& value) {
+  Handle space(H5Screate(H5S_SCALAR), H5Sclose);
+  Handle type(H5Tcopy(H5T_C_S1), H5Tclose);
+  H5Tset_size(type.id, value.size() + 1);
+  Handle a(H5Acreate_by_name(id_, object.c_str(), name.c_str(), type.id, space.id, H5P_DEFAULT, H5P_DEFAULT,
+                             H5P_DEFAULT),
+           H5Aclose);
+  if (a.id < 0 || H5Awrite(a.id, type.id, value.c_str()) < 0)
+    fail("h5::Writer::attr", "cannot write attribute '", name, "' on '", object, "' in '", file_, "'");
+}
+
 }  // namespace ember::h5

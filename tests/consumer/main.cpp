@@ -2,6 +2,7 @@
 // the gradient of a small matmul by finite differences.
 #include <core/gradcheck.h>
 #include <core/ops.h>
+#include <nn/multihead_attention.h>
 
 #include <cstdio>
 
@@ -25,7 +26,11 @@ int main() {
   auto report = gradcheck([](const std::vector<Tensor>& in) { return matmul(in[0], in[1]); },
                           {randn({2, 3}, kFloat64).requires_grad_(), randn({3, 2}, kFloat64).requires_grad_()});
   std::printf("%s", report.to_string().c_str());
-  bool ok = std::abs(w.item() - 3) < 1e-3 && std::abs(b.item() + 1) < 1e-3 && report.passed;
+  nn::MultiHeadAttention mha(8, 2, 0, 0, true, 0.0, nullptr, kFloat64);
+  Tensor seq = randn({1, 3, 8}, kFloat64).requires_grad_();
+  auto mha_report = gradcheck([&](const std::vector<Tensor>& in) { return mha.forward(in[0], in[0], in[0]).output; }, {seq});
+  std::printf("%s", mha_report.to_string().c_str());
+  bool ok = std::abs(w.item() - 3) < 1e-3 && std::abs(b.item() + 1) < 1e-3 && report.passed && mha_report.passed;
   std::printf("%s\n", ok ? "consumer OK" : "consumer FAILED");
   return ok ? 0 : 1;
 }

@@ -1,0 +1,343 @@
+// Scaled dot-product attention: the masks, the fused op (batched GEMMs through core's
+// kernel, a masked softmax row kernel, a hand-written backward) and the reference
+// composed of primitive ops.
+//
+// Fused forward, per batch entry (P the weights, K the dropout's keep factors 0 or 1/(1-p)):
+//   S  = scale * q k^T, blocked pairs removed      [L, S]
+//   P  = softmax(S) per row; all zeros when every key of the row is blocked
+//   Pd = P * K                                     (P itself without dropout)
+//   out = Pd v                                     [L, Dv]
+// Backward (dO the output's gradient):
+//   dv  = Pd^T dO
+//   dPd = dO v^T,  dP = dPd * K
+//   dS  = P * (dP - rowsum(dP * P))                (softmax backward; 0 where blocked, as P is)
+//   dq  = scale * dS k,  dk = scale * dS^T q
+#include "nn/attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "core/kernels.h"
+
+namespace ember::nn {
+
+// ------------------------------------------------------------------ masks
+AttentionMask AttentionMask::blocked(const Tensor& blocked_bool) {
+  const char* op = "AttentionMask::blocked";
+  if (!blocked_bool.defined()) fail(op, "got an undefined tensor");
+  if (blocked_bool.dtype() != kBool)
+    fail(op, "expected a bool tensor (true = blocked), got ", dtype_name(blocked_bool.dtype()), " of shape ",
+         blocked_bool.shape());
+  AttentionMask m;
+  m.blocked_ = blocked_bool.detach();
+  return m;
+}
+
+AttentionMask AttentionMask::allowed(const Tensor& allowed_bool) {
+  const char* op = "AttentionMask::allowed";
+  if (!allowed_bool.defined()) fail(op, "got an undefined tensor");
+  if (allowed_bool.dtype() != kBool)
+    fail(op, "expected a bool tensor (true = may attend), got ", dtype_name(allowed_bool.dtype()), " of shape ",
+         allowed_bool.shape());
+  AttentionMask m;
+  m.blocked_ = logical_not(allowed_bool.detach());
+  return m;
+}
+
+AttentionMask AttentionMask::operator|(const AttentionMask& other) const {
+  if (!defined()) return other;
+  if (!other.defined()) return *this;
+  AttentionMask m;
+  m.blocked_ = logical_or(blocked_, other.blocked_);
+  return m;
+}
+
+AttentionMask AttentionMask::reshape(const Shape& shape) const {
+  if (!defined()) return *this;
+  AttentionMask m;
+  m.blocked_ = blocked_.reshape(shape);
+  return m;
+}
+
+AttentionMask padding_mask(const Tensor& tokens, int64_t pad_id) {
+  const char* op = "padding_mask";
+  if (!tokens.defined()) fail(op, "got undefined tokens");
+  if (tokens.dtype() != kInt64 || tokens.dim() != 2)
+    fail(op, "expected int64 tokens [B, S], got ", dtype_name(tokens.dtype()), " of shape ", tokens.shape());
+  return AttentionMask::blocked(eq(tokens.detach(), from_vector(std::vector<int64_t>{pad_id}, Shape{})));
+}
+
+AttentionMask causal_mask(int64_t L, int64_t S) {
+  if (L < 0 || S < 0 || L > S)
+    fail("causal_mask", "expected 0 <= L <= S (queries are the last L of S positions), got L = ", L, ", S = ", S);
+  Tensor m = empty({L, S}, kBool);
+  uint8_t* p = m.data<uint8_t>();
+  for (int64_t i = 0; i < L; i++)
+    for (int64_t j = 0; j < S; j++) p[i * S + j] = j > i + (S - L);
+  return AttentionMask::blocked(m);
+}
+
+// ------------------------------------------------------------------ shared checks
+namespace {
+
+constexpr const char* kOp = "scaled_dot_product_attention";
+
+// Sizes of one attention call: q [batch.., L, D], k [batch.., S, D], v [batch.., S, Dv].
+struct Geometry {
+  Shape batch;  // the broadcast leading dims of q, k and v
+  int64_t L = 0, S = 0, D = 0, Dv = 0;
+  Shape with(int64_t rows, int64_t cols) const {
+    Shape s = batch;
+    s.push_back(rows);
+    s.push_back(cols);
+    return s;
+  }
+};
+
+Shape leading(const Tensor& t) { return Shape(t.shape().begin(), t.shape().end() - 2); }
+
+Geometry check_inputs(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) {
+  if (!q.defined() || !k.defined() || !v.defined()) fail(op, "got an undefined q, k or v");
+  if (q.dim() < 2 || k.dim() < 2 || v.dim() < 2)
+    fail(op, "expected q [..., L, D], k [..., S, D] and v [..., S, Dv] with at least 2 dims each, got q ", q.shape(),
+         ", k ", k.shape(), ", v ", v.shape());
+  if (q.dtype() != k.dtype() || q.dtype() != v.dtype())
+    fail(op, "expected q, k and v of the same dtype, got q ", dtype_name(q.dtype()), " ", q.shape(), ", k ",
+         dtype_name(k.dtype()), " ", k.shape(), ", v ", dtype_name(v.dtype()), " ", v.shape());
+  if (!is_floating(q.dtype()))
+    fail(op, "expected float32 or float64 q, k and v, got ", dtype_name(q.dtype()), " q ", q.shape(), ", k ",
+         k.shape(), ", v ", v.shape());
+  Geometry g;
+  g.L = q.size(-2);
+  g.S = k.size(-2);
+  g.D = q.size(-1);
+  g.Dv = v.size(-1);
+  if (k.size(-1) != g.D)
+    fail(op, "q ", q.shape(), " and k ", k.shape(), " must have the same feature size D (last dim), got ", g.D,
+         " and ", k.size(-1));
+  if (v.size(-2) != g.S)
+    fail(op, "k ", k.shape(), " and v ", v.shape(), " must have the same number of keys S (dim -2), got ", g.S,
+         " and ", v.size(-2));
+  try {
+    g.batch = broadcast_shapes(broadcast_shapes(leading(q), leading(k), op), leading(v), op);
+  } catch (const Error&) {
+    fail(op, "the batch dims of q ", q.shape(), ", k ", k.shape(), " and v ", v.shape(), " do not broadcast (",
+         leading(q), ", ", leading(k), ", ", leading(v), ")");
+  }
+  if (mask.defined()) {
+    const Tensor& m = mask.blocked();
+    if (m.dtype() != kBool)
+      fail(op, "expected a bool mask (true = blocked), got ", dtype_name(m.dtype()), " of shape ", m.shape());
+    const Shape scores = g.with(g.L, g.S);
+    bool ok = m.dim() <= (int64_t)scores.size();
+    for (int64_t d = 1; ok && d <= m.dim(); d++) {
+      int64_t have = m.shape()[m.dim() - d], want = scores[scores.size() - d];
+      ok = have == want || have == 1;
+    }
+    if (!ok)
+      fail(op, "a mask of shape ", m.shape(), " cannot be broadcast to the scores' shape [..., L, S] = ", scores,
+           " (q ", q.shape(), ", k ", k.shape(), ")");
+  }
+  return g;
+}
+
+double default_scale(double scale, int64_t D) {
+  return scale != 0.0 ? scale : 1.0 / std::sqrt((double)std::max<int64_t>(D, 1));
+}
+
+// Element offset of the start of every row (all dims but the last) of a strided tensor,
+// rows in row-major order.
+std::vector<int64_t> row_starts(const Tensor& t) {
+  const int64_t nd = t.dim() - 1;
+  int64_t rows = 1;
+  for (int64_t d = 0; d < nd; d++) rows *= t.size(d);
+  std::vector<int64_t> starts(rows);
+  Shape idx(nd, 0);
+  int64_t off = 0;
+  for (int64_t r = 0; r < rows; r++) {
+    starts[r] = off;
+    for (int64_t d = nd - 1; d >= 0; d--) {
+      off += t.stride(d);
+      if (++idx[d] < t.size(d)) break;
+      off -= idx[d] * t.stride(d);
+      idx[d] = 0;
+    }
+  }
+  return starts;
+}
+
+// --- row kernels
+// p [rows, S]: on entry the raw scores q k^T, on exit the weights softmax(scale * p) with
+// blocked entries 0, and a row of zeros where every entry is blocked. Row r is blocked at
+// column j where blocked[row_start[r] + j * col_stride] != 0 (nothing blocked when
+// blocked is null).
+template <class T>
+void masked_softmax_rows(T* p, int64_t rows, int64_t S, T scale, const uint8_t* blocked, const int64_t* row_start,
+                         int64_t col_stride) {
+  parallel_for(rows, S * 8, [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; r++) {
+      T* x = p + r * S;
+      const uint8_t* m = blocked ? blocked + row_start[r] : nullptr;
+      auto is_blocked = [&](int64_t j) { return m && m[j * col_stride]; };
+      T mx = -std::numeric_limits<T>::infinity();
+      bool any = false;
+      for (int64_t j = 0; j < S; j++) {
+        if (is_blocked(j)) continue;
+        x[j] *= scale;
+        mx = std::max(mx, x[j]);
+        any = true;
+      }
+      if (!any) {
+        std::fill(x, x + S, T(0));
+        continue;
+      }
+      T sum = 0;
+      for (int64_t j = 0; j < S; j++) {
+        T w = is_blocked(j) ? T(0) : std::exp(x[j] - mx);
+        x[j] = w;
+        sum += w;
+      }
+      const T inv = T(1) / sum;
+      for (int64_t j = 0; j < S; j++) x[j] *= inv;
+    }
+  });
+}
+
+// d [rows, S]: on entry the gradient of the weights after dropout (dPd), on exit the
+// gradient of the raw scores q k^T:  dP = dPd * keep (keep null: no dropout),
+// dS = P * (dP - sum_j dP_j P_j), times scale.  p [rows, S] the weights before dropout.
+template <class T>
+void masked_softmax_rows_backward(T* d, const T* p, const T* keep, int64_t rows, int64_t S, T scale) {
+  parallel_for(rows, S * 8, [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; r++) {
+      T* dr = d + r * S;
+      const T* pr = p + r * S;
+      if (keep)
+        for (int64_t j = 0; j < S; j++) dr[j] *= keep[r * S + j];
+      T dot = 0;
+      for (int64_t j = 0; j < S; j++) dot += dr[j] * pr[j];
+      for (int64_t j = 0; j < S; j++) dr[j] = scale * pr[j] * (dr[j] - dot);
+    }
+  });
+}
+
+// The dropout's keep factors for a tensor of the given shape: 0 with probability p,
+// else 1/(1-p); the same draws as ember::dropout on a contiguous tensor of that shape.
+Tensor dropout_keep(const Shape& shape, DType dtype, double p, Generator& gen) {
+  const int64_t n = numel_of(shape);
+  const uint64_t first = gen.reserve(n);
+  const double kept = p < 1.0 ? 1.0 / (1.0 - p) : 0.0;
+  Tensor keep = empty(shape, dtype);
+  dispatch_float(dtype, kOp, [&](auto tag) {
+    using T = decltype(tag);
+    T* k = keep.data<T>();
+    parallel_for(n, 8, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; i++) k[i] = gen.uniform(first + i) < p ? T(0) : T(kept);
+    });
+  });
+  return keep;
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------ the fused op
+AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                             const AttentionMask& mask, double dropout_p, bool training,
+                                             Generator* gen, double scale, Loc loc) {
+  const Geometry g = check_inputs(kOp, q, k, v, mask);
+  if (!(dropout_p >= 0.0 && dropout_p <= 1.0)) fail(kOp, "dropout_p must be in [0, 1], got ", dropout_p);
+  const double sc = default_scale(scale, g.D);
+  const DType dt = q.dtype();
+  const int64_t rows = numel_of(g.batch) * g.L;
+
+  // every operand carries the broadcast batch shape (stride 0 where broadcast)
+  Tensor qe = q.detach().expand(g.with(g.L, g.D));
+  Tensor ke = k.detach().expand(g.with(g.S, g.D));
+  Tensor ve = v.detach().expand(g.with(g.S, g.Dv));
+
+  Tensor p = empty(g.with(g.L, g.S), dt);  // raw scores, then the weights in place
+  kernel::gemm_batched(p, qe, ke.mT());
+  Tensor me;
+  std::vector<int64_t> mask_rows;
+  if (mask.defined()) {
+    me = mask.blocked().expand(p.shape());
+    mask_rows = row_starts(me);
+  }
+  dispatch_float(dt, kOp, [&](auto tag) {
+    using T = decltype(tag);
+    masked_softmax_rows<T>(p.data<T>(), rows, g.S, T(sc), me.defined() ? me.data<uint8_t>() : nullptr,
+                           mask_rows.data(), me.defined() ? me.stride(-1) : 0);
+  });
+
+  Tensor keep, pd = p;
+  if (training && dropout_p > 0.0) {
+    keep = dropout_keep(p.shape(), dt, dropout_p, gen ? *gen : default_generator());
+    NoGradGuard no_grad;
+    pd = mul(p, keep);
+  }
+  Tensor out = empty(g.with(g.L, g.Dv), dt);
+  kernel::gemm_batched(out, pd, ve);
+
+  BackwardFn bw;
+  if (wants_grad(q, k, v)) {
+    const bool gq = q.requires_grad(), gk = k.requires_grad(), gv = v.requires_grad();
+    // save only what the needed gradients use
+    Tensor saved_q = gk ? qe : Tensor(), saved_k = gq ? ke : Tensor(), saved_v = (gq || gk) ? ve : Tensor();
+    const uint64_t p_version = p.storage()->version;
+    bw = [g, rows, sc, gq, gk, gv, p, keep, saved_q, saved_k, saved_v, p_version](const Tensor& dout) {
+      if (p.storage()->version != p_version)
+        fail(kOp, "the attention weights saved for backward were modified in place after the forward");
+      Tensor dq, dk, dv;
+      if (gv) {
+        Tensor pdrop = keep.defined() ? mul(p, keep) : p;
+        dv = empty(g.with(g.S, g.Dv), dout.dtype());
+        kernel::gemm_batched(dv, pdrop.mT(), dout);
+      }
+      if (gq || gk) {
+        Tensor ds = empty(g.with(g.L, g.S), dout.dtype());
+        kernel::gemm_batched(ds, dout, saved_v.mT());
+        dispatch_float(ds.dtype(), kOp, [&](auto tag) {
+          using T = decltype(tag);
+          masked_softmax_rows_backward<T>(ds.data<T>(), p.data<T>(), keep.defined() ? keep.data<T>() : nullptr, rows,
+                                          g.S, T(sc));
+        });
+        if (gq) {
+          dq = empty(g.with(g.L, g.D), dout.dtype());
+          kernel::gemm_batched(dq, ds, saved_k);
+        }
+        if (gk) {
+          dk = empty(g.with(g.S, g.D), dout.dtype());
+          kernel::gemm_batched(dk, ds.mT(), saved_q);
+        }
+      }
+      // broadcast batch dims are summed back to each input's shape by the engine
+      return std::vector<Tensor>{dq, dk, dv};
+    };
+  }
+  return {record(kOp, loc, out, {q, k, v}, std::move(bw)), p};
+}
+
+// ------------------------------------------------------------------ the reference
+AttentionResult scaled_dot_product_attention_reference(const Tensor& q, const Tensor& k, const Tensor& v,
+                                                       const AttentionMask& mask, double scale) {
+  const char* op = "scaled_dot_product_attention_reference";
+  const Geometry g = check_inputs(op, q, k, v, mask);
+  Tensor scores = mul(matmul(q, k.mT()), default_scale(scale, g.D));  // [..., L, S]
+  if (!mask.defined()) {
+    Tensor w = softmax(scores, -1);
+    return {matmul(w, v), w.detach()};
+  }
+  // The lowest finite value rather than -inf: a fully blocked row then gives a uniform
+  // softmax instead of NaN (none even in intermediates), and where() replaces it by zeros.
+  const double lowest = q.dtype() == kFloat32 ? (double)std::numeric_limits<float>::lowest()
+                                              : std::numeric_limits<double>::lowest();
+  const Tensor& blocked = mask.blocked();
+  scores = masked_fill(scores, blocked, lowest);
+  Tensor all_blocked = eq(sum(blocked.expand(scores.shape()), {-1}, /*keepdim=*/true), (double)g.S);  // [..., L, 1]
+  Tensor w = where(all_blocked, zeros({}, q.dtype()), softmax(scores, -1));
+  return {matmul(w, v), w.detach()};
+}
+
+}  // namespace ember::nn

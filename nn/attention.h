@@ -1,0 +1,79 @@
+// Scaled dot-product attention (Vaswani et al. 2017, eq. 1) and the masks it takes.
+//
+//   weights = softmax(scale * q k^T, over keys, blocked pairs removed)   [..., L, S]
+//   output  = dropout(weights) v                                         [..., L, Dv]
+//
+// Masks have one polarity everywhere: true = blocked, the pair (query i, key j) may not
+// be used. A blocked pair gets weight exactly 0. A query whose keys are all blocked gets
+// all-zero weights and a zero output, and its gradients are finite (PyTorch gives NaN).
+//
+// scaled_dot_product_attention is one fused autograd node with a hand-written backward;
+// scaled_dot_product_attention_reference is the same computation composed of primitive
+// ops, which the fused op is tested against.
+//
+// Shapes: q [..., L, D], k [..., S, D], v [..., S, Dv]. The leading (batch) dims of q, k
+// and v broadcast as in NumPy (e.g. k and v [B, 1, S, D] shared by every head of q
+// [B, H, L, D]); the output takes the broadcast batch shape, and the gradient of a
+// broadcast input is summed back to its shape. q, k and v must have the same float dtype
+// (float32 or float64); any strides are accepted. The mask's blocked() tensor must
+// broadcast to the scores' shape [..., L, S] (e.g. [L, S], [B, 1, 1, S], [B, H, L, S]).
+#pragma once
+#include <cstdint>
+
+#include "core/ops.h"
+
+namespace ember::nn {
+
+// Which (query, key) pairs attention may not use. One polarity everywhere: true = blocked.
+// The default mask is "none": nothing is blocked, defined() is false.
+class AttentionMask {
+ public:
+  AttentionMask() = default;
+  // From a bool tensor where true = blocked (an Error for any other dtype).
+  static AttentionMask blocked(const Tensor& blocked_bool);
+  // From a bool tensor where true = may attend; stored inverted.
+  static AttentionMask allowed(const Tensor& allowed_bool);
+
+  bool defined() const { return blocked_.defined(); }
+  // The bool tensor, true = blocked; undefined for the "none" mask.
+  const Tensor& blocked() const { return blocked_; }
+  // Blocked where either mask blocks, with broadcasting; none | m = m.
+  AttentionMask operator|(const AttentionMask& other) const;
+  // The same mask with a new shape (e.g. [B, S] -> [B, 1, 1, S]); none stays none.
+  AttentionMask reshape(const Shape& shape) const;
+
+ private:
+  Tensor blocked_;
+};
+
+// [B, S], blocked where tokens (int64 [B, S]) == pad_id: a key padding mask.
+AttentionMask padding_mask(const Tensor& tokens, int64_t pad_id);
+
+// [L, S], blocked where key j lies in the future of query i: j > i + (S - L). With L == S
+// the usual look-ahead mask; with L < S the queries are the last L of S positions
+// (incremental decoding with a cache of S - L earlier keys). Requires 0 <= L <= S.
+AttentionMask causal_mask(int64_t L, int64_t S);
+
+struct AttentionResult {
+  Tensor output;   // [..., L, Dv]
+  Tensor weights;  // [..., L, S], softmax probabilities before dropout; detached, for
+                   // inspection and pictures (it shares memory with what backward saved:
+                   // do not modify it in place)
+};
+
+// The fused op: one autograd node with inputs q, k, v. scale 0 means 1/sqrt(D). Dropout
+// with probability dropout_p, only when training, zeroes weights used for the weighted
+// sum and scales the kept ones by 1/(1 - p), drawing from gen (the default generator when
+// null) exactly as ember::dropout does on the weights tensor.
+AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                             const AttentionMask& mask = {}, double dropout_p = 0.0,
+                                             bool training = false, Generator* gen = nullptr, double scale = 0.0,
+                                             Loc loc = Loc::current());
+
+// The same computation composed of primitive ops (matmul, mul, masked_fill, softmax,
+// where, matmul) with autograd through them; same shapes, mask and zero-row policy, no
+// dropout.
+AttentionResult scaled_dot_product_attention_reference(const Tensor& q, const Tensor& k, const Tensor& v,
+                                                       const AttentionMask& mask = {}, double scale = 0.0);
+
+}  // namespace ember::nn

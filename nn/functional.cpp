@@ -1,0 +1,271 @@
+// Fused layer norm and cross-entropy: row kernels over raw pointers (llm.c style), then
+// one recorded node per op whose backward calls the matching backward kernels. Formulas
+// are in functional.h. Sums run in double for both dtypes; every sum across rows runs in
+// row order inside one thread, so results do not depend on the thread count.
+#include "nn/functional.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "core/kernels.h"
+#include "core/parallel.h"
+
+namespace ember::nn {
+
+namespace {
+
+// ------------------------------------------------------------------ layer norm kernels
+// Two passes per row (mean, then squared deviations from it): accurate on rows far from
+// zero, where E[x^2] - E[x]^2 in float32 cancels catastrophically.
+// out (R,C), mean (R), rstd (R) <- x (R,C), weight (C) or null, bias (C) or null
+template <class T>
+void layer_norm_forward(T* out, double* mean, double* rstd, const T* x, const T* weight, const T* bias, int64_t R,
+                        int64_t C, double eps) {
+  parallel_for(R, C * 4, [&](int64_t rb, int64_t re) {
+    for (int64_t r = rb; r < re; r++) {
+      const T* xr = x + r * C;
+      double m = 0;
+      for (int64_t c = 0; c < C; c++) m += xr[c];
+      m /= (double)C;
+      double v = 0;
+      for (int64_t c = 0; c < C; c++) {
+        double d = (double)xr[c] - m;
+        v += d * d;
+      }
+      v /= (double)C;
+      double s = 1.0 / std::sqrt(v + eps);
+      T* o = out + r * C;
+      for (int64_t c = 0; c < C; c++) {
+        double y = ((double)xr[c] - m) * s;
+        if (weight) y *= (double)weight[c];
+        if (bias) y += (double)bias[c];
+        o[c] = (T)y;
+      }
+      mean[r] = m;
+      rstd[r] = s;
+    }
+  });
+}
+
+// dx (R,C) <- dy (R,C), x (R,C), mean (R), rstd (R), weight (C) or null
+template <class T>
+void layer_norm_backward_input(T* dx, const T* dy, const T* x, const double* mean, const double* rstd,
+                               const T* weight, int64_t R, int64_t C) {
+  parallel_for(R, C * 8, [&](int64_t rb, int64_t re) {
+    for (int64_t r = rb; r < re; r++) {
+      const T* g = dy + r * C;
+      const T* xr = x + r * C;
+      T* d = dx + r * C;
+      const double m = mean[r], s = rstd[r];
+      double dxhat_mean = 0, dxhat_xhat_mean = 0;
+      for (int64_t c = 0; c < C; c++) {
+        double dxhat = weight ? (double)g[c] * (double)weight[c] : (double)g[c];
+        dxhat_mean += dxhat;
+        dxhat_xhat_mean += dxhat * ((double)xr[c] - m) * s;
+      }
+      dxhat_mean /= (double)C;
+      dxhat_xhat_mean /= (double)C;
+      for (int64_t c = 0; c < C; c++) {
+        double dxhat = weight ? (double)g[c] * (double)weight[c] : (double)g[c];
+        double xhat = ((double)xr[c] - m) * s;
+        d[c] = (T)(s * (dxhat - dxhat_mean - xhat * dxhat_xhat_mean));
+      }
+    }
+  });
+}
+
+// dweight (C) or null, dbias (C) or null <- dy (R,C), x (R,C), mean (R), rstd (R)
+// Threads split the columns; each column sums its rows 0..R-1 in order.
+template <class T>
+void layer_norm_backward_params(T* dweight, T* dbias, const T* dy, const T* x, const double* mean,
+                                const double* rstd, int64_t R, int64_t C) {
+  parallel_for(C, R * 2, [&](int64_t cb, int64_t ce) {
+    std::vector<double> dw(ce - cb, 0.0), db(ce - cb, 0.0);
+    for (int64_t r = 0; r < R; r++) {
+      const T* g = dy + r * C;
+      const T* xr = x + r * C;
+      const double m = mean[r], s = rstd[r];
+      for (int64_t c = cb; c < ce; c++) {
+        db[c - cb] += (double)g[c];
+        dw[c - cb] += (double)g[c] * ((double)xr[c] - m) * s;
+      }
+    }
+    for (int64_t c = cb; c < ce; c++) {
+      if (dweight) dweight[c] = (T)dw[c - cb];
+      if (dbias) dbias[c] = (T)db[c - cb];
+    }
+  });
+}
+
+// ------------------------------------------------------------------ cross-entropy kernels
+// loss_row (R), lse (R) <- logits (R,V), target (R); ignored rows get 0 in both.
+template <class T>
+void cross_entropy_forward(double* loss_row, double* lse, const T* logits, const int64_t* target, int64_t R,
+                           int64_t V, int64_t ignore_index, double smoothing) {
+  parallel_for(R, V * 4, [&](int64_t rb, int64_t re) {
+    for (int64_t r = rb; r < re; r++) {
+      if (target[r] == ignore_index) {
+        loss_row[r] = 0;
+        lse[r] = 0;
+        continue;
+      }
+      const T* z = logits + r * V;
+      T mx = -std::numeric_limits<T>::infinity();
+      for (int64_t v = 0; v < V; v++) mx = std::max(mx, z[v]);
+      double sum_exp = 0, sum_z = 0;
+      for (int64_t v = 0; v < V; v++) {
+        sum_exp += (double)std::exp(z[v] - mx);
+        sum_z += (double)z[v];
+      }
+      const double l = (double)mx + std::log(sum_exp);
+      lse[r] = l;
+      loss_row[r] = l - (1.0 - smoothing) * (double)z[target[r]] - smoothing / (double)V * sum_z;
+    }
+  });
+}
+
+// dlogits (R,V) <- logits (R,V), lse (R), target (R); scale = dloss / count
+template <class T>
+void cross_entropy_backward(T* dlogits, const T* logits, const double* lse, const int64_t* target, int64_t R,
+                            int64_t V, int64_t ignore_index, double smoothing, double scale) {
+  parallel_for(R, V * 4, [&](int64_t rb, int64_t re) {
+    for (int64_t r = rb; r < re; r++) {
+      T* d = dlogits + r * V;
+      if (target[r] == ignore_index) {
+        for (int64_t v = 0; v < V; v++) d[v] = 0;
+        continue;
+      }
+      const T* z = logits + r * V;
+      const double uniform = smoothing / (double)V;
+      for (int64_t v = 0; v < V; v++) {
+        double p = std::exp((double)z[v] - lse[r]);
+        double q = v == target[r] ? 1.0 - smoothing + uniform : uniform;
+        d[v] = (T)((p - q) * scale);
+      }
+    }
+  });
+}
+
+template <class T>
+T* data_or_null(const Tensor& t) {
+  return t.defined() ? t.data<T>() : nullptr;
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------ layer_norm
+Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, Loc loc) {
+  const char* op = "layer_norm";
+  if (!x.defined()) fail(op, "got an undefined input");
+  if (!is_floating(x.dtype()))
+    fail(op, "expected a float32 or float64 input, got ", dtype_name(x.dtype()), " of shape ", x.shape());
+  if (x.dim() == 0) fail(op, "expected an input of shape [..., C], got a 0-dim tensor");
+  const int64_t C = x.size(-1);
+  const int64_t R = numel_of(Shape(x.shape().begin(), x.shape().end() - 1));
+  for (auto [p, name] : {std::pair{&weight, "weight"}, std::pair{&bias, "bias"}}) {
+    if (!p->defined()) continue;
+    if (p->shape() != Shape{C})
+      fail(op, name, " must have shape [", C, "] to match the last dim of input ", x.shape(), ", got ", p->shape());
+    if (p->dtype() != x.dtype())
+      fail(op, name, " has dtype ", dtype_name(p->dtype()), " but input ", x.shape(), " has dtype ",
+           dtype_name(x.dtype()), " (convert one with .to())");
+  }
+
+  Tensor xc = x.detach().contiguous();
+  Tensor w = weight.defined() ? weight.detach().contiguous() : Tensor();
+  Tensor b = bias.defined() ? bias.detach().contiguous() : Tensor();
+  Tensor out = empty(x.shape(), x.dtype());
+  Tensor mean = empty({R}, kFloat64), rstd = empty({R}, kFloat64);
+  dispatch_float(x.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    layer_norm_forward<T>(out.data<T>(), mean.data<double>(), rstd.data<double>(), xc.data<T>(),
+                          data_or_null<T>(w), data_or_null<T>(b), R, C, eps);
+  });
+
+  BackwardFn bw;
+  if (wants_grad(x, weight, bias)) {
+    const bool need_dx = x.requires_grad();
+    const bool need_dw = weight.defined() && weight.requires_grad();
+    const bool need_db = bias.defined() && bias.requires_grad();
+    Tensor w_for_dx = need_dx ? w : Tensor();
+    bw = [xc, w_for_dx, mean, rstd, R, C, need_dx, need_dw, need_db](const Tensor& grad) {
+      Tensor dy = grad.contiguous();
+      Tensor dx = need_dx ? empty(xc.shape(), xc.dtype()) : Tensor();
+      Tensor dw = need_dw ? empty({C}, xc.dtype()) : Tensor();
+      Tensor db = need_db ? empty({C}, xc.dtype()) : Tensor();
+      dispatch_float(xc.dtype(), "layer_norm backward", [&](auto tag) {
+        using T = decltype(tag);
+        if (need_dx)
+          layer_norm_backward_input<T>(dx.data<T>(), dy.data<T>(), xc.data<T>(), mean.data<double>(),
+                                       rstd.data<double>(), data_or_null<T>(w_for_dx), R, C);
+        if (need_dw || need_db)
+          layer_norm_backward_params<T>(data_or_null<T>(dw), data_or_null<T>(db), dy.data<T>(),
+                                        xc.data<T>(), mean.data<double>(), rstd.data<double>(), R, C);
+      });
+      return std::vector<Tensor>{dx, dw, db};
+    };
+  }
+  return record(op, loc, out, {x, weight, bias}, std::move(bw));
+}
+
+// ------------------------------------------------------------------ cross_entropy
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index, double label_smoothing,
+                     Loc loc) {
+  const char* op = "cross_entropy";
+  if (!logits.defined() || !target.defined()) fail(op, "got an undefined tensor");
+  if (!is_floating(logits.dtype()))
+    fail(op, "expected float32 or float64 logits, got ", dtype_name(logits.dtype()), " of shape ", logits.shape());
+  if (logits.dim() == 0) fail(op, "expected logits of shape [..., V], got a 0-dim tensor");
+  if (target.dtype() != kInt64)
+    fail(op, "expected int64 targets (class indices), got ", dtype_name(target.dtype()), " of shape ",
+         target.shape());
+  const Shape lead(logits.shape().begin(), logits.shape().end() - 1);
+  if (target.shape() != lead)
+    fail(op, "target of shape ", target.shape(), " does not match logits ", logits.shape(), ": expected ", lead);
+  if (!(label_smoothing >= 0.0 && label_smoothing <= 1.0))
+    fail(op, "label_smoothing must be in [0, 1], got ", label_smoothing);
+  const int64_t V = logits.size(-1), R = numel_of(lead);
+
+  // Targets are checked here, before any parallel kernel, so the Error is thrown on this thread.
+  Tensor t = target.detach().contiguous();
+  const int64_t* pt = t.data<int64_t>();
+  int64_t count = 0;
+  for (int64_t r = 0; r < R; r++) {
+    if (pt[r] == ignore_index) continue;
+    if (pt[r] < 0 || pt[r] >= V)
+      fail(op, "target ", pt[r], " at flat index ", r, " of target ", target.shape(), " is outside [0, ", V,
+           ") for logits ", logits.shape(), " and is not ignore_index (", ignore_index, ")");
+    count++;
+  }
+
+  Tensor z = logits.detach().contiguous();
+  Tensor lse = empty({R}, kFloat64);
+  std::vector<double> loss_row((size_t)R);
+  dispatch_float(z.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    cross_entropy_forward<T>(loss_row.data(), lse.data<double>(), z.data<T>(), pt, R, V, ignore_index,
+                             label_smoothing);
+  });
+  double total = 0;
+  for (double l : loss_row) total += l;
+  Tensor out = scalar_tensor(count > 0 ? total / (double)count : 0.0, logits.dtype());
+
+  BackwardFn bw;
+  if (wants_grad(logits)) {
+    bw = [z, t, lse, R, V, ignore_index, label_smoothing, count](const Tensor& grad) {
+      const double scale = count > 0 ? grad.item() / (double)count : 0.0;
+      Tensor dz = empty(z.shape(), z.dtype());
+      dispatch_float(z.dtype(), "cross_entropy backward", [&](auto tag) {
+        using T = decltype(tag);
+        cross_entropy_backward<T>(dz.data<T>(), z.data<T>(), lse.data<double>(), t.data<int64_t>(), R, V,
+                                  ignore_index, label_smoothing, scale);
+      });
+      return std::vector<Tensor>{dz, Tensor()};
+    };
+  }
+  return record(op, loc, out, {logits, target}, std::move(bw));
+}
+
+}  // namespace ember::nn

@@ -1,0 +1,116 @@
+// Layer implementations.
+#include "nn/layers.h"
+
+#include <cmath>
+
+#include "nn/functional.h"
+#include "nn/init.h"
+
+namespace ember::nn {
+
+Linear::Linear(int64_t in, int64_t out, bool with_bias, Generator* gen, DType dtype)
+    : in_features(in), out_features(out) {
+  if (in <= 0 || out <= 0) fail("Linear", "features must be positive, got in ", in, " and out ", out);
+  weight = empty({out, in}, dtype);
+  init::kaiming_uniform_(weight, std::sqrt(5.0), gen);
+  register_parameter("weight", weight);
+  if (with_bias) {
+    bias = empty({out}, dtype);
+    double bound = 1.0 / std::sqrt((double)in);
+    init::uniform_(bias, -bound, bound, gen);
+    register_parameter("bias", bias);
+  }
+}
+
+Tensor Linear::forward(const Tensor& x) {
+  if (x.dim() == 0 || x.size(-1) != in_features)
+    fail("Linear::forward", "expected input [..., ", in_features, "], got shape ", x.shape());
+  // one GEMM over all leading dims: [N, in] x [in, out], the weight passed transposed
+  Tensor x2 = x.dim() == 2 ? x : x.reshape({-1, in_features});
+  Tensor y = matmul(x2, weight.t());
+  if (bias.defined()) y = add(y, bias);
+  if (x.dim() == 2) return y;
+  Shape s = x.shape();
+  s.back() = out_features;
+  return y.reshape(s);
+}
+
+Embedding::Embedding(int64_t num, int64_t dim, int64_t pad, Generator* gen, DType dtype)
+    : num_embeddings(num), embedding_dim(dim), padding_idx(pad) {
+  if (num <= 0 || dim <= 0) fail("Embedding", "sizes must be positive, got ", num, " x ", dim);
+  if (pad >= num || pad < -1)
+    fail("Embedding", "padding_idx ", pad, " is out of range for ", num, " embeddings (use -1 for none)");
+  weight = empty({num, dim}, dtype);
+  init::normal_(weight, 0.0, 1.0, gen);
+  if (pad >= 0) weight.select(0, pad).detach().fill_(0.0);
+  register_parameter("weight", weight);
+}
+
+Tensor Embedding::forward(const Tensor& ids) {
+  if (ids.dtype() != kInt64)
+    fail("Embedding::forward", "expected int64 ids, got ", dtype_name(ids.dtype()), " of shape ", ids.shape());
+  Tensor rows = embedding_lookup(weight, ids);
+  if (padding_idx < 0) return rows;
+  // same values; the gradient reaches only rows looked up by non-padding ids
+  Tensor keep = ne(ids, (double)padding_idx).unsqueeze(-1);
+  return where(keep, rows, rows.detach());
+}
+
+Dropout::Dropout(double p_, Generator* g) : p(p_), gen(g) {
+  if (!(p >= 0.0 && p <= 1.0)) fail("Dropout", "probability must be in [0, 1], got ", p);
+}
+
+Tensor Dropout::forward(const Tensor& x) { return dropout(x, p, is_training(), gen); }
+
+LayerNorm::LayerNorm(int64_t n, double eps_, bool affine, DType dtype) : normalized_shape(n), eps(eps_) {
+  if (n <= 0) fail("LayerNorm", "normalized_shape must be positive, got ", n);
+  if (affine) {
+    weight = ones({n}, dtype);
+    bias = zeros({n}, dtype);
+    register_parameter("weight", weight);
+    register_parameter("bias", bias);
+  }
+}
+
+Tensor LayerNorm::forward(const Tensor& x) {
+  if (x.dim() == 0 || x.size(-1) != normalized_shape)
+    fail("LayerNorm::forward", "expected input [..., ", normalized_shape, "], got shape ", x.shape());
+  return layer_norm(x, weight, bias, eps);
+}
+
+PositionalEncoding::PositionalEncoding(int64_t d, int64_t max_len_, DType dtype) : d_model(d), max_len(max_len_) {
+  if (d <= 0 || max_len <= 0) fail("PositionalEncoding", "d_model and max_len must be positive, got ", d, " and ", max_len);
+  std::vector<double> table((size_t)(max_len * d));
+  for (int64_t pos = 0; pos < max_len; pos++)
+    for (int64_t i = 0; i < d; i += 2) {
+      double angle = (double)pos / std::pow(10000.0, (double)i / (double)d);
+      table[pos * d + i] = std::sin(angle);
+      if (i + 1 < d) table[pos * d + i + 1] = std::cos(angle);
+    }
+  pe = from_vector(table, {max_len, d}, dtype);
+  register_buffer("pe", pe, /*persistent=*/false);
+}
+
+Tensor PositionalEncoding::forward(const Tensor& x, int64_t start) {
+  if (x.dim() < 2 || x.size(-1) != d_model)
+    fail("PositionalEncoding::forward", "expected input [..., L, ", d_model, "], got shape ", x.shape());
+  int64_t L = x.size(-2);
+  if (start < 0 || start + L > max_len)
+    fail("PositionalEncoding::forward", "positions ", start, "..", start + L - 1, " exceed max_len ", max_len);
+  return add(x, pe.narrow(0, start, L));
+}
+
+FeedForward::FeedForward(int64_t d_model, int64_t d_ff, double p, Activation act, Generator* gen, DType dtype)
+    : activation(act) {
+  linear1 = register_module("linear1", std::make_shared<Linear>(d_model, d_ff, true, gen, dtype));
+  dropout = register_module("dropout", std::make_shared<Dropout>(p));
+  linear2 = register_module("linear2", std::make_shared<Linear>(d_ff, d_model, true, gen, dtype));
+}
+
+Tensor FeedForward::forward(const Tensor& x) {
+  Tensor h = linear1->forward(x);
+  h = activation == Activation::GELU ? gelu(h) : relu(h);
+  return linear2->forward(dropout->forward(h));
+}
+
+}  // namespace ember::nn

@@ -1,0 +1,139 @@
+// Module registration, traversal, modes and state dicts.
+#include "nn/module.h"
+
+#include <algorithm>
+#include <set>
+
+namespace ember::nn {
+
+void Module::check_name(const std::string& name) const {
+  if (name.empty() || name.find('.') != std::string::npos)
+    fail("Module::register", "names must be non-empty and contain no '.', got '", name, "'");
+  auto taken = [&](const std::string& n) {
+    for (auto& p : params_)
+      if (p.first == n) return true;
+    for (auto& b : buffers_)
+      if (std::get<0>(b) == n) return true;
+    for (auto& c : children_)
+      if (c.first == n) return true;
+    return false;
+  };
+  if (taken(name)) fail("Module::register", "the name '", name, "' is already registered");
+}
+
+void Module::register_parameter(const std::string& name, Tensor& member) {
+  check_name(name);
+  if (!member.defined()) fail("Module::register_parameter", "parameter '", name, "' is undefined");
+  if (!member.requires_grad()) member.requires_grad_(true);
+  params_.emplace_back(name, &member);
+}
+
+void Module::register_buffer(const std::string& name, Tensor& member, bool persistent) {
+  check_name(name);
+  buffers_.emplace_back(name, &member, persistent);
+}
+
+void Module::collect(const std::string& prefix, NamedTensors& out, bool params, bool only_persistent) const {
+  if (params) {
+    for (auto& [n, t] : params_) out.emplace_back(prefix + n, *t);
+  } else {
+    for (auto& [n, t, persistent] : buffers_)
+      if (persistent || !only_persistent) out.emplace_back(prefix + n, *t);
+  }
+  for (auto& [n, c] : children_) c->collect(prefix + n + ".", out, params, only_persistent);
+}
+
+NamedTensors Module::named_parameters() const {
+  NamedTensors out;
+  collect("", out, true, false);
+  return out;
+}
+
+std::vector<Tensor> Module::parameters() const {
+  std::vector<Tensor> out;
+  for (auto& [n, t] : named_parameters()) out.push_back(t);
+  return out;
+}
+
+NamedTensors Module::named_buffers() const {
+  NamedTensors out;
+  collect("", out, false, false);
+  return out;
+}
+
+int64_t Module::num_parameters() const {
+  int64_t n = 0;
+  for (auto& [name, t] : named_parameters()) n += t.numel();
+  return n;
+}
+
+void Module::train(bool on) {
+  training_ = on;
+  for (auto& [n, c] : children_) c->train(on);
+}
+
+void Module::zero_grad() {
+  for (auto& [n, t] : params_) t->zero_grad();
+  for (auto& [n, c] : children_) c->zero_grad();
+}
+
+StateDict Module::state_dict() const {
+  StateDict out;
+  for (auto& [n, t] : named_parameters()) out[n] = t;
+  NamedTensors bufs;
+  collect("", bufs, false, true);
+  for (auto& [n, t] : bufs) out[n] = t;
+  return out;
+}
+
+void Module::load_state_dict(const StateDict& state, bool strict) {
+  StateDict mine = state_dict();
+  std::vector<std::string> missing, unexpected, mismatched;
+  for (auto& [n, t] : mine) {
+    auto it = state.find(n);
+    if (it == state.end()) {
+      missing.push_back(n);
+    } else if (!it->second.defined() || it->second.shape() != t.shape() || it->second.dtype() != t.dtype()) {
+      mismatched.push_back(cat_str(n, ": expected ", t.shape(), " ", dtype_name(t.dtype()), ", got ",
+                                   it->second.defined() ? shape_str(it->second.shape()) : std::string("undefined"),
+                                   " ", it->second.defined() ? dtype_name(it->second.dtype()) : ""));
+    }
+  }
+  for (auto& [n, t] : state)
+    if (!mine.count(n)) unexpected.push_back(n);
+  if (strict && (!missing.empty() || !unexpected.empty() || !mismatched.empty())) {
+    std::string msg = "the state does not match the module; nothing was loaded.";
+    auto list = [&](const char* what, const std::vector<std::string>& v) {
+      if (v.empty()) return;
+      msg += cat_str(" ", what, " (", (int64_t)v.size(), "):");
+      for (size_t i = 0; i < v.size(); i++) msg += (i ? ", " : " ") + v[i];
+      msg += ".";
+    };
+    list("Missing", missing);
+    list("Unexpected", unexpected);
+    list("Shape or dtype mismatch", mismatched);
+    fail("load_state_dict", msg);
+  }
+  NoGradGuard ng;
+  std::set<std::string> bad(missing.begin(), missing.end());
+  for (auto& m : mismatched) bad.insert(m.substr(0, m.find(':')));
+  for (auto& [n, t] : mine) {
+    if (bad.count(n)) continue;
+    Tensor dst = t;
+    dst.copy_(state.at(n));
+  }
+}
+
+void Module::to(DType dtype) {
+  for (auto& [n, t] : params_) {
+    if (t->dtype() == dtype) continue;
+    Tensor c = t->detach().to(dtype);
+    c.requires_grad_(true);
+    *t = c;
+  }
+  for (auto& [n, t, p] : buffers_)
+    if (t->defined() && is_floating(t->dtype()) && t->dtype() != dtype) *t = t->detach().to(dtype);
+  for (auto& [n, c] : children_) c->to(dtype);
+}
+
+}  // namespace ember::nn

@@ -1,0 +1,127 @@
+// Module: the base of every layer. A module registers its parameters, buffers and
+// sub-modules by name in its constructor; named_parameters() then yields dotted names
+// (encoder.layers.0.self_attn.q_proj.weight) in registration order, which are also the
+// keys of state_dict() and of checkpoints.
+//
+// Registration stores a pointer to the member tensor, so a module must stay where it
+// was built: modules are neither copied nor moved, and are held by shared_ptr.
+#pragma once
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/ops.h"
+
+namespace ember::nn {
+
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+using StateDict = std::map<std::string, Tensor>;
+
+class Module {
+ public:
+  Module() = default;
+  virtual ~Module() = default;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  NamedTensors named_parameters() const;
+  std::vector<Tensor> parameters() const;
+  NamedTensors named_buffers() const;  // persistent and not
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const { return children_; }
+  int64_t num_parameters() const;
+
+  // Training mode (dropout active) for this module and every descendant.
+  void train(bool on = true);
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+
+  void zero_grad();  // drops every parameter's gradient
+
+  // Parameters and persistent buffers, by dotted name. The tensors are the module's own
+  // (not copies).
+  StateDict state_dict() const;
+  // Copies values into the module's tensors. With strict, every missing, unexpected,
+  // shape- or dtype-mismatched name is reported in one Error, and nothing is changed
+  // unless everything matches. Non-strict loads what matches and ignores the rest.
+  void load_state_dict(const StateDict& state, bool strict = true);
+
+  // Converts every parameter and buffer to dtype (e.g. float64 for gradient checks).
+  void to(DType dtype);
+
+ protected:
+  // Registers a member tensor as a trainable parameter (requires_grad is set).
+  void register_parameter(const std::string& name, Tensor& member);
+  // Registers a member tensor as a buffer: saved in state_dict when persistent, never
+  // trained.
+  void register_buffer(const std::string& name, Tensor& member, bool persistent = true);
+  template <class M>
+  std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> m) {
+    check_name(name);
+    children_.emplace_back(name, m);
+    return m;
+  }
+
+ private:
+  void check_name(const std::string& name) const;
+  void collect(const std::string& prefix, NamedTensors& out, bool params, bool only_persistent) const;
+
+  std::vector<std::pair<std::string, Tensor*>> params_;
+  std::vector<std::tuple<std::string, Tensor*, bool>> buffers_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  bool training_ = true;
+
+  friend class ModuleList;
+};
+
+// An indexed list of modules, registered as "0", "1", ...
+class ModuleList : public Module {
+ public:
+  ModuleList() = default;
+  template <class M>
+  std::shared_ptr<M> push_back(std::shared_ptr<M> m) {
+    items_.push_back(m);
+    return register_module(std::to_string(items_.size() - 1), m);
+  }
+  size_t size() const { return items_.size(); }
+  const std::shared_ptr<Module>& operator[](size_t i) const { return items_.at(i); }
+  template <class M>
+  std::shared_ptr<M> at(size_t i) const { return std::dynamic_pointer_cast<M>(items_.at(i)); }
+  auto begin() const { return items_.begin(); }
+  auto end() const { return items_.end(); }
+
+ private:
+  std::vector<std::shared_ptr<Module>> items_;
+};
+
+// A module with a single-tensor forward.
+class UnaryModule : public Module {
+ public:
+  virtual Tensor forward(const Tensor& x) = 0;
+  Tensor operator()(const Tensor& x) { return forward(x); }
+};
+
+// Applies its modules in order.
+class Sequential : public UnaryModule {
+ public:
+  Sequential() = default;
+  explicit Sequential(std::vector<std::shared_ptr<UnaryModule>> mods) {
+    for (auto& m : mods) push_back(m);
+  }
+  void push_back(std::shared_ptr<UnaryModule> m) {
+    items_.push_back(m);
+    register_module(std::to_string(items_.size() - 1), m);
+  }
+  Tensor forward(const Tensor& x) override {
+    Tensor y = x;
+    for (auto& m : items_) y = m->forward(y);
+    return y;
+  }
+  size_t size() const { return items_.size(); }
+
+ private:
+  std::vector<std::shared_ptr<UnaryModule>> items_;
+};
+
+}  // namespace ember::nn

@@ -1,0 +1,93 @@
+// MultiHeadAttention: projections, head split, the fused attention op, head merge.
+#include "nn/multihead_attention.h"
+
+#include "nn/init.h"
+
+namespace ember::nn {
+
+MultiHeadAttention::MultiHeadAttention(int64_t E, int64_t H, int64_t kd, int64_t vd, bool bias, double p,
+                                       Generator* gen, DType dtype)
+    : embed_dim(E), num_heads(H), kdim(kd > 0 ? kd : E), vdim(vd > 0 ? vd : E), dropout(p) {
+  const char* op = "MultiHeadAttention";
+  if (E <= 0 || H <= 0) fail(op, "embed_dim and num_heads must be positive, got ", E, " and ", H);
+  if (E % H != 0) fail(op, "embed_dim ", E, " is not divisible by num_heads ", H);
+  if (kd < 0 || vd < 0) fail(op, "kdim and vdim must be positive (or 0 for embed_dim), got ", kd, " and ", vd);
+  if (!(p >= 0.0 && p < 1.0)) fail(op, "dropout must be in [0, 1), got ", p);
+  head_dim = E / H;
+  q_proj = register_module("q_proj", std::make_shared<Linear>(E, E, bias, gen, dtype));
+  k_proj = register_module("k_proj", std::make_shared<Linear>(kdim, E, bias, gen, dtype));
+  v_proj = register_module("v_proj", std::make_shared<Linear>(vdim, E, bias, gen, dtype));
+  out_proj = register_module("out_proj", std::make_shared<Linear>(E, E, bias, gen, dtype));
+  // PyTorch: Xavier-uniform input projections, zero input and output biases; the output
+  // projection keeps Linear's default weight.
+  for (auto& proj : {q_proj, k_proj, v_proj}) init::xavier_uniform_(proj->weight, 1.0, gen);
+  if (bias)
+    for (auto& proj : {q_proj, k_proj, v_proj, out_proj}) init::zeros_(proj->bias);
+}
+
+MultiHeadAttentionOutput MultiHeadAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value,
+                                                     const AttentionMask& key_padding_mask,
+                                                     const AttentionMask& attn_mask, AttnWeights need_weights,
+                                                     KVCache* cache, bool fixed_memory) {
+  const char* op = "MultiHeadAttention::forward";
+  if (query.dim() != 3 || query.size(2) != embed_dim)
+    fail(op, "expected query [B, L, ", embed_dim, "], got shape ", query.shape());
+  const int64_t B = query.size(0), L = query.size(1), H = num_heads, d = head_dim;
+  const bool reuse = cache && cache->fixed && cache->k.defined();
+  if (!reuse) {
+    if (key.dim() != 3 || key.size(2) != kdim) fail(op, "expected key [B, S, ", kdim, "], got shape ", key.shape());
+    if (value.dim() != 3 || value.size(2) != vdim)
+      fail(op, "expected value [B, S, ", vdim, "], got shape ", value.shape());
+    if (key.size(0) != B || value.size(0) != B)
+      fail(op, "batch sizes differ: query ", query.shape(), ", key ", key.shape(), ", value ", value.shape());
+    if (key.size(1) != value.size(1))
+      fail(op, "key and value must have the same length S, got key ", key.shape(), " and value ", value.shape());
+  }
+
+  // [B, T, E] -> [B, H, T, d] (a view: the head split costs no copy)
+  auto heads = [&](const Tensor& x) { return x.view({B, x.size(1), H, d}).transpose(1, 2); };
+  Tensor q = heads(q_proj->forward(query));
+  Tensor k, v;
+  if (reuse) {
+    k = cache->k;
+    v = cache->v;
+  } else {
+    k = heads(k_proj->forward(key));
+    v = heads(v_proj->forward(value));
+    if (cache) {
+      if (fixed_memory) {
+        cache->fixed = true;
+      } else if (cache->k.defined()) {
+        k = cat({cache->k, k}, 2);
+        v = cat({cache->v, v}, 2);
+      }
+      cache->k = k;
+      cache->v = v;
+    }
+  }
+  const int64_t S = k.size(2);
+
+  AttentionMask mask;
+  if (key_padding_mask.defined()) {
+    const Tensor& m = key_padding_mask.blocked();
+    if (m.shape() != Shape{B, S})
+      fail(op, "expected key_padding_mask [B, S] = [", B, ",", S, "], got shape ", m.shape());
+    mask = key_padding_mask.reshape({B, 1, 1, S});
+  }
+  if (attn_mask.defined()) {
+    const Tensor& m = attn_mask.blocked();
+    if (m.shape() == Shape{L, S}) mask = mask | attn_mask;
+    else if (m.shape() == Shape{B, L, S}) mask = mask | attn_mask.reshape({B, 1, L, S});
+    else fail(op, "expected attn_mask [L, S] = [", L, ",", S, "] or [B, L, S] = [", B, ",", L, ",", S, "], got shape ", m.shape());
+  }
+
+  AttentionResult r = scaled_dot_product_attention(q, k, v, mask, dropout, is_training(), dropout_gen);
+  Tensor merged = r.output.transpose(1, 2).reshape({B, L, embed_dim});
+  MultiHeadAttentionOutput out;
+  out.output = out_proj->forward(merged);
+  if (need_weights == AttnWeights::PerHead) out.weights = r.weights;
+  else if (need_weights == AttnWeights::Averaged) out.weights = mean(r.weights, {1});
+  return out;
+}
+
+}  // namespace ember::nn

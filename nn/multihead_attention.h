@@ -1,0 +1,51 @@
+// MultiHeadAttention, batch-first, with PyTorch's parameters and semantics:
+//   query [B, L, E], key [B, S, kdim], value [B, S, vdim]
+//   q = query Wq^T + bq, k = key Wk^T + bk, v = value Wv^T + bv     (each [B, *, E])
+//   split into H heads of d = E / H features: head h uses features [h*d, (h+1)*d)
+//   per head: softmax(q k^T / sqrt(d) with blocked pairs removed) v   -> [B, H, L, d]
+//   merge the heads back to [B, L, E], then out = merged Wo^T + bo
+// Masks use one polarity (true = blocked): key_padding_mask [B, S], attn_mask [L, S] or
+// [B, L, S]. A query whose keys are all blocked gets zero weights and a zero attention
+// output, so its output row is out_proj.bias (PyTorch gives NaN there).
+//
+// For token-by-token decoding, forward takes an optional KVCache: self-attention appends
+// the new keys and values to it; cross-attention projects the memory once and reuses it.
+#pragma once
+#include <memory>
+
+#include "nn/attention.h"
+#include "nn/layers.h"
+
+namespace ember::nn {
+
+enum class AttnWeights { None, PerHead, Averaged };
+
+struct MultiHeadAttentionOutput {
+  Tensor output;   // [B, L, E]
+  Tensor weights;  // [B, H, L, S] per head, [B, L, S] averaged, or undefined
+};
+
+// Projected keys and values of the positions seen so far, [B, H, S, d].
+struct KVCache {
+  Tensor k, v;
+  bool fixed = false;  // true: computed once from a fixed memory (cross-attention) and reused
+};
+
+class MultiHeadAttention : public Module {
+ public:
+  // kdim and vdim of 0 mean embed_dim.
+  MultiHeadAttention(int64_t embed_dim, int64_t num_heads, int64_t kdim = 0, int64_t vdim = 0, bool bias = true,
+                     double dropout = 0.0, Generator* gen = nullptr, DType dtype = kFloat32);
+
+  MultiHeadAttentionOutput forward(const Tensor& query, const Tensor& key, const Tensor& value,
+                                   const AttentionMask& key_padding_mask = {},
+                                   const AttentionMask& attn_mask = {}, AttnWeights need_weights = AttnWeights::None,
+                                   KVCache* cache = nullptr, bool fixed_memory = false);
+
+  int64_t embed_dim, num_heads, kdim, vdim, head_dim;
+  double dropout;
+  Generator* dropout_gen = nullptr;  // masks from the default generator when null
+  std::shared_ptr<Linear> q_proj, k_proj, v_proj, out_proj;
+};
+
+}  // namespace ember::nn

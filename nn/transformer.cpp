@@ -1,0 +1,187 @@
+// Encoder/decoder layers, stacks and the encoder-decoder model.
+#include "nn/transformer.h"
+
+#include <cmath>
+
+#include "nn/init.h"
+
+namespace ember::nn {
+
+namespace {
+void check_config(const LayerConfig& c, const char* op) {
+  if (c.d_model <= 0 || c.nhead <= 0 || c.dim_feedforward <= 0)
+    fail(op, "d_model, nhead and dim_feedforward must be positive, got ", c.d_model, ", ", c.nhead, ", ",
+         c.dim_feedforward);
+  if (c.d_model % c.nhead != 0) fail(op, "d_model ", c.d_model, " is not divisible by nhead ", c.nhead);
+}
+}  // namespace
+
+// ------------------------------------------------------------------ EncoderLayer
+EncoderLayer::EncoderLayer(const LayerConfig& c, Generator* gen, DType dtype) : cfg(c) {
+  check_config(c, "EncoderLayer");
+  self_attn = register_module("self_attn",
+                              std::make_shared<MultiHeadAttention>(c.d_model, c.nhead, 0, 0, true, c.dropout, gen, dtype));
+  ffn = register_module("ffn", std::make_shared<FeedForward>(c.d_model, c.dim_feedforward, c.dropout, c.activation,
+                                                              gen, dtype));
+  norm1 = register_module("norm1", std::make_shared<LayerNorm>(c.d_model, c.layer_norm_eps, true, dtype));
+  norm2 = register_module("norm2", std::make_shared<LayerNorm>(c.d_model, c.layer_norm_eps, true, dtype));
+  dropout1 = register_module("dropout1", std::make_shared<Dropout>(c.dropout));
+  dropout2 = register_module("dropout2", std::make_shared<Dropout>(c.dropout));
+}
+
+Tensor EncoderLayer::forward(const Tensor& x, const AttentionMask& pad, const AttentionMask& mask) {
+  AttnWeights w = keep_weights ? AttnWeights::PerHead : AttnWeights::None;
+  auto attend = [&](const Tensor& h) {
+    auto r = self_attn->forward(h, h, h, pad, mask, w);
+    if (keep_weights) last_weights = r.weights;
+    return r.output;
+  };
+  if (cfg.norm_first) {
+    Tensor y = add(x, dropout1->forward(attend(norm1->forward(x))));
+    return add(y, dropout2->forward(ffn->forward(norm2->forward(y))));
+  }
+  Tensor y = norm1->forward(add(x, dropout1->forward(attend(x))));
+  return norm2->forward(add(y, dropout2->forward(ffn->forward(y))));
+}
+
+// ------------------------------------------------------------------ DecoderLayer
+DecoderLayer::DecoderLayer(const LayerConfig& c, Generator* gen, DType dtype) : cfg(c) {
+  check_config(c, "DecoderLayer");
+  self_attn = register_module("self_attn",
+                              std::make_shared<MultiHeadAttention>(c.d_model, c.nhead, 0, 0, true, c.dropout, gen, dtype));
+  cross_attn = register_module(
+      "cross_attn", std::make_shared<MultiHeadAttention>(c.d_model, c.nhead, 0, 0, true, c.dropout, gen, dtype));
+  ffn = register_module("ffn", std::make_shared<FeedForward>(c.d_model, c.dim_feedforward, c.dropout, c.activation,
+                                                              gen, dtype));
+  norm1 = register_module("norm1", std::make_shared<LayerNorm>(c.d_model, c.layer_norm_eps, true, dtype));
+  norm2 = register_module("norm2", std::make_shared<LayerNorm>(c.d_model, c.layer_norm_eps, true, dtype));
+  norm3 = register_module("norm3", std::make_shared<LayerNorm>(c.d_model, c.layer_norm_eps, true, dtype));
+  dropout1 = register_module("dropout1", std::make_shared<Dropout>(c.dropout));
+  dropout2 = register_module("dropout2", std::make_shared<Dropout>(c.dropout));
+  dropout3 = register_module("dropout3", std::make_shared<Dropout>(c.dropout));
+}
+
+Tensor DecoderLayer::forward(const Tensor& x, const Tensor& memory, const AttentionMask& tgt_pad,
+                             const AttentionMask& mem_pad, bool causal, LayerCache* cache) {
+  AttnWeights w = keep_weights ? AttnWeights::PerHead : AttnWeights::None;
+  const int64_t T = x.size(1);
+  auto self = [&](const Tensor& h) {
+    int64_t past = cache && cache->self.k.defined() ? cache->self.k.size(2) : 0;
+    AttentionMask m = causal ? causal_mask(T, past + T) : AttentionMask();
+    auto r = self_attn->forward(h, h, h, tgt_pad, m, w, cache ? &cache->self : nullptr);
+    if (keep_weights) last_self_weights = r.weights;
+    return r.output;
+  };
+  auto cross = [&](const Tensor& h) {
+    auto r = cross_attn->forward(h, memory, memory, mem_pad, {}, w, cache ? &cache->cross : nullptr,
+                                 /*fixed_memory=*/true);
+    if (keep_weights) last_cross_weights = r.weights;
+    return r.output;
+  };
+  if (cfg.norm_first) {
+    Tensor y = add(x, dropout1->forward(self(norm1->forward(x))));
+    y = add(y, dropout2->forward(cross(norm2->forward(y))));
+    return add(y, dropout3->forward(ffn->forward(norm3->forward(y))));
+  }
+  Tensor y = norm1->forward(add(x, dropout1->forward(self(x))));
+  y = norm2->forward(add(y, dropout2->forward(cross(y))));
+  return norm3->forward(add(y, dropout3->forward(ffn->forward(y))));
+}
+
+// ------------------------------------------------------------------ stacks
+Encoder::Encoder(const LayerConfig& c, int64_t n, Generator* gen, DType dtype) {
+  if (n <= 0) fail("Encoder", "num_layers must be positive, got ", n);
+  layers = register_module("layers", std::make_shared<ModuleList>());
+  for (int64_t i = 0; i < n; i++) layers->push_back(std::make_shared<EncoderLayer>(c, gen, dtype));
+  if (c.norm_first) norm = register_module("norm", std::make_shared<LayerNorm>(c.d_model, c.layer_norm_eps, true, dtype));
+}
+
+Tensor Encoder::forward(const Tensor& x, const AttentionMask& pad, const AttentionMask& mask) {
+  Tensor h = x;
+  for (size_t i = 0; i < layers->size(); i++) h = layer(i)->forward(h, pad, mask);
+  return norm ? norm->forward(h) : h;
+}
+
+Decoder::Decoder(const LayerConfig& c, int64_t n, Generator* gen, DType dtype) {
+  if (n <= 0) fail("Decoder", "num_layers must be positive, got ", n);
+  layers = register_module("layers", std::make_shared<ModuleList>());
+  for (int64_t i = 0; i < n; i++) layers->push_back(std::make_shared<DecoderLayer>(c, gen, dtype));
+  if (c.norm_first) norm = register_module("norm", std::make_shared<LayerNorm>(c.d_model, c.layer_norm_eps, true, dtype));
+}
+
+Tensor Decoder::forward(const Tensor& x, const Tensor& memory, const AttentionMask& tgt_pad,
+                        const AttentionMask& mem_pad, std::vector<LayerCache>* caches) {
+  if (caches && caches->size() != layers->size()) caches->resize(layers->size());
+  Tensor h = x;
+  for (size_t i = 0; i < layers->size(); i++)
+    h = layer(i)->forward(h, memory, tgt_pad, mem_pad, true, caches ? &(*caches)[i] : nullptr);
+  return norm ? norm->forward(h) : h;
+}
+
+// ------------------------------------------------------------------ Transformer
+Transformer::Transformer(const TransformerConfig& c, Generator* gen, DType dtype) : cfg(c) {
+  if (c.src_vocab <= 0 || c.tgt_vocab <= 0)
+    fail("Transformer", "src_vocab and tgt_vocab must be positive, got ", c.src_vocab, " and ", c.tgt_vocab);
+  LayerConfig lc = c.layer();
+  check_config(lc, "Transformer");
+  src_embed = register_module("src_embed", std::make_shared<Embedding>(c.src_vocab, c.d_model, c.pad_id, gen, dtype));
+  tgt_embed = register_module("tgt_embed", std::make_shared<Embedding>(c.tgt_vocab, c.d_model, c.pad_id, gen, dtype));
+  // N(0, 1/d_model), so that after the sqrt(d_model) scale embeddings have unit variance
+  // and do not drown the positional signal.
+  for (auto& e : {src_embed, tgt_embed}) {
+    init::normal_(e->weight, 0.0, 1.0 / std::sqrt((double)c.d_model), gen);
+    if (c.pad_id >= 0) e->weight.detach().select(0, c.pad_id).fill_(0.0);
+  }
+  pos = register_module("pos", std::make_shared<PositionalEncoding>(c.d_model, c.max_len, dtype));
+  dropout = register_module("dropout", std::make_shared<Dropout>(c.dropout));
+  encoder = register_module("encoder", std::make_shared<Encoder>(lc, c.num_encoder_layers, gen, dtype));
+  decoder = register_module("decoder", std::make_shared<Decoder>(lc, c.num_decoder_layers, gen, dtype));
+  out_proj = register_module("out_proj", std::make_shared<Linear>(c.d_model, c.tgt_vocab, true, gen, dtype));
+}
+
+Tensor Transformer::embed(const std::shared_ptr<Embedding>& table, const Tensor& ids, int64_t start) {
+  Tensor x = mul(table->forward(ids), std::sqrt((double)cfg.d_model));
+  return dropout->forward(pos->forward(x, start));
+}
+
+Tensor Transformer::encode(const Tensor& src) {
+  if (src.dim() != 2 || src.dtype() != kInt64)
+    fail("Transformer::encode", "expected int64 source ids [B, S], got ", dtype_name(src.dtype()), " ", src.shape());
+  return encoder->forward(embed(src_embed, src, 0), padding_mask(src, cfg.pad_id));
+}
+
+Tensor Transformer::decode(const Tensor& tgt, const Tensor& memory, const AttentionMask& memory_padding) {
+  if (tgt.dim() != 2 || tgt.dtype() != kInt64)
+    fail("Transformer::decode", "expected int64 target ids [B, T], got ", dtype_name(tgt.dtype()), " ", tgt.shape());
+  Tensor h = decoder->forward(embed(tgt_embed, tgt, 0), memory, padding_mask(tgt, cfg.pad_id), memory_padding);
+  return out_proj->forward(h);
+}
+
+Tensor Transformer::forward(const Tensor& src, const Tensor& tgt) {
+  if (src.dim() != 2 || tgt.dim() != 2 || src.size(0) != tgt.size(0))
+    fail("Transformer::forward", "expected src [B, S] and tgt [B, T] with the same B, got ", src.shape(), " and ",
+         tgt.shape());
+  Tensor memory = encode(src);
+  return decode(tgt, memory, padding_mask(src, cfg.pad_id));
+}
+
+DecoderState Transformer::start_decoding(const Tensor& src) {
+  DecoderState s;
+  s.memory = encode(src);
+  s.memory_padding = padding_mask(src, cfg.pad_id);
+  s.caches.resize(decoder->layers->size());
+  return s;
+}
+
+Tensor Transformer::decode_step(DecoderState& s, const Tensor& tokens) {
+  if (tokens.dim() != 1 || tokens.dtype() != kInt64 || tokens.size(0) != s.memory.size(0))
+    fail("Transformer::decode_step", "expected int64 tokens [B] with B = ", s.memory.size(0), ", got ",
+         dtype_name(tokens.dtype()), " ", tokens.shape());
+  Tensor x = embed(tgt_embed, tokens.unsqueeze(1), s.position);
+  // padding is never fed while decoding, so no target padding mask is needed
+  Tensor h = decoder->forward(x, s.memory, {}, s.memory_padding, &s.caches);
+  s.position++;
+  return out_proj->forward(h).select(1, 0);
+}
+
+}  // namespace ember::nn

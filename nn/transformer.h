@@ -1,0 +1,144 @@
+// Transformer encoder and decoder layers, their stacks, and an encoder-decoder model.
+//
+// Each sub-layer is wrapped as LayerNorm(x + Dropout(sublayer(x))) (post-norm, the form
+// of "Attention Is All You Need" and of PyTorch's default), or, with norm_first,
+// x + Dropout(sublayer(LayerNorm(x))) (pre-norm; the stacks then end with a LayerNorm).
+//
+//   EncoderLayer: self-attention, feed-forward
+//   DecoderLayer: causal self-attention, cross-attention over the encoder output, feed-forward
+//   Transformer:  embeddings scaled by sqrt(d_model) + positional encoding + dropout,
+//                 encoder, decoder, output projection to target-vocabulary logits
+//
+// Masks are AttentionMask (true = blocked). Decoding can run one token at a time with a
+// DecoderState that caches every layer's keys and values; it gives the same logits as the
+// teacher-forced forward pass on the same prefix.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "nn/multihead_attention.h"
+
+namespace ember::nn {
+
+struct LayerConfig {
+  int64_t d_model = 128;
+  int64_t nhead = 4;
+  int64_t dim_feedforward = 512;
+  double dropout = 0.1;
+  Activation activation = Activation::ReLU;
+  bool norm_first = false;
+  double layer_norm_eps = 1e-5;
+};
+
+class EncoderLayer : public Module {
+ public:
+  explicit EncoderLayer(const LayerConfig& cfg, Generator* gen = nullptr, DType dtype = kFloat32);
+  // x [B, S, d_model]; src_key_padding_mask [B, S]; src_mask [S, S] or [B, S, S].
+  Tensor forward(const Tensor& x, const AttentionMask& src_key_padding_mask = {},
+                 const AttentionMask& src_mask = {});
+  // The self-attention weights of the last forward, per head [B, H, S, S], when kept.
+  bool keep_weights = false;
+  Tensor last_weights;
+
+  LayerConfig cfg;
+  std::shared_ptr<MultiHeadAttention> self_attn;
+  std::shared_ptr<FeedForward> ffn;
+  std::shared_ptr<LayerNorm> norm1, norm2;
+  std::shared_ptr<Dropout> dropout1, dropout2;
+};
+
+// Keys and values cached per decoder layer while decoding token by token.
+struct LayerCache {
+  KVCache self, cross;
+};
+
+class DecoderLayer : public Module {
+ public:
+  explicit DecoderLayer(const LayerConfig& cfg, Generator* gen = nullptr, DType dtype = kFloat32);
+  // x [B, T, d_model], memory [B, S, d_model]. tgt_mask defaults to causal when
+  // causal is set. With a cache, x holds only the newest positions.
+  Tensor forward(const Tensor& x, const Tensor& memory, const AttentionMask& tgt_key_padding_mask = {},
+                 const AttentionMask& memory_key_padding_mask = {}, bool causal = true,
+                 LayerCache* cache = nullptr);
+  bool keep_weights = false;
+  Tensor last_self_weights, last_cross_weights;  // [B, H, T, T] and [B, H, T, S]
+
+  LayerConfig cfg;
+  std::shared_ptr<MultiHeadAttention> self_attn, cross_attn;
+  std::shared_ptr<FeedForward> ffn;
+  std::shared_ptr<LayerNorm> norm1, norm2, norm3;
+  std::shared_ptr<Dropout> dropout1, dropout2, dropout3;
+};
+
+class Encoder : public Module {
+ public:
+  Encoder(const LayerConfig& cfg, int64_t num_layers, Generator* gen = nullptr, DType dtype = kFloat32);
+  Tensor forward(const Tensor& x, const AttentionMask& src_key_padding_mask = {},
+                 const AttentionMask& src_mask = {});
+  std::shared_ptr<ModuleList> layers;
+  std::shared_ptr<LayerNorm> norm;  // only with norm_first
+  std::shared_ptr<EncoderLayer> layer(size_t i) const { return layers->at<EncoderLayer>(i); }
+};
+
+class Decoder : public Module {
+ public:
+  Decoder(const LayerConfig& cfg, int64_t num_layers, Generator* gen = nullptr, DType dtype = kFloat32);
+  // caches: one per layer when decoding token by token (resized as needed), else null.
+  Tensor forward(const Tensor& x, const Tensor& memory, const AttentionMask& tgt_key_padding_mask = {},
+                 const AttentionMask& memory_key_padding_mask = {}, std::vector<LayerCache>* caches = nullptr);
+  std::shared_ptr<ModuleList> layers;
+  std::shared_ptr<LayerNorm> norm;  // only with norm_first
+  std::shared_ptr<DecoderLayer> layer(size_t i) const { return layers->at<DecoderLayer>(i); }
+};
+
+struct TransformerConfig {
+  int64_t src_vocab = 0, tgt_vocab = 0;
+  int64_t d_model = 128, nhead = 4;
+  int64_t num_encoder_layers = 2, num_decoder_layers = 2;
+  int64_t dim_feedforward = 512;
+  double dropout = 0.1;
+  Activation activation = Activation::ReLU;
+  bool norm_first = false;
+  int64_t max_len = 512;
+  int64_t pad_id = 0;
+  LayerConfig layer() const {
+    return {d_model, nhead, dim_feedforward, dropout, activation, norm_first, 1e-5};
+  }
+};
+
+// What token-by-token decoding carries from one step to the next.
+struct DecoderState {
+  Tensor memory;                 // encoder output [B, S, d_model]
+  AttentionMask memory_padding;  // [B, S]
+  std::vector<LayerCache> caches;
+  int64_t position = 0;          // tokens decoded so far
+};
+
+class Transformer : public Module {
+ public:
+  explicit Transformer(const TransformerConfig& cfg, Generator* gen = nullptr, DType dtype = kFloat32);
+
+  // src [B, S], tgt [B, T] int64 token ids (pad_id pads) -> logits [B, T, tgt_vocab],
+  // position t predicting token t+1 (teacher forcing: tgt starts with the begin token).
+  Tensor forward(const Tensor& src, const Tensor& tgt);
+  Tensor encode(const Tensor& src);  // -> memory [B, S, d_model]
+  Tensor decode(const Tensor& tgt, const Tensor& memory, const AttentionMask& memory_padding);
+
+  DecoderState start_decoding(const Tensor& src);
+  // Feeds the newest token of each sequence (int64 [B]) and returns the logits [B, tgt_vocab]
+  // for the next one.
+  Tensor decode_step(DecoderState& state, const Tensor& tokens);
+
+  TransformerConfig cfg;
+  std::shared_ptr<Embedding> src_embed, tgt_embed;
+  std::shared_ptr<PositionalEncoding> pos;
+  std::shared_ptr<Dropout> dropout;
+  std::shared_ptr<Encoder> encoder;
+  std::shared_ptr<Decoder> decoder;
+  std::shared_ptr<Linear> out_proj;
+
+ private:
+  Tensor embed(const std::shared_ptr<Embedding>& table, const Tensor& ids, int64_t start);
+};
+
+}  // namespace ember::nn

@@ -1,0 +1,354 @@
+// Modules: registration and names, modes, state dicts, initialisation, the basic layers,
+// MultiHeadAttention's checks, gradient checks of every layer, and decoding parity.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "core/gradcheck.h"
+#include "nn/transformer.h"
+
+using namespace ember;
+using namespace ember::nn;
+using Catch::Matchers::Contains;
+using Catch::Matchers::StartsWith;
+
+static std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+static TransformerConfig tiny_config() {
+  TransformerConfig c;
+  c.src_vocab = 11;
+  c.tgt_vocab = 13;
+  c.d_model = 16;
+  c.nhead = 4;
+  c.num_encoder_layers = 2;
+  c.num_decoder_layers = 2;
+  c.dim_feedforward = 32;
+  c.dropout = 0.1;
+  c.max_len = 64;
+  return c;
+}
+
+static bool has_name(const NamedTensors& named, const std::string& n) {
+  for (auto& [k, v] : named)
+    if (k == n) return true;
+  return false;
+}
+
+// Gradient check of a module's forward with respect to its input(s) and every parameter.
+static GradcheckReport check_module(Module& m, const std::vector<Tensor>& xs,
+                                    const std::function<Tensor(const std::vector<Tensor>&)>& f) {
+  std::vector<Tensor> inputs = xs;
+  std::vector<std::string> names;
+  for (size_t i = 0; i < xs.size(); i++) names.push_back("x" + std::to_string(i));
+  for (auto& [n, p] : m.named_parameters()) {
+    inputs.push_back(p);
+    names.push_back(n);
+  }
+  return gradcheck(f, inputs, {}, names);
+}
+
+TEST_CASE("named_parameters yields dotted names in registration order") {
+  Generator g(1);
+  Transformer model(tiny_config(), &g);
+  auto named = model.named_parameters();
+  CHECK(named.front().first == "src_embed.weight");
+  CHECK(has_name(named, "encoder.layers.0.self_attn.q_proj.weight"));
+  CHECK(has_name(named, "encoder.layers.1.ffn.linear2.bias"));
+  CHECK(has_name(named, "decoder.layers.1.cross_attn.out_proj.bias"));
+  CHECK(has_name(named, "decoder.layers.0.norm3.weight"));
+  CHECK(named.back().first == "out_proj.bias");
+  int64_t total = 0;
+  for (auto& [n, p] : named) {
+    total += p.numel();
+    CHECK(p.requires_grad());
+  }
+  CHECK(model.num_parameters() == total);
+  CHECK(model.parameters().size() == named.size());
+}
+
+TEST_CASE("buffers such as the positional table are not parameters and are not saved") {
+  PositionalEncoding pe(8, 20);
+  CHECK(pe.named_parameters().empty());
+  REQUIRE(pe.named_buffers().size() == 1);
+  CHECK(pe.named_buffers()[0].first == "pe");
+  CHECK(pe.state_dict().empty());
+  Generator g(1);
+  Transformer model(tiny_config(), &g);
+  CHECK(!model.state_dict().count("pos.pe"));
+}
+
+TEST_CASE("train and eval reach every descendant") {
+  Transformer model(tiny_config());
+  model.eval();
+  CHECK(!model.is_training());
+  CHECK(!model.decoder->layer(1)->ffn->dropout->is_training());
+  model.train();
+  CHECK(model.decoder->layer(1)->ffn->dropout->is_training());
+}
+
+TEST_CASE("zero_grad drops every parameter's gradient") {
+  Linear lin(3, 2);
+  sum(lin.forward(ones({4, 3}))).backward();
+  CHECK(lin.weight.grad().defined());
+  lin.zero_grad();
+  CHECK(!lin.weight.grad().defined());
+  CHECK(!lin.bias.grad().defined());
+}
+
+TEST_CASE("a state dict round trip reproduces the model exactly") {
+  Generator g1(1), g2(2);
+  Transformer a(tiny_config(), &g1), b(tiny_config(), &g2);
+  a.eval();
+  b.eval();
+  Tensor src = from_vector(std::vector<int64_t>{3, 4, 5, 0, 6, 7, 8, 9}, {2, 4});
+  Tensor tgt = from_vector(std::vector<int64_t>{1, 2, 3, 1, 4, 0}, {2, 3});
+  CHECK(!equal(a.forward(src, tgt), b.forward(src, tgt)));
+  Tensor w_before = b.out_proj->weight;
+  b.load_state_dict(a.state_dict());
+  CHECK(b.out_proj->weight.same(w_before));  // loaded in place: optimizers keep their tensors
+  CHECK(equal(a.forward(src, tgt), b.forward(src, tgt)));
+}
+
+TEST_CASE("a strict load reports every missing, unexpected and mismatched name at once and changes nothing") {
+  Linear a(3, 2), b(3, 2);
+  StateDict s = a.state_dict();
+  s.erase("bias");
+  s["extra"] = zeros({1});
+  s["weight"] = zeros({2, 4});
+  Tensor before = b.weight.clone();
+  std::string msg = error_of([&] { b.load_state_dict(s); });
+  CHECK_THAT(msg, StartsWith("load_state_dict:"));
+  CHECK_THAT(msg, Contains("Missing (1): bias"));
+  CHECK_THAT(msg, Contains("Unexpected (1): extra"));
+  CHECK_THAT(msg, Contains("weight: expected [2,3] float32, got [2,4] float32"));
+  CHECK(equal(b.weight, before));
+}
+
+TEST_CASE("a non-strict load takes what matches and ignores the rest") {
+  Linear a(3, 2), b(3, 2);
+  StateDict s = a.state_dict();
+  s.erase("bias");
+  s["extra"] = zeros({1});
+  Tensor bias_before = b.bias.clone();
+  b.load_state_dict(s, /*strict=*/false);
+  CHECK(equal(b.weight, a.weight));
+  CHECK(equal(b.bias, bias_before));
+}
+
+TEST_CASE("Linear initialises as PyTorch does and is reproducible from a seed") {
+  Generator g1(5), g2(5);
+  Linear a(64, 32, true, &g1), b(64, 32, true, &g2);
+  CHECK(equal(a.weight, b.weight));
+  CHECK(equal(a.bias, b.bias));
+  const double bound = 1.0 / std::sqrt(64.0);
+  CHECK(amax(abs(a.weight)).item() <= bound);
+  CHECK(amax(abs(a.weight)).item() > 0.9 * bound);
+  CHECK(amax(abs(a.bias)).item() <= bound);
+}
+
+TEST_CASE("Linear computes x W^T + b over any leading dims, with or without bias") {
+  Linear lin(4, 3);
+  Tensor x = randn({2, 5, 4});
+  Tensor expect = add(matmul(x, lin.weight.t()), lin.bias);
+  CHECK(allclose(lin.forward(x), expect, 1e-5, 1e-6));
+  Linear nob(4, 3, false);
+  CHECK(nob.named_parameters().size() == 1);
+  CHECK(allclose(nob.forward(x), matmul(x, nob.weight.t()), 1e-5, 1e-6));
+  CHECK_THAT(error_of([&] { lin.forward(ones({2, 5})); }), StartsWith("Linear::forward: expected input [..., 4]"));
+}
+
+TEST_CASE("MultiHeadAttention initialises projections Xavier-uniform with zero biases") {
+  Generator g(3);
+  MultiHeadAttention mha(32, 4, 0, 0, true, 0.0, &g);
+  const double bound = std::sqrt(6.0 / 64.0);
+  for (auto& p : {mha.q_proj, mha.k_proj, mha.v_proj}) {
+    CHECK(amax(abs(p->weight)).item() <= bound);
+    CHECK(amax(abs(p->bias)).item() == 0.0);
+  }
+  CHECK(amax(abs(mha.out_proj->bias)).item() == 0.0);
+}
+
+TEST_CASE("LayerNorm starts with ones and zeros") {
+  LayerNorm ln(6);
+  CHECK(equal(ln.weight, ones({6})));
+  CHECK(equal(ln.bias, zeros({6})));
+  LayerNorm plain(6, 1e-5, false);
+  CHECK(plain.named_parameters().empty());
+}
+
+TEST_CASE("Embedding's padding row starts at zero and never receives a gradient") {
+  Embedding emb(10, 4, /*padding_idx=*/0);
+  CHECK(amax(abs(emb.weight.select(0, 0))).item() == 0.0);
+  Tensor ids = from_vector(std::vector<int64_t>{0, 3, 3, 0, 5}, {5});
+  Tensor y = emb.forward(ids);
+  CHECK(y.shape() == Shape{5, 4});
+  sum(mul(y, randn({5, 4}))).backward();
+  Tensor g = emb.weight.grad();
+  CHECK(amax(abs(g.select(0, 0))).item() == 0.0);
+  CHECK(amax(abs(g.select(0, 3))).item() > 0.0);
+  CHECK(amax(abs(g.select(0, 1))).item() == 0.0);
+}
+
+TEST_CASE("the positional table puts sin on even and cos on odd features") {
+  PositionalEncoding pe(6, 10, kFloat64);
+  for (int64_t pos : {0, 3, 9})
+    for (int64_t i = 0; i < 6; i += 2) {
+      double angle = pos / std::pow(10000.0, i / 6.0);
+      CHECK(pe.pe.at({pos, i}) == Approx(std::sin(angle)).margin(1e-12));
+      CHECK(pe.pe.at({pos, i + 1}) == Approx(std::cos(angle)).margin(1e-12));
+    }
+  Tensor x = zeros({2, 4, 6}, kFloat64);
+  CHECK(equal(pe.forward(x, 3).select(0, 1), pe.pe.narrow(0, 3, 4)));
+  CHECK_THAT(error_of([&] { pe.forward(zeros({1, 4, 6}, kFloat64), 8); }), Contains("exceed max_len 10"));
+}
+
+TEST_CASE("Dropout is the identity in eval mode and drops and rescales in training") {
+  Dropout d(0.5);
+  Tensor x = ones({1000});
+  d.eval();
+  CHECK(d.forward(x).same(x));
+  d.train();
+  Tensor y = d.forward(x);
+  auto v = y.to_vector<double>();
+  int zeros_seen = 0;
+  for (double e : v) {
+    CHECK((e == 0.0 || e == 2.0));
+    zeros_seen += e == 0.0;
+  }
+  CHECK(zeros_seen > 400);
+  CHECK(zeros_seen < 600);
+}
+
+TEST_CASE("FeedForward is linear2(activation(linear1(x)))") {
+  for (Activation act : {Activation::ReLU, Activation::GELU}) {
+    FeedForward ff(4, 8, 0.0, act);
+    Tensor x = randn({3, 4});
+    Tensor h = ff.linear1->forward(x);
+    Tensor expect = ff.linear2->forward(act == Activation::ReLU ? relu(h) : gelu(h));
+    CHECK(equal(ff.forward(x), expect));
+  }
+}
+
+TEST_CASE("MultiHeadAttention rejects bad configurations and inputs with clear errors") {
+  CHECK_THAT(error_of([] { MultiHeadAttention m(10, 3); }),
+             StartsWith("MultiHeadAttention: embed_dim 10 is not divisible by num_heads 3"));
+  MultiHeadAttention m(8, 2, 6, 5);
+  Tensor q = randn({2, 3, 8}), k = randn({2, 4, 6}), v = randn({2, 4, 5});
+  CHECK_NOTHROW(m.forward(q, k, v));
+  CHECK_THAT(error_of([&] { m.forward(randn({2, 3, 7}), k, v); }), Contains("expected query [B, L, 8], got shape [2,3,7]"));
+  CHECK_THAT(error_of([&] { m.forward(q, randn({2, 4, 8}), v); }), Contains("expected key [B, S, 6]"));
+  CHECK_THAT(error_of([&] { m.forward(q, k, randn({2, 4, 6})); }), Contains("expected value [B, S, 5]"));
+  CHECK_THAT(error_of([&] { m.forward(q, k, randn({2, 5, 5})); }), Contains("same length S"));
+  auto bad_pad = AttentionMask::blocked(zeros({2, 5}, kBool));
+  CHECK_THAT(error_of([&] { m.forward(q, k, v, bad_pad); }), Contains("key_padding_mask [B, S] = [2,4], got shape [2,5]"));
+  auto bad_attn = AttentionMask::blocked(zeros({4, 3}, kBool));
+  CHECK_THAT(error_of([&] { m.forward(q, k, v, {}, bad_attn); }), Contains("attn_mask [L, S] = [3,4]"));
+}
+
+TEST_CASE("MultiHeadAttention returns weights per head or averaged over heads") {
+  MultiHeadAttention m(8, 2);
+  Tensor x = randn({2, 3, 8});
+  auto per = m.forward(x, x, x, {}, {}, AttnWeights::PerHead);
+  auto avg = m.forward(x, x, x, {}, {}, AttnWeights::Averaged);
+  auto none = m.forward(x, x, x);
+  CHECK(per.weights.shape() == Shape{2, 2, 3, 3});
+  CHECK(allclose(avg.weights, mean(per.weights, {1}), 1e-6, 1e-7));
+  CHECK(!none.weights.defined());
+  CHECK(equal(per.output, none.output));
+}
+
+TEST_CASE("gradcheck: Linear, Embedding and LayerNorm modules") {
+  Linear lin(3, 4, true, nullptr, kFloat64);
+  Tensor x = randn({2, 3}, kFloat64).requires_grad_();
+  auto r1 = check_module(lin, {x}, [&](const std::vector<Tensor>& in) { return lin.forward(in[0]); });
+  INFO(r1.to_string());
+  CHECK(r1.passed);
+  Embedding emb(6, 3, -1, nullptr, kFloat64);  // a padding row would (by design) get no gradient
+  Tensor ids = from_vector(std::vector<int64_t>{1, 0, 4, 1}, {2, 2});
+  auto r2 = check_module(emb, {}, [&](const std::vector<Tensor>&) { return emb.forward(ids); });
+  INFO(r2.to_string());
+  CHECK(r2.passed);
+  LayerNorm ln(5, 1e-5, true, kFloat64);
+  Tensor z = randn({5, 3}, kFloat64).t().detach().requires_grad_();  // non-contiguous [3,5]
+  auto r3 = check_module(ln, {z}, [&](const std::vector<Tensor>& in) { return ln.forward(in[0]); });
+  INFO(r3.to_string());
+  CHECK(r3.passed);
+}
+
+TEST_CASE("gradcheck: MultiHeadAttention, self and cross with kdim, vdim and L != S, with masks") {
+  MultiHeadAttention self(8, 2, 0, 0, true, 0.0, nullptr, kFloat64);
+  Tensor x = randn({2, 3, 8}, kFloat64).requires_grad_();
+  auto causal = causal_mask(3, 3);
+  auto r1 = check_module(self, {x}, [&](const std::vector<Tensor>& in) {
+    return self.forward(in[0], in[0], in[0], {}, causal).output;
+  });
+  INFO(r1.to_string());
+  CHECK(r1.passed);
+
+  MultiHeadAttention cross(6, 3, 5, 4, true, 0.0, nullptr, kFloat64);
+  Tensor q = randn({2, 2, 6}, kFloat64).requires_grad_();
+  Tensor k = randn({2, 4, 5}, kFloat64).requires_grad_();
+  Tensor v = randn({2, 4, 4}, kFloat64).requires_grad_();
+  auto pad = AttentionMask::blocked(from_bools({false, false, true, true, false, true, true, true}, {2, 4}));
+  auto r2 = check_module(cross, {q, k, v}, [&](const std::vector<Tensor>& in) {
+    return cross.forward(in[0], in[1], in[2], pad).output;
+  });
+  INFO(r2.to_string());
+  CHECK(r2.passed);
+}
+
+TEST_CASE("gradcheck: EncoderLayer and DecoderLayer, post-norm and pre-norm") {
+  for (bool pre : {false, true}) {
+    LayerConfig c{8, 2, 12, 0.0, Activation::GELU, pre, 1e-5};
+    EncoderLayer enc(c, nullptr, kFloat64);
+    Tensor x = randn({2, 3, 8}, kFloat64).requires_grad_();
+    auto pad = AttentionMask::blocked(from_bools({false, false, true, false, false, false}, {2, 3}));
+    auto r1 = check_module(enc, {x}, [&](const std::vector<Tensor>& in) { return enc.forward(in[0], pad); });
+    INFO("norm_first " << pre << "\n" << r1.to_string());
+    CHECK(r1.passed);
+
+    DecoderLayer dec(c, nullptr, kFloat64);
+    Tensor y = randn({2, 2, 8}, kFloat64).requires_grad_();
+    Tensor mem = randn({2, 3, 8}, kFloat64).requires_grad_();
+    auto r2 = check_module(dec, {y, mem}, [&](const std::vector<Tensor>& in) {
+      return dec.forward(in[0], in[1], {}, pad);
+    });
+    INFO(r2.to_string());
+    CHECK(r2.passed);
+  }
+}
+
+TEST_CASE("Transformer maps src [B,S] and tgt [B,T] to logits [B,T,V]") {
+  Transformer model(tiny_config());
+  Tensor src = from_vector(std::vector<int64_t>{3, 4, 5, 0, 6, 7, 8, 9}, {2, 4});
+  Tensor tgt = from_vector(std::vector<int64_t>{1, 2, 3, 1, 4, 0}, {2, 3});
+  CHECK(model.forward(src, tgt).shape() == Shape{2, 3, 13});
+  CHECK_THAT(error_of([&] { model.forward(src, tgt.to(kFloat32)); }), Contains("expected int64 target ids"));
+}
+
+TEST_CASE("decoding token by token gives the teacher-forced logits on the same prefix") {
+  for (bool pre : {false, true}) {
+    TransformerConfig c = tiny_config();
+    c.norm_first = pre;
+    Generator g(9);
+    Transformer model(c, &g, kFloat64);
+    model.eval();
+    Tensor src = from_vector(std::vector<int64_t>{3, 4, 5, 0, 6, 7, 8, 9}, {2, 4});
+    Tensor tgt = from_vector(std::vector<int64_t>{1, 2, 3, 7, 1, 4, 5, 6}, {2, 4});
+    NoGradGuard ng;
+    Tensor full = model.forward(src, tgt);  // [2, 4, V]
+    DecoderState state = model.start_decoding(src);
+    for (int64_t t = 0; t < 4; t++) {
+      Tensor step = model.decode_step(state, tgt.select(1, t).contiguous());
+      INFO("norm_first " << pre << ", position " << t);
+      CHECK(allclose(step, full.select(1, t), 1e-10, 1e-10));
+    }
+  }
+}
