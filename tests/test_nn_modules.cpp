@@ -352,3 +352,52 @@ TEST_CASE("decoding token by token gives the teacher-forced logits on the same p
     }
   }
 }
+
+TEST_CASE("Sequential applies its modules in order and names them by index") {
+  auto a = std::make_shared<Linear>(3, 5);
+  auto b = std::make_shared<Linear>(5, 2);
+  Sequential seq({a, b});
+  auto named = seq.named_parameters();
+  REQUIRE(named.size() == 4);
+  CHECK(named[0].first == "0.weight");
+  CHECK(named[3].first == "1.bias");
+  Tensor x = randn({4, 3});
+  CHECK(equal(seq.forward(x), b->forward(a->forward(x))));
+}
+
+TEST_CASE("ModuleList registers its items as 0, 1, ... and gives them back typed") {
+  ModuleList list;
+  list.push_back(std::make_shared<LayerNorm>(4));
+  list.push_back(std::make_shared<Linear>(4, 4));
+  CHECK(list.size() == 2);
+  CHECK(list.at<Linear>(1) != nullptr);
+  CHECK(list.at<Linear>(0) == nullptr);
+  CHECK(has_name(list.named_parameters(), "1.weight"));
+}
+
+TEST_CASE("to(dtype) converts every parameter and buffer, keeping them trainable") {
+  TransformerConfig c = tiny_config();
+  Transformer model(c);
+  model.to(kFloat64);
+  for (auto& [n, p] : model.named_parameters()) {
+    INFO(n);
+    CHECK(p.dtype() == kFloat64);
+    CHECK(p.requires_grad());
+    CHECK(p.is_leaf());
+  }
+  CHECK(model.pos->pe.dtype() == kFloat64);
+  Tensor src = from_vector(std::vector<int64_t>{3, 4}, {1, 2});
+  CHECK(model.forward(src, src).dtype() == kFloat64);
+}
+
+TEST_CASE("registering a name twice or a dotted name is an error") {
+  struct Bad : Module {
+    Tensor w = zeros({2});
+    Tensor v = zeros({2});
+    void twice() { register_parameter("w", w); register_parameter("w", v); }
+    void dotted() { register_parameter("a.b", w); }
+  };
+  Bad b1, b2;
+  CHECK_THAT(error_of([&] { b1.twice(); }), Contains("'w' is already registered"));
+  CHECK_THAT(error_of([&] { b2.dotted(); }), Contains("contain no '.'"));
+}
