@@ -18,6 +18,18 @@ int num_threads();
 void set_num_threads(int n);  // OpenMP and OpenBLAS alike
 bool in_parallel_region();
 
+// Sets the thread count for its lifetime, then restores the previous one.
+class NumThreadsGuard {
+ public:
+  explicit NumThreadsGuard(int n) : prev_(num_threads()) { set_num_threads(n); }
+  ~NumThreadsGuard() { set_num_threads(prev_); }
+  NumThreadsGuard(const NumThreadsGuard&) = delete;
+  NumThreadsGuard& operator=(const NumThreadsGuard&) = delete;
+
+ private:
+  int prev_;
+};
+
 // Calls f(begin, end) over [0, n) in pieces, in parallel when n * cost >= grain.
 template <class F>
 void parallel_for(int64_t n, int64_t work_per_item, F&& f) {

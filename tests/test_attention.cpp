@@ -5,6 +5,8 @@
 // independence and the error messages.
 #include <catch2/catch.hpp>
 
+#include "test_util.h"
+
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -18,6 +20,7 @@
 #include "nn/attention.h"
 
 using namespace ember;
+using namespace ember::testing;
 using namespace ember::nn;
 using Catch::Contains;
 
@@ -40,16 +43,6 @@ Tensor transposed_randn(Shape shape, uint64_t seed, DType dtype = kFloat64) {
 // A new leaf over the same values (and the same strides).
 Tensor leaf(const Tensor& values) { return values.detach().requires_grad_(); }
 
-double max_abs_diff(const Tensor& a, const Tensor& b) {
-  REQUIRE(a.defined());
-  REQUIRE(b.defined());
-  REQUIRE(shape_str(a.shape()) == shape_str(b.shape()));
-  auto x = a.to_vector<double>(), y = b.to_vector<double>();
-  double m = 0;
-  for (size_t i = 0; i < x.size(); i++)
-    m = std::max(m, std::isnan(x[i]) || std::isnan(y[i]) ? INFINITY : std::fabs(x[i] - y[i]));
-  return m;
-}
 
 struct Run {
   Tensor output, weights, dq, dk, dv;
@@ -120,16 +113,6 @@ std::vector<bool> bools_of(const Tensor& t) {
   return b;
 }
 
-class ThreadCount {
- public:
-  explicit ThreadCount(int n) : prev_(num_threads()) { set_num_threads(n); }
-  ~ThreadCount() { set_num_threads(prev_); }
-  ThreadCount(const ThreadCount&) = delete;
-  ThreadCount& operator=(const ThreadCount&) = delete;
-
- private:
-  int prev_;
-};
 
 }  // namespace
 
@@ -447,11 +430,11 @@ TEST_CASE("fused attention gives the same bits with 1 and 2 threads, forward and
   };
   std::vector<Tensor> one, two;
   {
-    ThreadCount threads(1);
+    NumThreadsGuard threads(1);
     one = compute();
   }
   {
-    ThreadCount threads(2);
+    NumThreadsGuard threads(2);
     REQUIRE(num_threads() == 2);
     two = compute();
   }

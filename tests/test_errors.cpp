@@ -3,28 +3,20 @@
 // with shapes.
 #include <catch2/catch.hpp>
 
+#include "test_util.h"
+
 #include <string>
 
 #include "core/ops.h"
 #include "core/random.h"
 
 using namespace ember;
+using namespace ember::testing;
 using Catch::Matchers::Contains;
 using Catch::Matchers::StartsWith;
 
 namespace {
 
-// The message of the ember::Error that f throws. Any other exception escapes and fails
-// the test; throwing nothing gives a marker no expectation matches.
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no ember::Error was thrown>";
-}
 
 Tensor leaf(const Shape& shape) { return ones(shape).requires_grad_(); }
 

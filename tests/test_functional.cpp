@@ -5,6 +5,8 @@
 // count, and reject misuse with messages that name the op and show shapes.
 #include <catch2/catch.hpp>
 
+#include "test_util.h"
+
 #include <cmath>
 #include <functional>
 #include <string>
@@ -18,6 +20,7 @@
 #include "nn/functional.h"
 
 using namespace ember;
+using namespace ember::testing;
 using Catch::Matchers::Contains;
 using Catch::Matchers::StartsWith;
 
@@ -25,15 +28,6 @@ namespace {
 
 std::string data(const char* f) { return std::string(EMBER_TEST_DATA_DIR) + "/" + f; }
 
-double max_abs_diff(const Tensor& a, const Tensor& b) {
-  REQUIRE(a.defined());
-  REQUIRE(b.defined());
-  REQUIRE(a.shape() == b.shape());
-  auto x = a.to_vector<double>(), y = b.to_vector<double>();
-  double m = 0;
-  for (size_t i = 0; i < x.size(); i++) m = std::max(m, std::fabs(x[i] - y[i]));
-  return m;
-}
 
 bool all_finite(const Tensor& t) {
   for (double v : t.to_vector<double>())
@@ -118,26 +112,15 @@ Tensor targets_with_ignored(const Shape& shape, int64_t V, int64_t ignore_index,
   return from_vector(t, shape);
 }
 
-// Sets the thread count for its lifetime, then restores the previous one.
-class ThreadCount {
- public:
-  explicit ThreadCount(int n) : prev_(num_threads()) { set_num_threads(n); }
-  ~ThreadCount() { set_num_threads(prev_); }
-  ThreadCount(const ThreadCount&) = delete;
-  ThreadCount& operator=(const ThreadCount&) = delete;
-
- private:
-  int prev_;
-};
 
 void check_same_bits_with_1_and_2_threads(const std::function<std::vector<Tensor>()>& compute) {
   std::vector<Tensor> one, two;
   {
-    ThreadCount threads(1);
+    NumThreadsGuard threads(1);
     one = compute();
   }
   {
-    ThreadCount threads(2);
+    NumThreadsGuard threads(2);
     REQUIRE(num_threads() == 2);
     two = compute();
   }
@@ -148,16 +131,6 @@ void check_same_bits_with_1_and_2_threads(const std::function<std::vector<Tensor
   }
 }
 
-// The message of the ember::Error that f throws.
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no ember::Error was thrown>";
-}
 
 }  // namespace
 

@@ -3,19 +3,15 @@
 // output, per-head weights, and the gradients of query, key, value and every parameter.
 #include <catch2/catch.hpp>
 
+#include "test_util.h"
+
 #include "core/h5.h"
 #include "nn/multihead_attention.h"
 
 using namespace ember;
+using namespace ember::testing;
 using namespace ember::nn;
 
-static double max_abs_diff(const Tensor& a, const Tensor& b) {
-  REQUIRE(a.shape() == b.shape());
-  auto x = a.to_vector<double>(), y = b.to_vector<double>();
-  double m = 0;
-  for (size_t i = 0; i < x.size(); i++) m = std::max(m, std::fabs(x[i] - y[i]));
-  return m;
-}
 
 static void check_case(const std::string& name) {
   const std::string f = std::string(EMBER_TEST_DATA_DIR) + "/" + name;

@@ -2,24 +2,19 @@
 // MultiHeadAttention's checks, gradient checks of every layer, and decoding parity.
 #include <catch2/catch.hpp>
 
+#include "test_util.h"
+
 #include <cmath>
 
 #include "core/gradcheck.h"
 #include "nn/transformer.h"
 
 using namespace ember;
+using namespace ember::testing;
 using namespace ember::nn;
 using Catch::Matchers::Contains;
 using Catch::Matchers::StartsWith;
 
-static std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 static TransformerConfig tiny_config() {
   TransformerConfig c;

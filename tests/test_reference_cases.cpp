@@ -2,20 +2,16 @@
 // reference cases in tests/data (see tests/data/README.md), values and gradients.
 #include <catch2/catch.hpp>
 
+#include "test_util.h"
+
 #include "core/h5.h"
 #include "core/ops.h"
 
 using namespace ember;
+using namespace ember::testing;
 
 static std::string data(const char* f) { return std::string(EMBER_TEST_DATA_DIR) + "/" + f; }
 
-static double max_abs_diff(const Tensor& a, const Tensor& b) {
-  REQUIRE(a.shape() == b.shape());
-  auto x = a.to_vector<double>(), y = b.to_vector<double>();
-  double m = 0;
-  for (size_t i = 0; i < x.size(); i++) m = std::max(m, std::fabs(x[i] - y[i]));
-  return m;
-}
 
 TEST_CASE("layer norm composed of primitives matches the reference case") {
   const std::string f = data("layer_norm.h5");

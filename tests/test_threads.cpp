@@ -3,6 +3,8 @@
 // are larger than kParallelGrain elements, so that the parallel paths really run.
 #include <catch2/catch.hpp>
 
+#include "test_util.h"
+
 #include <functional>
 #include <vector>
 
@@ -11,31 +13,21 @@
 #include "core/parallel.h"
 
 using namespace ember;
+using namespace ember::testing;
 
 namespace {
 
-// Sets the thread count for its lifetime, then restores the previous one.
-class ThreadCount {
- public:
-  explicit ThreadCount(int n) : prev_(num_threads()) { set_num_threads(n); }
-  ~ThreadCount() { set_num_threads(prev_); }
-  ThreadCount(const ThreadCount&) = delete;
-  ThreadCount& operator=(const ThreadCount&) = delete;
-
- private:
-  int prev_;
-};
 
 // Runs `compute` with 1 thread and then with 2, and checks every result is bitwise equal.
 void check_same_with_1_and_2_threads(const std::function<std::vector<Tensor>()>& compute) {
   std::vector<Tensor> one, two;
   {
-    ThreadCount threads(1);
+    NumThreadsGuard threads(1);
     REQUIRE(num_threads() == 1);
     one = compute();
   }
   {
-    ThreadCount threads(2);
+    NumThreadsGuard threads(2);
     REQUIRE(num_threads() == 2);
     two = compute();
   }
