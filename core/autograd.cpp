@@ -37,7 +37,7 @@ void set_grad_enabled(bool on) { t_grad_enabled = on; }
 bool anomaly_enabled() { return g_anomaly.load(std::memory_order_relaxed); }
 void set_anomaly_enabled(bool on) { g_anomaly = on; }
 
-std::string format_loc(const std::source_location& loc) {
+std::string format_loc(const Loc& loc) {
   if (!loc.file_name() || !*loc.file_name()) return "an unknown place";
   return cat_str(loc.file_name(), ":", loc.line(), " (", loc.function_name(), ")");
 }

@@ -12,7 +12,6 @@
 #pragma once
 #include <functional>
 #include <memory>
-#include <source_location>
 #include <string>
 #include <vector>
 
@@ -33,7 +32,7 @@ using BackwardFn = std::function<std::vector<Tensor>(const Tensor& grad_output)>
 
 struct Node {
   const char* name = "";
-  std::source_location where;
+  Loc where;
   std::vector<Edge> inputs;
   BackwardFn backward;
   Shape out_shape;
@@ -95,6 +94,6 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph);
 Tensor sum_to(const Tensor& grad, const Shape& shape);
 
 // "file.cpp:42 (function)"
-std::string format_loc(const std::source_location& loc);
+std::string format_loc(const Loc& loc);
 
 }  // namespace ember

@@ -1,9 +1,11 @@
-// HDF5 reading through the C API. Every handle is closed by an RAII guard.
+// HDF5 through the C API. Every handle is closed by an RAII guard; HDF5's own error
+// printing is silenced and each failure becomes an ember::Error naming file and key.
 #include "core/h5.h"
 
 #include <hdf5.h>
 
-#include <vector>
+#include <algorithm>
+#include <cmath>
 
 namespace ember::h5 {
 
@@ -22,102 +24,300 @@ struct Handle {
 
 void quiet() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
 
-hid_t open_file(const std::string& file, const char* op) {
-  quiet();
-  hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-  if (f < 0) fail(op, "cannot open '", file, "' as an HDF5 file");
-  return f;
+// H5Lexists fails on a missing intermediate group, so each prefix is checked in turn.
+bool path_exists(hid_t f, const std::string& path) {
+  if (path.empty() || path == "/") return true;
+  for (size_t pos = path.find('/', 1);; pos = path.find('/', pos + 1)) {
+    std::string prefix = path.substr(0, pos);
+    if (H5Lexists(f, prefix.c_str(), H5P_DEFAULT) <= 0) return false;
+    if (pos == std::string::npos) return true;
+  }
+}
+
+H5O_type_t object_type(hid_t f, const std::string& path) {
+  if (!path_exists(f, path)) return H5O_TYPE_UNKNOWN;
+  H5O_info_t info;
+  if (H5Oget_info_by_name(f, path.c_str(), &info, H5P_DEFAULT) < 0) return H5O_TYPE_UNKNOWN;
+  return info.type;
 }
 
 }  // namespace
 
-bool exists(const std::string& file, const std::string& path) {
-  Handle f(open_file(file, "h5::exists"), H5Fclose);
-  // check each prefix: H5Lexists fails on a missing intermediate group
-  std::string prefix;
-  size_t pos = 0;
-  while (pos != std::string::npos) {
-    size_t next = path.find('/', pos + 1);
-    prefix = path.substr(0, next);
-    if (!prefix.empty() && prefix != "/" && H5Lexists(f.id, prefix.c_str(), H5P_DEFAULT) <= 0) return false;
-    pos = next;
-  }
-  return true;
+// ---------------------------------------------------------------- Reader
+
+Reader::Reader(const std::string& file) : file_(file) {
+  quiet();
+  id_ = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (id_ < 0) fail("h5::Reader", "cannot open '", file, "' as an HDF5 file");
 }
 
-Tensor read(const std::string& file, const std::string& dataset) {
-  const char* op = "h5::read";
-  Handle f(open_file(file, op), H5Fclose);
-  if (!exists(file, dataset)) fail(op, "'", file, "' has no dataset '", dataset, "'");
-  Handle d(H5Dopen2(f.id, dataset.c_str(), H5P_DEFAULT), H5Dclose);
-  if (d.id < 0) fail(op, "cannot open dataset '", dataset, "' in '", file, "'");
-  Handle space(H5Dget_space(d.id), H5Sclose);
-  int nd = H5Sget_simple_extent_ndims(space.id);
+Reader Reader::from_image(const std::string& name, const void* data, size_t size) {
+  quiet();
+  Reader r;
+  r.file_ = name;
+  Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+  // the core driver reads from memory; no backing store is ever written
+  if (H5Pset_fapl_core(fapl.id, 1 << 16, 0) < 0 || H5Pset_file_image(fapl.id, const_cast<void*>(data), size) < 0)
+    fail("h5::Reader", "cannot prepare an in-memory image of '", name, "'");
+  r.id_ = H5Fopen(name.c_str(), H5F_ACC_RDONLY, fapl.id);
+  if (r.id_ < 0) fail("h5::Reader", "cannot open '", name, "' as an HDF5 file");
+  return r;
+}
+
+Reader::~Reader() {
+  if (id_ >= 0) H5Fclose(id_);
+}
+
+Reader::Reader(Reader&& o) noexcept : file_(std::move(o.file_)), id_(o.id_) { o.id_ = -1; }
+
+bool Reader::has(const std::string& path) const { return path_exists(id_, path); }
+bool Reader::is_group(const std::string& path) const { return object_type(id_, path) == H5O_TYPE_GROUP; }
+bool Reader::is_dataset(const std::string& path) const { return object_type(id_, path) == H5O_TYPE_DATASET; }
+
+std::vector<std::string> Reader::children(const std::string& group) const {
+  const char* op = "h5::Reader::children";
+  if (!is_group(group)) fail(op, "'", file_, "' has no group '", group, "'");
+  Handle g(H5Gopen2(id_, group.c_str(), H5P_DEFAULT), H5Gclose);
+  if (g.id < 0) fail(op, "cannot open group '", group, "' in '", file_, "'");
+  H5G_info_t info;
+  if (H5Gget_info(g.id, &info) < 0) fail(op, "cannot list group '", group, "' in '", file_, "'");
+  std::vector<std::string> names;
+  for (hsize_t i = 0; i < info.nlinks; i++) {
+    ssize_t n = H5Lget_name_by_idx(g.id, ".", H5_INDEX_NAME, H5_ITER_INC, i, nullptr, 0, H5P_DEFAULT);
+    if (n < 0) fail(op, "cannot read link ", i, " of group '", group, "' in '", file_, "'");
+    std::string name(size_t(n) + 1, '\0');
+    H5Lget_name_by_idx(g.id, ".", H5_INDEX_NAME, H5_ITER_INC, i, name.data(), name.size(), H5P_DEFAULT);
+    name.resize(size_t(n));
+    names.push_back(name);
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+namespace {
+
+// Opens a dataset and checks that its stored bytes can hold every element (a corrupted
+// header must not make us allocate or read beyond the file).
+hid_t open_dataset(hid_t f, const std::string& file, const std::string& dataset, const char* op) {
+  if (object_type(f, dataset) != H5O_TYPE_DATASET) fail(op, "'", file, "' has no dataset '", dataset, "'");
+  hid_t d = H5Dopen2(f, dataset.c_str(), H5P_DEFAULT);
+  if (d < 0) fail(op, "cannot open dataset '", dataset, "' in '", file, "'");
+  return d;
+}
+
+std::vector<hsize_t> dims_of(hid_t d, const std::string& file, const std::string& dataset, const char* op) {
+  Handle space(H5Dget_space(d), H5Sclose);
+  int nd = space.id < 0 ? -1 : H5Sget_simple_extent_ndims(space.id);
+  if (nd < 0 || nd > 32) fail(op, "dataset '", dataset, "' in '", file, "' has an unreadable shape");
   std::vector<hsize_t> dims(nd);
-  H5Sget_simple_extent_dims(space.id, dims.data(), nullptr);
-  Shape shape(dims.begin(), dims.end());
+  if (nd > 0) H5Sget_simple_extent_dims(space.id, dims.data(), nullptr);
+  return dims;
+}
+
+void check_storage(hid_t d, uint64_t count, size_t elem, const std::string& file, const std::string& dataset,
+                   const char* op) {
+  Handle dcpl(H5Dget_create_plist(d), H5Pclose);
+  if (dcpl.id >= 0 && H5Pget_layout(dcpl.id) == H5D_CONTIGUOUS && count > 0) {
+    hsize_t stored = H5Dget_storage_size(d);
+    if (count > (uint64_t(1) << 40) / elem || stored < count * elem)
+      fail(op, "dataset '", dataset, "' in '", file, "' is truncated: ", count, " elements need ", count * elem,
+           " bytes, ", stored, " are stored");
+  }
+}
+
+uint64_t count_of(const std::vector<hsize_t>& dims) {
+  uint64_t n = 1;
+  for (hsize_t d : dims) n = (d != 0 && n > (uint64_t(1) << 40) / d) ? (uint64_t(1) << 41) : n * d;
+  return n;
+}
+
+}  // namespace
+
+Tensor Reader::read(const std::string& dataset) const {
+  const char* op = "h5::read";
+  Handle d(open_dataset(id_, file_, dataset, op), H5Dclose);
+  std::vector<hsize_t> dims = dims_of(d.id, file_, dataset, op);
   Handle type(H5Dget_type(d.id), H5Tclose);
   H5T_class_t cls = H5Tget_class(type.id);
   size_t size = H5Tget_size(type.id);
   DType dt;
   hid_t mem;
-  if (cls == H5T_FLOAT) {
+  if (cls == H5T_FLOAT && (size == 4 || size == 8)) {
     dt = size == 4 ? kFloat32 : kFloat64;
     mem = size == 4 ? H5T_NATIVE_FLOAT : H5T_NATIVE_DOUBLE;
   } else if (cls == H5T_INTEGER && size == 1 && H5Tget_sign(type.id) == H5T_SGN_NONE) {
     dt = kBool;
     mem = H5T_NATIVE_UINT8;
-  } else if (cls == H5T_INTEGER || cls == H5T_ENUM) {
+  } else if ((cls == H5T_INTEGER || cls == H5T_ENUM) && size <= 8) {
     dt = kInt64;
     mem = H5T_NATIVE_INT64;
   } else {
-    fail(op, "dataset '", dataset, "' in '", file, "' has an unsupported element type");
+    fail(op, "dataset '", dataset, "' in '", file_, "' has an unsupported element type");
   }
-  Tensor t = empty(shape, dt);
+  check_storage(d.id, count_of(dims), size, file_, dataset, op);
+  Tensor t = empty(Shape(dims.begin(), dims.end()), dt);
   if (t.numel() > 0 && H5Dread(d.id, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, t.raw_data()) < 0)
-    fail(op, "cannot read dataset '", dataset, "' in '", file, "'");
+    fail(op, "cannot read dataset '", dataset, "' in '", file_, "'");
   return t;
 }
 
-double attr_double(const std::string& file, const std::string& object, const std::string& name) {
-  const char* op = "h5::attr_double";
-  Handle f(open_file(file, op), H5Fclose);
-  if (H5Aexists_by_name(f.id, object.c_str(), name.c_str(), H5P_DEFAULT) <= 0)
-    fail(op, "'", file, "' has no attribute '", name, "' on '", object, "'");
-  Handle a(H5Aopen_by_name(f.id, object.c_str(), name.c_str(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
-  double v = 0;
-  if (H5Aread(a.id, H5T_NATIVE_DOUBLE, &v) < 0)
-    fail(op, "cannot read attribute '", name, "' on '", object, "' in '", file, "' as a number");
+std::vector<uint64_t> Reader::read_u64(const std::string& dataset) const {
+  const char* op = "h5::read_u64";
+  Handle d(open_dataset(id_, file_, dataset, op), H5Dclose);
+  std::vector<hsize_t> dims = dims_of(d.id, file_, dataset, op);
+  Handle type(H5Dget_type(d.id), H5Tclose);
+  if (dims.size() != 1 || H5Tget_class(type.id) != H5T_INTEGER || H5Tget_size(type.id) != 8 ||
+      H5Tget_sign(type.id) != H5T_SGN_NONE)
+    fail(op, "dataset '", dataset, "' in '", file_, "' should be a 1-D array of unsigned 64-bit integers");
+  check_storage(d.id, dims[0], 8, file_, dataset, op);
+  std::vector<uint64_t> v(dims[0]);
+  if (!v.empty() && H5Dread(d.id, H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()) < 0)
+    fail(op, "cannot read dataset '", dataset, "' in '", file_, "'");
   return v;
 }
 
-std::string attr_string(const std::string& file, const std::string& object, const std::string& name) {
-  const char* op = "h5::attr_string";
-  Handle f(open_file(file, op), H5Fclose);
-  if (H5Aexists_by_name(f.id, object.c_str(), name.c_str(), H5P_DEFAULT) <= 0)
+std::vector<std::string> Reader::read_strings(const std::string& dataset) const {
+  const char* op = "h5::read_strings";
+  Handle d(open_dataset(id_, file_, dataset, op), H5Dclose);
+  std::vector<hsize_t> dims = dims_of(d.id, file_, dataset, op);
+  Handle type(H5Dget_type(d.id), H5Tclose);
+  if (dims.size() != 1 || H5Tget_class(type.id) != H5T_STRING || H5Tis_variable_str(type.id) <= 0)
+    fail(op, "dataset '", dataset, "' in '", file_, "' should be a 1-D array of variable-length strings");
+  if (dims[0] > (uint64_t(1) << 32)) fail(op, "dataset '", dataset, "' in '", file_, "' is implausibly long");
+  Handle mt(H5Tcopy(H5T_C_S1), H5Tclose);
+  H5Tset_size(mt.id, H5T_VARIABLE);
+  H5Tset_cset(mt.id, H5T_CSET_UTF8);
+  std::vector<char*> raw(dims[0], nullptr);
+  if (!raw.empty() && H5Dread(d.id, mt.id, H5S_ALL, H5S_ALL, H5P_DEFAULT, raw.data()) < 0)
+    fail(op, "cannot read dataset '", dataset, "' in '", file_, "'");
+  std::vector<std::string> out;
+  for (char* s : raw) {
+    out.emplace_back(s ? s : "");
+    H5free_memory(s);
+  }
+  return out;
+}
+
+bool Reader::has_attr(const std::string& object, const std::string& name) const {
+  return has(object) && H5Aexists_by_name(id_, object.c_str(), name.c_str(), H5P_DEFAULT) > 0;
+}
+
+std::vector<std::string> Reader::attr_names(const std::string& object) const {
+  const char* op = "h5::Reader::attr_names";
+  if (!has(object)) fail(op, "'", file_, "' has no object '", object, "'");
+  H5O_info_t info;
+  if (H5Oget_info_by_name(id_, object.c_str(), &info, H5P_DEFAULT) < 0)
+    fail(op, "cannot inspect '", object, "' in '", file_, "'");
+  std::vector<std::string> names;
+  for (hsize_t i = 0; i < info.num_attrs; i++) {
+    ssize_t n = H5Aget_name_by_idx(id_, object.c_str(), H5_INDEX_NAME, H5_ITER_INC, i, nullptr, 0, H5P_DEFAULT);
+    if (n < 0) fail(op, "cannot read attribute ", i, " of '", object, "' in '", file_, "'");
+    std::string name(size_t(n) + 1, '\0');
+    H5Aget_name_by_idx(id_, object.c_str(), H5_INDEX_NAME, H5_ITER_INC, i, name.data(), name.size(), H5P_DEFAULT);
+    name.resize(size_t(n));
+    names.push_back(name);
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+namespace {
+
+hid_t open_attr(hid_t f, const std::string& file, const std::string& object, const std::string& name, const char* op) {
+  if (!path_exists(f, object) || H5Aexists_by_name(f, object.c_str(), name.c_str(), H5P_DEFAULT) <= 0)
     fail(op, "'", file, "' has no attribute '", name, "' on '", object, "'");
-  Handle a(H5Aopen_by_name(f.id, object.c_str(), name.c_str(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+  hid_t a = H5Aopen_by_name(f, object.c_str(), name.c_str(), H5P_DEFAULT, H5P_DEFAULT);
+  if (a < 0) fail(op, "cannot open attribute '", name, "' on '", object, "' in '", file, "'");
+  Handle space(H5Aget_space(a), H5Sclose);
+  if (space.id < 0 || H5Sget_simple_extent_npoints(space.id) != 1) {
+    H5Aclose(a);
+    fail(op, "attribute '", name, "' on '", object, "' in '", file, "' should hold one value");
+  }
+  return a;
+}
+
+}  // namespace
+
+bool Reader::attr_is_string(const std::string& object, const std::string& name) const {
+  Handle a(open_attr(id_, file_, object, name, "h5::Reader::attr_is_string"), H5Aclose);
   Handle type(H5Aget_type(a.id), H5Tclose);
-  if (H5Tget_class(type.id) != H5T_STRING) fail(op, "attribute '", name, "' on '", object, "' in '", file, "' is not a string");
+  return H5Tget_class(type.id) == H5T_STRING;
+}
+
+bool Reader::attr_is_integer(const std::string& object, const std::string& name) const {
+  Handle a(open_attr(id_, file_, object, name, "h5::Reader::attr_is_integer"), H5Aclose);
+  Handle type(H5Aget_type(a.id), H5Tclose);
+  return H5Tget_class(type.id) == H5T_INTEGER;
+}
+
+double Reader::attr_double(const std::string& object, const std::string& name) const {
+  const char* op = "h5::attr_double";
+  Handle a(open_attr(id_, file_, object, name, op), H5Aclose);
+  Handle type(H5Aget_type(a.id), H5Tclose);
+  H5T_class_t cls = H5Tget_class(type.id);
+  double v = 0;
+  if ((cls != H5T_FLOAT && cls != H5T_INTEGER) || H5Aread(a.id, H5T_NATIVE_DOUBLE, &v) < 0)
+    fail(op, "cannot read attribute '", name, "' on '", object, "' in '", file_, "' as a number");
+  return v;
+}
+
+int64_t Reader::attr_int(const std::string& object, const std::string& name) const {
+  const char* op = "h5::attr_int";
+  Handle a(open_attr(id_, file_, object, name, op), H5Aclose);
+  Handle type(H5Aget_type(a.id), H5Tclose);
+  H5T_class_t cls = H5Tget_class(type.id);
+  if (cls == H5T_INTEGER) {
+    int64_t v = 0;
+    if (H5Aread(a.id, H5T_NATIVE_INT64, &v) < 0)
+      fail(op, "cannot read attribute '", name, "' on '", object, "' in '", file_, "' as an integer");
+    return v;
+  }
+  double v = 0;
+  if (cls != H5T_FLOAT || H5Aread(a.id, H5T_NATIVE_DOUBLE, &v) < 0 || v != std::floor(v) || std::fabs(v) > 9e15)
+    fail(op, "attribute '", name, "' on '", object, "' in '", file_, "' should be an integer");
+  return (int64_t)v;
+}
+
+std::string Reader::attr_string(const std::string& object, const std::string& name) const {
+  const char* op = "h5::attr_string";
+  Handle a(open_attr(id_, file_, object, name, op), H5Aclose);
+  Handle type(H5Aget_type(a.id), H5Tclose);
+  if (H5Tget_class(type.id) != H5T_STRING)
+    fail(op, "attribute '", name, "' on '", object, "' in '", file_, "' is not a string");
   if (H5Tis_variable_str(type.id) > 0) {
     char* s = nullptr;
     Handle mt(H5Tcopy(H5T_C_S1), H5Tclose);
     H5Tset_size(mt.id, H5T_VARIABLE);
     H5Tset_cset(mt.id, H5Tget_cset(type.id));
-    if (H5Aread(a.id, mt.id, &s) < 0) fail(op, "cannot read attribute '", name, "' in '", file, "'");
+    if (H5Aread(a.id, mt.id, &s) < 0) fail(op, "cannot read attribute '", name, "' in '", file_, "'");
     std::string r = s ? s : "";
     H5free_memory(s);
     return r;
   }
   size_t n = H5Tget_size(type.id);
+  if (n > (1u << 20)) fail(op, "attribute '", name, "' on '", object, "' in '", file_, "' is implausibly long");
   std::vector<char> buf(n + 1, 0);
-  if (H5Aread(a.id, type.id, buf.data()) < 0) fail(op, "cannot read attribute '", name, "' in '", file, "'");
+  if (H5Aread(a.id, type.id, buf.data()) < 0) fail(op, "cannot read attribute '", name, "' in '", file_, "'");
   return std::string(buf.data());
 }
 
-Writer::Writer(const std::string& file) : file_(file) {
+bool exists(const std::string& file, const std::string& path) { return Reader(file).has(path); }
+Tensor read(const std::string& file, const std::string& dataset) { return Reader(file).read(dataset); }
+double attr_double(const std::string& file, const std::string& object, const std::string& name) {
+  return Reader(file).attr_double(object, name);
+}
+std::string attr_string(const std::string& file, const std::string& object, const std::string& name) {
+  return Reader(file).attr_string(object, name);
+}
+
+// ---------------------------------------------------------------- Writer
+
+Writer::Writer(const std::string& file, size_t userblock) : file_(file) {
   quiet();
-  id_ = H5Fcreate(file.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  Handle fcpl(H5Pcreate(H5P_FILE_CREATE), H5Pclose);
+  if (userblock > 0 && H5Pset_userblock(fcpl.id, userblock) < 0)
+    fail("h5::Writer", "a user block must be a power of two of at least 512 bytes, got ", userblock);
+  id_ = H5Fcreate(file.c_str(), H5F_ACC_TRUNC, fcpl.id, H5P_DEFAULT);
   if (id_ < 0) fail("h5::Writer", "cannot create '", file, "'");
 }
 
@@ -132,10 +332,11 @@ void Writer::close() {
   if (id_ < 0) return;
   herr_t rc = H5Fclose(id_);
   id_ = -1;
-  if (rc < 0) fail("h5::Writer::close", "cannot close '", file_, "'");
+  if (rc < 0) fail("h5::Writer::close", "cannot close '", file_, "' (is the disk full?)");
 }
 
 void Writer::make_groups(const std::string& path) {
+  if (id_ < 0) fail("h5::Writer", "'", file_, "' is closed");
   for (size_t pos = path.find('/', 1); pos != std::string::npos; pos = path.find('/', pos + 1)) {
     std::string g = path.substr(0, pos);
     if (g.empty() || H5Lexists(id_, g.c_str(), H5P_DEFAULT) > 0) continue;
@@ -144,13 +345,29 @@ void Writer::make_groups(const std::string& path) {
   }
 }
 
+void Writer::group(const std::string& path) {
+  make_groups(path + "/");
+}
+
+namespace {
+
+void write_dataset(hid_t f, const std::string& file, const std::string& dataset, hid_t file_type, hid_t mem_type,
+                   const std::vector<hsize_t>& dims, const void* data, bool scalar) {
+  Handle space(scalar ? H5Screate(H5S_SCALAR) : H5Screate_simple((int)dims.size(), dims.data(), nullptr), H5Sclose);
+  Handle d(H5Dcreate2(f, dataset.c_str(), file_type, space.id, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Dclose);
+  if (d.id < 0) fail("h5::Writer::write", "cannot create dataset '", dataset, "' in '", file, "'");
+  uint64_t n = 1;
+  for (hsize_t x : dims) n *= x;
+  if (n > 0 && H5Dwrite(d.id, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
+    fail("h5::Writer::write", "cannot write dataset '", dataset, "' in '", file, "' (is the disk full?)");
+}
+
+}  // namespace
+
 void Writer::write(const std::string& dataset, const Tensor& t_in) {
-  if (id_ < 0) fail("h5::Writer::write", "'", file_, "' is closed");
   make_groups(dataset);
   Tensor t = t_in.contiguous();
   std::vector<hsize_t> dims(t.shape().begin(), t.shape().end());
-  Handle space(dims.empty() ? H5Screate(H5S_SCALAR) : H5Screate_simple((int)dims.size(), dims.data(), nullptr),
-               H5Sclose);
   hid_t file_type, mem_type;
   switch (t.dtype()) {
     case DType::Float32: file_type = H5T_IEEE_F32LE; mem_type = H5T_NATIVE_FLOAT; break;
@@ -158,30 +375,54 @@ void Writer::write(const std::string& dataset, const Tensor& t_in) {
     case DType::Int64: file_type = H5T_STD_I64LE; mem_type = H5T_NATIVE_INT64; break;
     default: file_type = H5T_STD_U8LE; mem_type = H5T_NATIVE_UINT8; break;
   }
-  Handle d(H5Dcreate2(id_, dataset.c_str(), file_type, space.id, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Dclose);
-  if (d.id < 0) fail("h5::Writer::write", "cannot create dataset '", dataset, "' in '", file_, "'");
-  if (t.numel() > 0 && H5Dwrite(d.id, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, t.raw_data()) < 0)
-    fail("h5::Writer::write", "cannot write dataset '", dataset, "' in '", file_, "'");
+  write_dataset(id_, file_, dataset, file_type, mem_type, dims, t.raw_data(), dims.empty());
 }
 
-void Writer::attr(const std::string& object, const std::string& name, double value) {
+void Writer::write_u64(const std::string& dataset, const std::vector<uint64_t>& values) {
+  make_groups(dataset);
+  write_dataset(id_, file_, dataset, H5T_STD_U64LE, H5T_NATIVE_UINT64, {values.size()}, values.data(), false);
+}
+
+void Writer::write_strings(const std::string& dataset, const std::vector<std::string>& values) {
+  make_groups(dataset);
+  Handle type(H5Tcopy(H5T_C_S1), H5Tclose);
+  H5Tset_size(type.id, H5T_VARIABLE);
+  H5Tset_cset(type.id, H5T_CSET_UTF8);
+  std::vector<const char*> ptrs;
+  for (auto& s : values) ptrs.push_back(s.c_str());
+  write_dataset(id_, file_, dataset, type.id, type.id, {values.size()}, ptrs.data(), false);
+}
+
+namespace {
+
+void write_attr(hid_t f, const std::string& file, const std::string& object, const std::string& name, hid_t file_type,
+                hid_t mem_type, const void* value) {
   Handle space(H5Screate(H5S_SCALAR), H5Sclose);
-  Handle a(H5Acreate_by_name(id_, object.c_str(), name.c_str(), H5T_IEEE_F64LE, space.id, H5P_DEFAULT, H5P_DEFAULT,
+  if (H5Aexists_by_name(f, object.c_str(), name.c_str(), H5P_DEFAULT) > 0)
+    H5Adelete_by_name(f, object.c_str(), name.c_str(), H5P_DEFAULT);
+  Handle a(H5Acreate_by_name(f, object.c_str(), name.c_str(), file_type, space.id, H5P_DEFAULT, H5P_DEFAULT,
                              H5P_DEFAULT),
            H5Aclose);
-  if (a.id < 0 || H5Awrite(a.id, H5T_NATIVE_DOUBLE, &value) < 0)
-    fail("h5::Writer::attr", "cannot write attribute '", name, "' on '", object, "' in '", file_, "'");
+  if (a.id < 0 || H5Awrite(a.id, mem_type, value) < 0)
+    fail("h5::Writer::attr", "cannot write attribute '", name, "' on '", object, "' in '", file, "'");
+}
+
+}  // namespace
+
+void Writer::attr(const std::string& object, const std::string& name, double value) {
+  write_attr(id_, file_, object, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &value);
+}
+
+void Writer::attr_int(const std::string& object, const std::string& name, int64_t value) {
+  write_attr(id_, file_, object, name, H5T_STD_I64LE, H5T_NATIVE_INT64, &value);
 }
 
 void Writer::attr(const std::string& object, const std::string& name, const std::string& value) {
-  Handle space(H5Screate(H5S_SCALAR), H5Sclose);
   Handle type(H5Tcopy(H5T_C_S1), H5Tclose);
-  H5Tset_size(type.id, value.size() + 1);
-  Handle a(H5Acreate_by_name(id_, object.c_str(), name.c_str(), type.id, space.id, H5P_DEFAULT, H5P_DEFAULT,
-                             H5P_DEFAULT),
-           H5Aclose);
-  if (a.id < 0 || H5Awrite(a.id, type.id, value.c_str()) < 0)
-    fail("h5::Writer::attr", "cannot write attribute '", name, "' on '", object, "' in '", file_, "'");
+  H5Tset_size(type.id, H5T_VARIABLE);
+  H5Tset_cset(type.id, H5T_CSET_UTF8);
+  const char* p = value.c_str();
+  write_attr(id_, file_, object, name, type.id, type.id, &p);
 }
 
 }  // namespace ember::h5

@@ -1,29 +1,77 @@
-// Reading HDF5 datasets and attributes into tensors (the C API, behind a small surface).
-// Used for reference cases and, later, checkpoints. Errors name the file and the key.
+// HDF5 files through the C API, behind a small surface: reading datasets and attributes
+// into tensors (reference cases, checkpoints) and writing them. Errors name the file and
+// the key.
 #pragma once
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/tensor.h"
 
 namespace ember::h5 {
 
-bool exists(const std::string& file, const std::string& path);  // dataset or group
-// A dataset as a tensor: float64 and float32 keep their type, integers become int64,
-// and 8-bit unsigned data becomes bool.
+// An HDF5 file open for reading, from a path or from a file image held in memory (the
+// image must outlive the Reader). Every method throws ember::Error naming the file and
+// the key when something is missing or of the wrong kind.
+class Reader {
+ public:
+  explicit Reader(const std::string& file);
+  // name is used in messages only.
+  static Reader from_image(const std::string& name, const void* data, size_t size);
+  ~Reader();
+  Reader(Reader&& other) noexcept;
+  Reader(const Reader&) = delete;
+  Reader& operator=(const Reader&) = delete;
+  Reader& operator=(Reader&&) = delete;
+
+  const std::string& file() const { return file_; }
+  bool has(const std::string& path) const;  // a dataset or a group
+  bool is_group(const std::string& path) const;
+  bool is_dataset(const std::string& path) const;
+  std::vector<std::string> children(const std::string& group) const;  // names, sorted
+
+  // A dataset as a tensor: float64 and float32 keep their type, integers become int64,
+  // and 8-bit unsigned data becomes bool.
+  Tensor read(const std::string& dataset) const;
+  std::vector<uint64_t> read_u64(const std::string& dataset) const;         // 1-D unsigned 64-bit
+  std::vector<std::string> read_strings(const std::string& dataset) const;  // 1-D strings
+
+  bool has_attr(const std::string& object, const std::string& name) const;
+  std::vector<std::string> attr_names(const std::string& object) const;
+  bool attr_is_string(const std::string& object, const std::string& name) const;
+  bool attr_is_integer(const std::string& object, const std::string& name) const;
+  double attr_double(const std::string& object, const std::string& name) const;
+  int64_t attr_int(const std::string& object, const std::string& name) const;  // must hold an integer
+  std::string attr_string(const std::string& object, const std::string& name) const;
+
+ private:
+  Reader() = default;
+  std::string file_;
+  int64_t id_ = -1;
+};
+
+// One-shot helpers over Reader.
+bool exists(const std::string& file, const std::string& path);
 Tensor read(const std::string& file, const std::string& dataset);
 double attr_double(const std::string& file, const std::string& object, const std::string& name);
 std::string attr_string(const std::string& file, const std::string& object, const std::string& name);
 
 // Writes a new HDF5 file (replacing any file at that path). Datasets are stored
-// little-endian in the tensor's own type (bool as uint8); intermediate groups are created.
+// little-endian in the tensor's own type (bool as uint8); intermediate groups are
+// created. userblock reserves that many bytes (0, or a power of two >= 512) at the start
+// of the file for the caller's own header; HDF5 readers skip it.
 class Writer {
  public:
-  explicit Writer(const std::string& file);
+  explicit Writer(const std::string& file, size_t userblock = 0);
   ~Writer();
   Writer(const Writer&) = delete;
   Writer& operator=(const Writer&) = delete;
+  void group(const std::string& path);  // creates a (possibly empty) group
   void write(const std::string& dataset, const Tensor& t);
+  void write_u64(const std::string& dataset, const std::vector<uint64_t>& values);
+  void write_strings(const std::string& dataset, const std::vector<std::string>& values);  // UTF-8
   void attr(const std::string& object, const std::string& name, double value);
+  void attr_int(const std::string& object, const std::string& name, int64_t value);
   void attr(const std::string& object, const std::string& name, const std::string& value);
   void close();  // flushes; also done by the destructor
 

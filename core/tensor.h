@@ -11,7 +11,6 @@
 #include <initializer_list>
 #include <iosfwd>
 #include <memory>
-#include <source_location>
 #include <string>
 #include <vector>
 
@@ -23,7 +22,30 @@ namespace ember {
 
 struct Node;
 class Generator;
-using Loc = std::source_location;
+
+// Where an op was called from, captured by a default argument `Loc loc = Loc::current()`
+// at the call site; backward errors and anomaly reports name it. The same interface as
+// std::source_location, built on the compiler builtins so that every supported compiler
+// (clang 14 included, which lacks std::source_location) has it.
+class Loc {
+ public:
+  static constexpr Loc current(const char* file = __builtin_FILE(), unsigned line = __builtin_LINE(),
+                               const char* function = __builtin_FUNCTION()) noexcept {
+    Loc l;
+    l.file_ = file;
+    l.line_ = line;
+    l.function_ = function;
+    return l;
+  }
+  constexpr const char* file_name() const noexcept { return file_; }
+  constexpr unsigned line() const noexcept { return line_; }
+  constexpr const char* function_name() const noexcept { return function_; }
+
+ private:
+  const char* file_ = "";
+  unsigned line_ = 0;
+  const char* function_ = "";
+};
 
 struct TensorImpl {
   std::shared_ptr<Storage> storage;

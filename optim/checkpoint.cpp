@@ -1,0 +1,587 @@
+// Checkpoint files: layout in docs/checkpoint-format.md. Writing goes through a
+// temporary file, a checksum header and an atomic rename; reading checks the header and
+// checksum first, then parses the HDF5 image from memory, then checks every key.
+#include "optim/checkpoint.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "core/autograd.h"
+#include "core/error.h"
+#include "core/h5.h"
+
+namespace ember::optim {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr size_t kHeaderBytes = 512;  // HDF5 user block
+constexpr const char* kMagic = "ember checkpoint";
+const char kHdf5Signature[8] = {'\x89', 'H', 'D', 'F', '\r', '\n', '\x1a', '\n'};
+
+uint32_t crc_of(const uint8_t* data, size_t n) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  while (n > 0) {
+    uInt piece = (uInt)std::min<size_t>(n, 1u << 30);
+    crc = crc32(crc, data, piece);
+    data += piece;
+    n -= piece;
+  }
+  return (uint32_t)crc;
+}
+
+std::string header_text(uint64_t size, uint32_t crc) {
+  char buf[128];
+  std::snprintf(buf, sizeof buf, "%s\nschema %lld\nsize %llu\ncrc32 %08x\n", kMagic,
+                (long long)kCheckpointSchemaVersion, (unsigned long long)size, crc);
+  return buf;
+}
+
+// Names become HDF5 link names: non-empty, no '/', not "." or "..".
+void check_key(const std::string& what, const std::string& name) {
+  if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..")
+    fail("save_checkpoint", what, " names must be non-empty and contain no '/', got '", name, "'");
+}
+
+void write_contents(h5::Writer& w, const Checkpoint& c) {
+  w.attr("/", "format", std::string(kMagic));
+  w.attr_int("/", "schema_version", kCheckpointSchemaVersion);
+
+  w.group("/model");
+  for (auto& [name, t] : c.model) {
+    check_key("parameter", name);
+    w.write("/model/" + name, t);
+  }
+  if (c.optimizer) {
+    w.group("/optimizer/state");
+    w.attr("/optimizer", "kind", c.optimizer->kind);
+    for (auto& [k, v] : c.optimizer->hyper) {
+      if (k == "kind") fail("save_checkpoint", "'kind' is reserved and cannot name a hyper-parameter");
+      w.attr("/optimizer", k, v);
+    }
+    for (auto& [name, ps] : c.optimizer->params) {
+      check_key("parameter", name);
+      std::string g = "/optimizer/state/" + name;
+      w.write(g + "/step", scalar_tensor(double(ps.step), kInt64));
+      for (auto& [slot, t] : ps.slots) {
+        check_key("slot", slot);
+        if (slot == "step") fail("save_checkpoint", "'step' is reserved and cannot name an optimizer slot");
+        w.write(g + "/" + slot, t);
+      }
+    }
+  }
+  if (c.schedule) {
+    w.group("/schedule");
+    w.attr("/schedule", "kind", c.schedule->kind);
+    w.attr_int("/schedule", "last_step", c.schedule->last_step);
+    for (auto& [k, v] : c.schedule->settings) {
+      if (k == "kind" || k == "last_step") fail("save_checkpoint", "'", k, "' is reserved and cannot name a setting");
+      w.attr("/schedule", k, v);
+    }
+  }
+  w.write("/progress/step", scalar_tensor(double(c.progress.step), kInt64));
+  w.write("/progress/epoch", scalar_tensor(double(c.progress.epoch), kInt64));
+  w.write("/progress/position", scalar_tensor(double(c.progress.position), kInt64));
+  w.group("/rng");
+  for (auto& [name, state] : c.generators) {
+    check_key("generator", name);
+    w.write_u64("/rng/" + name, state);
+  }
+  w.group("/config");
+  for (auto& [k, v] : c.config) {
+    if (auto* i = std::get_if<int64_t>(&v)) w.attr_int("/config", k, *i);
+    else if (auto* d = std::get_if<double>(&v)) w.attr("/config", k, *d);
+    else w.attr("/config", k, std::get<std::string>(v));
+  }
+  w.group("/vocab");
+  for (auto& [name, tokens] : c.vocab) {
+    check_key("vocabulary", name);
+    w.write_strings("/vocab/" + name, tokens);
+  }
+  w.group("/extra");
+  for (auto& [name, t] : c.extra) {
+    check_key("extra tensor", name);
+    w.write("/extra/" + name, t);
+  }
+}
+
+[[noreturn]] void io_fail(const char* op, const std::string& what, const std::string& file) {
+  fail(op, what, " '", file, "': ", std::strerror(errno));
+}
+
+// Computes the checksum of everything after the header and writes the header, then
+// flushes the file to the disk.
+void seal(const std::string& tmp) {
+  const char* op = "save_checkpoint";
+  int fd = ::open(tmp.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) io_fail(op, "cannot reopen", tmp);
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st;
+  if (fstat(fd, &st) != 0) io_fail(op, "cannot stat", tmp);
+  uint64_t size = (uint64_t)st.st_size;
+  if (size < kHeaderBytes) fail(op, "'", tmp, "' is shorter than its header");
+  std::vector<uint8_t> buf(1 << 20);
+  uLong crc = crc32(0L, Z_NULL, 0);
+  for (uint64_t off = kHeaderBytes; off < size;) {
+    ssize_t n = ::pread(fd, buf.data(), std::min<uint64_t>(buf.size(), size - off), (off_t)off);
+    if (n <= 0) io_fail(op, "cannot read back", tmp);
+    crc = crc32(crc, buf.data(), (uInt)n);
+    off += (uint64_t)n;
+  }
+  std::string header = header_text(size, (uint32_t)crc);
+  std::vector<char> block(kHeaderBytes, '\0');
+  std::memcpy(block.data(), header.data(), header.size());
+  if (::pwrite(fd, block.data(), block.size(), 0) != (ssize_t)block.size()) io_fail(op, "cannot write header of", tmp);
+  if (::fsync(fd) != 0) io_fail(op, "cannot flush", tmp);
+}
+
+void fsync_dir(const std::string& dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;  // best effort: the rename itself has happened
+  ::fsync(fd);
+  ::close(fd);
+}
+
+std::string dir_of(const std::string& path) {
+  fs::path p(path);
+  return p.has_parent_path() ? p.parent_path().string() : std::string(".");
+}
+
+// ---------------------------------------------------------------- reading
+
+struct Parser {
+  const h5::Reader& r;
+  const std::string& file;
+
+  [[noreturn]] void bad(const std::string& key, const std::string& what) const {
+    fail("read_checkpoint", "'", file, "': key '", key, "': ", what);
+  }
+
+  void require_group(const std::string& key) const {
+    if (!r.is_group(key)) bad(key, r.has(key) ? "should be a group" : "is missing");
+  }
+
+  void require_dataset(const std::string& key) const {
+    if (!r.is_dataset(key)) bad(key, r.has(key) ? "should be a dataset" : "is missing");
+  }
+
+  Tensor tensor(const std::string& key) const {
+    require_dataset(key);
+    try {
+      return r.read(key);
+    } catch (const Error& e) {
+      bad(key, e.what());
+    }
+  }
+
+  int64_t scalar_int(const std::string& key) const {
+    Tensor t = tensor(key);
+    if (t.dim() != 0 || t.dtype() != kInt64)
+      bad(key, cat_str("should be a scalar int64, got ", dtype_name(t.dtype()), " of shape ", shape_str(t.shape())));
+    return t.item<int64_t>();
+  }
+
+  std::vector<std::string> groups_under(const std::string& key) const {
+    std::vector<std::string> names = r.children(key);
+    for (auto& n : names) require_group(key + "/" + n);
+    return names;
+  }
+};
+
+Checkpoint parse(const h5::Reader& r, const std::string& file) {
+  Parser p{r, file};
+  if (!r.has_attr("/", "schema_version") || !r.has_attr("/", "format") || r.attr_is_string("/", "schema_version") ||
+      !r.attr_is_string("/", "format") || r.attr_string("/", "format") != kMagic)
+    p.bad("/", "is not an ember checkpoint (attributes 'format' and 'schema_version' missing or wrong)");
+  int64_t version = r.attr_int("/", "schema_version");
+  if (version != kCheckpointSchemaVersion)
+    p.bad("/", cat_str("schema_version ", version, " is not known to this build (it reads version ",
+                       kCheckpointSchemaVersion, ")"));
+
+  static const std::set<std::string> known = {"model", "optimizer", "schedule", "progress",
+                                              "rng",   "config",    "vocab",    "extra"};
+  for (auto& name : r.children("/"))
+    if (!known.count(name)) p.bad("/" + name, "is not part of the checkpoint schema");
+
+  Checkpoint c;
+  p.require_group("/model");
+  for (auto& name : r.children("/model")) c.model[name] = p.tensor("/model/" + name);
+
+  if (r.has("/optimizer")) {
+    p.require_group("/optimizer");
+    OptimizerState os;
+    for (auto& a : r.attr_names("/optimizer")) {
+      if (a == "kind") {
+        if (!r.attr_is_string("/optimizer", a)) p.bad("/optimizer", "attribute 'kind' should be a string");
+        os.kind = r.attr_string("/optimizer", a);
+      } else {
+        if (r.attr_is_string("/optimizer", a)) p.bad("/optimizer", "attribute '" + a + "' should be a number");
+        os.hyper[a] = r.attr_double("/optimizer", a);
+      }
+    }
+    if (os.kind.empty()) p.bad("/optimizer", "attribute 'kind' is missing");
+    p.require_group("/optimizer/state");
+    for (auto& name : p.groups_under("/optimizer/state")) {
+      std::string g = "/optimizer/state/" + name;
+      ParamState ps;
+      ps.step = p.scalar_int(g + "/step");
+      for (auto& slot : r.children(g))
+        if (slot != "step") ps.slots[slot] = p.tensor(g + "/" + slot);
+      os.params[name] = std::move(ps);
+    }
+    c.optimizer = std::move(os);
+  }
+
+  if (r.has("/schedule")) {
+    p.require_group("/schedule");
+    ScheduleState ss;
+    bool has_kind = false, has_last = false;
+    for (auto& a : r.attr_names("/schedule")) {
+      bool is_str = r.attr_is_string("/schedule", a);
+      if (a == "kind") {
+        if (!is_str) p.bad("/schedule", "attribute 'kind' should be a string");
+        ss.kind = r.attr_string("/schedule", a);
+        has_kind = true;
+      } else if (is_str) {
+        p.bad("/schedule", "attribute '" + a + "' should be a number");
+      } else if (a == "last_step") {
+        ss.last_step = r.attr_int("/schedule", a);
+        has_last = true;
+      } else {
+        ss.settings[a] = r.attr_double("/schedule", a);
+      }
+    }
+    if (!has_kind || !has_last) p.bad("/schedule", "attributes 'kind' and 'last_step' are required");
+    if (ss.last_step < 0) p.bad("/schedule", "attribute 'last_step' is negative");
+    if (!r.children("/schedule").empty()) p.bad("/schedule/" + r.children("/schedule")[0], "is not part of the schema");
+    c.schedule = std::move(ss);
+  }
+
+  p.require_group("/progress");
+  for (auto& name : r.children("/progress"))
+    if (name != "step" && name != "epoch" && name != "position") p.bad("/progress/" + name, "is not part of the schema");
+  c.progress.step = p.scalar_int("/progress/step");
+  c.progress.epoch = p.scalar_int("/progress/epoch");
+  c.progress.position = p.scalar_int("/progress/position");
+  if (c.progress.step < 0 || c.progress.epoch < 0 || c.progress.position < 0)
+    p.bad("/progress", "step, epoch and position must not be negative");
+
+  p.require_group("/rng");
+  for (auto& name : r.children("/rng")) {
+    std::string key = "/rng/" + name;
+    p.require_dataset(key);
+    try {
+      c.generators[name] = r.read_u64(key);
+    } catch (const Error& e) {
+      p.bad(key, e.what());
+    }
+    if (c.generators[name].size() != 2) p.bad(key, "should hold 2 values (seed, counter)");
+  }
+
+  p.require_group("/config");
+  for (auto& a : r.attr_names("/config")) {
+    if (r.attr_is_string("/config", a)) c.config[a] = r.attr_string("/config", a);
+    else if (r.attr_is_integer("/config", a)) c.config[a] = r.attr_int("/config", a);
+    else c.config[a] = r.attr_double("/config", a);
+  }
+
+  p.require_group("/vocab");
+  for (auto& name : r.children("/vocab")) {
+    std::string key = "/vocab/" + name;
+    p.require_dataset(key);
+    try {
+      c.vocab[name] = r.read_strings(key);
+    } catch (const Error& e) {
+      p.bad(key, e.what());
+    }
+  }
+
+  p.require_group("/extra");
+  for (auto& name : r.children("/extra")) c.extra[name] = p.tensor("/extra/" + name);
+  return c;
+}
+
+}  // namespace
+
+std::string to_string(const ConfigValue& v) {
+  if (auto* i = std::get_if<int64_t>(&v)) return std::to_string(*i);
+  if (auto* d = std::get_if<double>(&v)) {
+    std::ostringstream s;
+    s.precision(17);
+    s << *d;
+    return s.str();
+  }
+  return "'" + std::get<std::string>(v) + "'";
+}
+
+void save_checkpoint(const std::string& path, const Checkpoint& ckpt) {
+  static std::atomic<uint64_t> counter{0};
+  fs::path target(path);
+  if (target.filename().empty()) fail("save_checkpoint", "'", path, "' names a directory, not a file");
+  std::string tmp_name = cat_str(".", target.filename().string(), ".tmp-", ::getpid(), "-", counter++);
+  std::string tmp = (fs::path(dir_of(path)) / tmp_name).string();
+  try {
+    {
+      h5::Writer w(tmp, kHeaderBytes);
+      write_contents(w, ckpt);
+      w.close();
+    }
+    seal(tmp);
+    if (std::rename(tmp.c_str(), path.c_str()) != 0) io_fail("save_checkpoint", "cannot rename into", path);
+    fsync_dir(dir_of(path));
+  } catch (...) {
+    std::remove(tmp.c_str());
+    throw;
+  }
+}
+
+Checkpoint read_checkpoint_bytes(const std::string& name, const std::vector<uint8_t>& bytes) {
+  const char* op = "read_checkpoint";
+  bool hdf5_at_0 = bytes.size() >= 8 && std::memcmp(bytes.data(), kHdf5Signature, 8) == 0;
+  if (bytes.size() < std::strlen(kMagic) || std::memcmp(bytes.data(), kMagic, std::strlen(kMagic)) != 0) {
+    if (hdf5_at_0) fail(op, "'", name, "' is an HDF5 file but not an ember checkpoint (it has no ember header)");
+    fail(op, "'", name, "' is not an ember checkpoint: it does not start with an ember header (",
+         bytes.size(), " bytes read)");
+  }
+  if (bytes.size() < kHeaderBytes + 8)
+    fail(op, "'", name, "' is truncated: ", bytes.size(), " bytes, shorter than the header and HDF5 signature");
+  // the header: "ember checkpoint\nschema N\nsize N\ncrc32 HEX\n" then NUL padding
+  std::string header(reinterpret_cast<const char*>(bytes.data()), kHeaderBytes);
+  header.resize(std::strlen(header.c_str()));
+  long long schema = -1;
+  unsigned long long size = 0;
+  unsigned crc = 0;
+  char magic[32] = {0};
+  int n_read = 0;
+  if (std::sscanf(header.c_str(), "%16c\nschema %lld\nsize %llu\ncrc32 %8x\n%n", magic, &schema, &size, &crc,
+                  &n_read) != 4 ||
+      n_read != (int)header.size())
+    fail(op, "'", name, "' has a damaged ember header (key: header)");
+  if (schema != kCheckpointSchemaVersion)
+    fail(op, "'", name, "': header: schema version ", schema, " is not known to this build (it reads version ",
+         kCheckpointSchemaVersion, ")");
+  if (size != bytes.size())
+    fail(op, "'", name, "' is ", size > bytes.size() ? "truncated" : "longer than written", ": its header says ",
+         size, " bytes, the file has ", bytes.size());
+  uint32_t actual = crc_of(bytes.data() + kHeaderBytes, bytes.size() - kHeaderBytes);
+  if (actual != crc)
+    fail(op, "'", name, "' is corrupted: its checksum does not match (crc32 ", cat_str(std::hex, crc), " in the header, ",
+         cat_str(std::hex, actual), " computed)");
+  if (std::memcmp(bytes.data() + kHeaderBytes, kHdf5Signature, 8) != 0)
+    fail(op, "'", name, "' has no HDF5 signature after its header");
+  std::optional<h5::Reader> r;
+  try {
+    r.emplace(h5::Reader::from_image(name, bytes.data(), bytes.size()));
+  } catch (const Error&) {
+    fail(op, "'", name, "' passed its checksum but HDF5 cannot open it");
+  }
+  return parse(*r, name);
+}
+
+Checkpoint read_checkpoint(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("read_checkpoint", "cannot open '", path, "': ", std::strerror(errno));
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) fail("read_checkpoint", "cannot read '", path, "'");
+  return read_checkpoint_bytes(path, bytes);
+}
+
+Checkpoint make_checkpoint(const std::map<std::string, Tensor>& model, const Optimizer* optimizer,
+                           const Schedule* schedule, const std::map<std::string, Generator*>& generators,
+                           Progress progress, Config config) {
+  Checkpoint c;
+  for (auto& [k, t] : model) c.model[k] = t.detach().clone();
+  if (optimizer) {
+    OptimizerState s = optimizer->state();
+    for (auto& [name, ps] : s.params)
+      for (auto& [slot, t] : ps.slots) t = t.clone();
+    c.optimizer = std::move(s);
+  }
+  if (schedule) c.schedule = ScheduleState{schedule->kind(), schedule->settings(), schedule->last_step()};
+  for (auto& [name, g] : generators) c.generators[name] = g->get_state();
+  c.progress = progress;
+  c.config = std::move(config);
+  return c;
+}
+
+Checkpoint load_checkpoint(const std::string& path, ResumeTargets& t) {
+  const char* op = "load_checkpoint";
+  Checkpoint c = read_checkpoint(path);
+  auto bad = [&](const std::string& key, const std::string& what) { fail(op, "'", path, "': key '", key, "': ", what); };
+
+  // 1. check everything
+  std::vector<std::string> problems;
+  for (auto& [name, dst] : t.model) {
+    auto it = c.model.find(name);
+    if (it == c.model.end()) {
+      problems.push_back(cat_str("key '/model/", name, "': missing from the file"));
+      continue;
+    }
+    const Tensor& src = it->second;
+    if (src.shape() != dst.shape() || src.dtype() != dst.dtype())
+      problems.push_back(cat_str("key '/model/", name, "': ", dtype_name(src.dtype()), shape_str(src.shape()),
+                                 " in the file, ", dtype_name(dst.dtype()), shape_str(dst.shape()), " in the model"));
+  }
+  for (auto& [name, src] : c.model)
+    if (!t.model.count(name)) problems.push_back(cat_str("key '/model/", name, "': unexpected (the model has no such tensor)"));
+  if (!problems.empty()) {
+    std::string msg;
+    for (auto& pr : problems) msg += "\n  " + pr;
+    fail(op, "'", path, "' does not match the model:", msg);
+  }
+
+  if (!t.config.empty()) {
+    for (auto& [k, v] : t.config) {
+      auto it = c.config.find(k);
+      if (it == c.config.end()) bad("/config", cat_str("attribute '", k, "' is missing (the model has ", to_string(v), ")"));
+      bool same = it->second == v;
+      // integers written as integers may come back as doubles from other writers
+      if (!same && std::holds_alternative<int64_t>(v) && std::holds_alternative<double>(it->second))
+        same = (double)std::get<int64_t>(v) == std::get<double>(it->second);
+      if (!same)
+        bad("/config", cat_str("attribute '", k, "' is ", to_string(it->second), " in the file but ", to_string(v),
+                               " in the model"));
+    }
+    for (auto& [k, v] : c.config)
+      if (!t.config.count(k)) bad("/config", cat_str("attribute '", k, "' is not part of the model's configuration"));
+  }
+
+  if (t.optimizer) {
+    if (!c.optimizer) bad("/optimizer", "is missing (the checkpoint holds no optimizer state)");
+    if (c.optimizer->kind != t.optimizer->kind())
+      bad("/optimizer", cat_str("kind is '", c.optimizer->kind, "' in the file but '", t.optimizer->kind(), "' here"));
+    auto mine = t.optimizer->hyper();
+    for (auto& [k, v] : c.optimizer->hyper)
+      if (!mine.count(k)) bad("/optimizer", cat_str("attribute '", k, "' is not a hyper-parameter of ", t.optimizer->kind()));
+    for (auto& [k, v] : mine)
+      if (!c.optimizer->hyper.count(k)) bad("/optimizer", cat_str("attribute '", k, "' is missing"));
+    std::map<std::string, Tensor> params(t.optimizer->named_parameters().begin(), t.optimizer->named_parameters().end());
+    for (auto& [name, ps] : c.optimizer->params) {
+      auto it = params.find(name);
+      if (it == params.end()) bad("/optimizer/state/" + name, "unexpected (the optimizer has no such parameter)");
+      for (auto& [slot, st] : ps.slots)
+        if (st.shape() != it->second.shape() || st.dtype() != it->second.dtype())
+          bad("/optimizer/state/" + name + "/" + slot,
+              cat_str(dtype_name(st.dtype()), shape_str(st.shape()), " in the file, the parameter is ",
+                      dtype_name(it->second.dtype()), shape_str(it->second.shape())));
+    }
+  }
+
+  std::unique_ptr<Schedule> probe;
+  if (t.schedule) {
+    if (!c.schedule) bad("/schedule", "is missing (the checkpoint holds no schedule state)");
+    if (c.schedule->kind != t.schedule->kind())
+      bad("/schedule", cat_str("kind is '", c.schedule->kind, "' in the file but '", t.schedule->kind(), "' here"));
+    if (c.schedule->settings != t.schedule->settings()) {
+      std::string detail;
+      for (auto& [k, v] : t.schedule->settings()) {
+        auto it = c.schedule->settings.find(k);
+        if (it == c.schedule->settings.end()) detail += cat_str(" '", k, "' missing;");
+        else if (it->second != v) detail += cat_str(" '", k, "' is ", it->second, " in the file, ", v, " here;");
+      }
+      bad("/schedule", "settings differ from this schedule's:" + detail);
+    }
+  }
+
+  for (auto& [name, g] : t.generators) {
+    auto it = c.generators.find(name);
+    if (it == c.generators.end()) bad("/rng/" + name, "is missing");
+  }
+
+  // 2. the optimizer is the only target whose restore can still refuse (slot names);
+  // it restores all or nothing, and its hyper-parameters are rolled back on failure.
+  if (t.optimizer) {
+    auto old_hyper = t.optimizer->hyper();
+    try {
+      t.optimizer->load_state(*c.optimizer);
+      for (auto& [k, v] : c.optimizer->hyper) t.optimizer->set_hyper(k, v);
+    } catch (const Error& e) {
+      for (auto& [k, v] : old_hyper) {
+        try {
+          t.optimizer->set_hyper(k, v);
+        } catch (const Error&) {
+        }
+      }
+      fail(op, "'", path, "': key '/optimizer': ", e.what());
+    }
+  }
+
+  // 3. restore the rest, which cannot fail any more
+  {
+    NoGradGuard ng;
+    for (auto& [name, dst] : t.model) dst.copy_(c.model.at(name));
+  }
+  if (t.schedule) t.schedule->set_last_step(c.schedule->last_step);
+  for (auto& [name, g] : t.generators) g->set_state(c.generators.at(name));
+  return c;
+}
+
+// ---------------------------------------------------------------- manager
+
+CheckpointManager::CheckpointManager(std::string dir, int keep_last, std::string prefix)
+    : dir_(std::move(dir)), prefix_(std::move(prefix)), keep_last_(keep_last) {
+  if (keep_last < 1) fail("CheckpointManager", "keep_last must be at least 1, got ", keep_last);
+  if (prefix_.empty() || prefix_.find('/') != std::string::npos)
+    fail("CheckpointManager", "the prefix must be non-empty and contain no '/', got '", prefix_, "'");
+}
+
+std::string CheckpointManager::path_for(int64_t step) const {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "-%08lld.h5", (long long)step);
+  return (fs::path(dir_) / (prefix_ + buf)).string();
+}
+
+std::vector<std::string> CheckpointManager::list() const {
+  std::vector<std::pair<int64_t, std::string>> found;
+  std::error_code ec;
+  if (!fs::is_directory(dir_, ec)) return {};
+  for (auto& entry : fs::directory_iterator(dir_, ec)) {
+    std::string name = entry.path().filename().string();
+    std::string head = prefix_ + "-";
+    if (name.size() <= head.size() + 3 || name.compare(0, head.size(), head) != 0 ||
+        name.compare(name.size() - 3, 3, ".h5") != 0)
+      continue;
+    std::string digits = name.substr(head.size(), name.size() - head.size() - 3);
+    if (digits.empty() || digits.size() > 18 || !std::all_of(digits.begin(), digits.end(), ::isdigit)) continue;
+    found.emplace_back(std::stoll(digits), entry.path().string());
+  }
+  std::sort(found.begin(), found.end());
+  std::vector<std::string> out;
+  for (auto& f : found) out.push_back(f.second);
+  return out;
+}
+
+std::optional<std::string> CheckpointManager::latest() const {
+  auto all = list();
+  if (all.empty()) return std::nullopt;
+  return all.back();
+}
+
+std::string CheckpointManager::save(const Checkpoint& ckpt) {
+  std::error_code ec;
+  fs::create_directories(dir_, ec);
+  if (ec) fail("CheckpointManager::save", "cannot create directory '", dir_, "': ", ec.message());
+  std::string path = path_for(ckpt.progress.step);
+  save_checkpoint(path, ckpt);
+  auto all = list();
+  for (size_t i = 0; i + keep_last_ < all.size(); i++) fs::remove(all[i], ec);
+  return path;
+}
+
+}  // namespace ember::optim

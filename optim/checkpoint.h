@@ -1,0 +1,109 @@
+// Checkpoints: one HDF5 file holding everything needed to resume training or to use the
+// model - parameters and buffers, optimizer state, schedule state, progress, random
+// generator states, the model's configuration, vocabularies and any extra tensors.
+// docs/checkpoint-format.md describes the layout for readers that are not ember.
+//
+// Never lose data:
+// - save_checkpoint writes a temporary file in the target's directory, fsyncs it, then
+//   renames it over the target (and fsyncs the directory): a crash at any moment leaves
+//   the old or the new checkpoint, never a broken one.
+// - Every file carries a 512-byte header (HDF5's user block, skipped by h5py and
+//   h5dump) with the file's size and a CRC-32 of everything after the header, so a
+//   truncated or corrupted file is rejected before any of it is parsed.
+// - load_checkpoint checks the whole file against the model, optimizer, schedule,
+//   generators and configuration it is given before it changes any of them.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "core/random.h"
+#include "core/tensor.h"
+#include "optim/optimizer.h"
+#include "optim/schedule.h"
+
+namespace ember::optim {
+
+constexpr int64_t kCheckpointSchemaVersion = 1;
+
+// A configuration value: an integer, a real number or a string.
+using ConfigValue = std::variant<int64_t, double, std::string>;
+using Config = std::map<std::string, ConfigValue>;
+std::string to_string(const ConfigValue& v);
+
+struct Progress {
+  int64_t step = 0;      // optimizer steps taken
+  int64_t epoch = 0;     // completed passes over the data
+  int64_t position = 0;  // index of the next example in the current epoch's order
+};
+
+struct ScheduleState {
+  std::string kind;
+  std::map<std::string, double> settings;
+  int64_t last_step = 0;
+};
+
+// The contents of a checkpoint, in memory.
+struct Checkpoint {
+  std::map<std::string, Tensor> model;  // /model/<dotted name>: parameters and persistent buffers
+  std::optional<OptimizerState> optimizer;
+  std::optional<ScheduleState> schedule;
+  Progress progress;
+  std::map<std::string, std::vector<uint64_t>> generators;  // /rng/<name>: Generator::get_state()
+  Config config;                                            // /config attributes
+  std::map<std::string, std::vector<std::string>> vocab;    // /vocab/<name>: tokens by id
+  std::map<std::string, Tensor> extra;                      // /extra/<name>: e.g. loss history
+};
+
+// Writes the checkpoint atomically (see above). Throws ember::Error naming the file and
+// the cause (for instance a full disk); the previous file at path is then untouched.
+void save_checkpoint(const std::string& path, const Checkpoint& ckpt);
+
+// Reads and checks a checkpoint file: header, size, checksum, schema version, and that
+// every group and dataset has the expected kind and type. Errors name the file and key.
+Checkpoint read_checkpoint(const std::string& path);
+// The same from bytes in memory (name is used in messages); the fuzz target uses it.
+Checkpoint read_checkpoint_bytes(const std::string& name, const std::vector<uint8_t>& bytes);
+
+// What load_checkpoint restores into. model holds the live tensors (Module::state_dict()),
+// which are overwritten in place. Pointers left null, and an empty config, are not
+// checked or restored.
+struct ResumeTargets {
+  std::map<std::string, Tensor> model;
+  Optimizer* optimizer = nullptr;
+  Schedule* schedule = nullptr;
+  std::map<std::string, Generator*> generators;
+  Config config;  // must equal the checkpoint's configuration key by key
+};
+
+// Reads the file, checks it against every target (names, shapes, dtypes, optimizer
+// kind and slots, schedule kind and settings, generator names, configuration), and only
+// then restores them all. On any error nothing is changed. Returns the checkpoint (for
+// progress, vocabularies and extras).
+Checkpoint load_checkpoint(const std::string& path, ResumeTargets& targets);
+
+// Builds a checkpoint of the given objects (tensors are copied, so training may go on).
+Checkpoint make_checkpoint(const std::map<std::string, Tensor>& model, const Optimizer* optimizer,
+                           const Schedule* schedule, const std::map<std::string, Generator*>& generators,
+                           Progress progress, Config config = {});
+
+// Numbered checkpoints in a directory, keeping the newest keep_last of them:
+// <dir>/<prefix>-<step, 8 digits>.h5.
+class CheckpointManager {
+ public:
+  CheckpointManager(std::string dir, int keep_last = 3, std::string prefix = "ckpt");
+  std::string save(const Checkpoint& ckpt);  // named by ckpt.progress.step; returns the path
+  std::vector<std::string> list() const;     // existing checkpoints, oldest first
+  std::optional<std::string> latest() const;
+  std::string path_for(int64_t step) const;
+
+ private:
+  std::string dir_, prefix_;
+  int keep_last_;
+};
+
+}  // namespace ember::optim

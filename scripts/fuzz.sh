@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets with clang (AddressSanitizer + UndefinedBehaviorSanitizer)
+# and runs each for SECONDS (default 60) from a fresh seed corpus. Fails on any crash,
+# hang (an input taking over 10 s), leak or sanitizer report.
+#   scripts/fuzz.sh [SECONDS]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds=${1:-60}
+build=build-fuzz
+CC=clang CXX=clang++ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Debug -DEMBER_FUZZ=ON \
+  -DEMBER_BUILD_TESTS=OFF -DEMBER_BUILD_EXAMPLES=OFF -DEMBER_BUILD_BENCH=OFF >/dev/null
+cmake --build "$build" -j"$(nproc)"
+
+run() {  # name, seed directory
+  local name=$1 seeds=$2 corpus="$build/corpus-$1"
+  rm -rf "$corpus" && mkdir -p "$corpus"
+  echo "== fuzz $name for ${seconds}s"
+  "$build/tests/fuzz/$name" "$corpus" "$seeds" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+    -print_final_stats=1 -artifact_prefix="$build/$name-" 2>&1 | tail -n 15
+}
+
+seeds="$build/seeds-checkpoint"
+rm -rf "$seeds" && mkdir -p "$seeds"
+"$build/tests/fuzz/make_fuzz_seeds" "$seeds"
+run fuzz_checkpoint "$seeds"
