@@ -59,7 +59,8 @@ Reader Reader::from_image(const std::string& name, const void* data, size_t size
   // the core driver reads from memory; no backing store is ever written
   if (H5Pset_fapl_core(fapl.id, 1 << 16, 0) < 0 || H5Pset_file_image(fapl.id, const_cast<void*>(data), size) < 0)
     fail("h5::Reader", "cannot prepare an in-memory image of '", name, "'");
-  r.id_ = H5Fopen(name.c_str(), H5F_ACC_RDONLY, fapl.id);
+  // the core driver refuses a name that exists on disk, so the image gets one that cannot
+  r.id_ = H5Fopen("/proc/self/ember-memory-image", H5F_ACC_RDONLY, fapl.id);
   if (r.id_ < 0) fail("h5::Reader", "cannot open '", name, "' as an HDF5 file");
   return r;
 }

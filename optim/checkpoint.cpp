@@ -395,6 +395,8 @@ Checkpoint read_checkpoint_bytes(const std::string& name, const std::vector<uint
 }
 
 Checkpoint read_checkpoint(const std::string& path) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) fail("read_checkpoint", "'", path, "' is a directory, not a checkpoint file");
   std::ifstream in(path, std::ios::binary);
   if (!in) fail("read_checkpoint", "cannot open '", path, "': ", std::strerror(errno));
   std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -435,8 +437,8 @@ Checkpoint load_checkpoint(const std::string& path, ResumeTargets& t) {
     }
     const Tensor& src = it->second;
     if (src.shape() != dst.shape() || src.dtype() != dst.dtype())
-      problems.push_back(cat_str("key '/model/", name, "': ", dtype_name(src.dtype()), shape_str(src.shape()),
-                                 " in the file, ", dtype_name(dst.dtype()), shape_str(dst.shape()), " in the model"));
+      problems.push_back(cat_str("key '/model/", name, "': ", dtype_name(src.dtype()), " ", shape_str(src.shape()),
+                                 " in the file, ", dtype_name(dst.dtype()), " ", shape_str(dst.shape()), " in the model"));
   }
   for (auto& [name, src] : c.model)
     if (!t.model.count(name)) problems.push_back(cat_str("key '/model/", name, "': unexpected (the model has no such tensor)"));
@@ -478,8 +480,8 @@ Checkpoint load_checkpoint(const std::string& path, ResumeTargets& t) {
       for (auto& [slot, st] : ps.slots)
         if (st.shape() != it->second.shape() || st.dtype() != it->second.dtype())
           bad("/optimizer/state/" + name + "/" + slot,
-              cat_str(dtype_name(st.dtype()), shape_str(st.shape()), " in the file, the parameter is ",
-                      dtype_name(it->second.dtype()), shape_str(it->second.shape())));
+              cat_str(dtype_name(st.dtype()), " ", shape_str(st.shape()), " in the file, the parameter is ",
+                      dtype_name(it->second.dtype()), " ", shape_str(it->second.shape())));
     }
   }
 

@@ -350,7 +350,7 @@ TEST_CASE("missing, unexpected, reshaped and retyped model tensors are named") {
   c.model["proj.weight"] = zeros({6, 3});
   save_checkpoint(dir.file("shape.h5"), c);
   CHECK_THAT(error_of([&] { load_checkpoint(dir.file("shape.h5"), t); }),
-             Catch::Contains("/model/proj.weight") && Catch::Contains("[6, 3]") && Catch::Contains("[3, 6]"));
+             Catch::Contains("/model/proj.weight") && Catch::Contains("float32 [6,3] in the file") && Catch::Contains("[3,6] in the model"));
 
   c = good;
   c.model["norm.weight"] = ones({3}, kFloat32);
@@ -399,7 +399,7 @@ TEST_CASE("optimizer, schedule, generator and configuration mismatches are named
     save_checkpoint(dir.file("slot.h5"), c);
     ResumeTargets t = s.targets();
     CHECK_THAT(error_of([&] { load_checkpoint(dir.file("slot.h5"), t); }),
-               Catch::Contains("/optimizer/state/proj.weight/exp_avg") && Catch::Contains("[2, 2]"));
+               Catch::Contains("/optimizer/state/proj.weight/exp_avg") && Catch::Contains("[2,2]"));
   }
   SECTION("optimizer slot unknown to the optimizer") {
     Checkpoint c = good;

@@ -1,0 +1,353 @@
+// Optimizers: PyTorch's single-tensor update rules, applied in place to each parameter's
+// data outside autograd. See optimizer.h for the formulas.
+#include "optim/optimizer.h"
+
+#include <cmath>
+#include <set>
+
+#include "core/autograd.h"
+#include "core/ops.h"
+#include "core/parallel.h"
+
+namespace ember::optim {
+
+namespace {
+
+bool is_float(DType t) { return t == kFloat32 || t == kFloat64; }
+
+void check_range(const char* op, const char* name, double v, double lo, double hi, bool hi_open = false) {
+  if (!(v >= lo) || (hi_open ? !(v < hi) : !(v <= hi)))
+    fail(op, name, " must be in [", lo, ", ", hi, hi_open ? ")" : "]", ", got ", v);
+}
+
+// Calls f(begin, end) over a parameter's elements, in parallel for large tensors.
+template <class F>
+void over(int64_t n, F&& f) {
+  parallel_for(n, 8, f);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- Optimizer
+
+Optimizer::Optimizer(NamedParams params) : params_(std::move(params)), state_(params_.size()) {
+  const char* op = "Optimizer";
+  if (params_.empty()) fail(op, "got no parameters to optimize");
+  std::set<std::string> seen;
+  for (auto& [name, p] : params_) {
+    if (name.empty() || name.find('/') != std::string::npos)
+      fail(op, "parameter names must be non-empty and contain no '/', got '", name, "'");
+    if (!seen.insert(name).second) fail(op, "the parameter name '", name, "' appears twice");
+    if (!p.defined()) fail(op, "parameter '", name, "' is undefined");
+    if (!is_float(p.dtype()))
+      fail(op, "parameter '", name, "' must be float32 or float64, got ", dtype_name(p.dtype()));
+    if (!p.is_leaf() || !p.requires_grad())
+      fail(op, "parameter '", name, "' must be a leaf tensor that requires grad");
+    if (!p.is_contiguous()) fail(op, "parameter '", name, "' must be contiguous, got strides ", shape_str(p.strides()));
+  }
+}
+
+void Optimizer::zero_grad() {
+  for (auto& [name, p] : params_) p.zero_grad();
+}
+
+OptimizerState Optimizer::state() const {
+  OptimizerState s;
+  s.kind = kind();
+  s.hyper = hyper();
+  for (size_t i = 0; i < params_.size(); i++)
+    if (state_[i].step > 0) s.params[params_[i].first] = state_[i];
+  return s;
+}
+
+void Optimizer::load_state(const OptimizerState& s) {
+  const char* op = "Optimizer::load_state";
+  if (s.kind != kind()) fail(op, "the state is of a ", s.kind, " optimizer, this is ", kind());
+  std::map<std::string, size_t> index;
+  for (size_t i = 0; i < params_.size(); i++) index[params_[i].first] = i;
+  std::vector<std::string> want = slot_names();
+  std::set<std::string> want_set(want.begin(), want.end());
+  for (auto& [name, ps] : s.params) {
+    auto it = index.find(name);
+    if (it == index.end()) fail(op, "state for '", name, "', which is not a parameter of this optimizer");
+    const Tensor& p = params_[it->second].second;
+    if (ps.step < 1) fail(op, "parameter '", name, "': step must be at least 1, got ", ps.step);
+    std::set<std::string> have;
+    for (auto& [slot, t] : ps.slots) have.insert(slot);
+    if (have != want_set) {
+      std::string h, w;
+      for (auto& x : have) h += (h.empty() ? "" : ", ") + x;
+      for (auto& x : want_set) w += (w.empty() ? "" : ", ") + x;
+      fail(op, "parameter '", name, "': expected slots {", w, "}, got {", h, "}");
+    }
+    for (auto& [slot, t] : ps.slots)
+      if (!t.defined() || t.shape() != p.shape() || t.dtype() != p.dtype())
+        fail(op, "parameter '", name, "' slot '", slot, "': expected ", dtype_name(p.dtype()), shape_str(p.shape()),
+             ", got ", t.defined() ? cat_str(dtype_name(t.dtype()), shape_str(t.shape())) : std::string("undefined"));
+  }
+  std::vector<ParamState> fresh(params_.size());
+  for (auto& [name, ps] : s.params) {
+    ParamState& dst = fresh[index.at(name)];
+    dst.step = ps.step;
+    for (auto& [slot, t] : ps.slots) dst.slots[slot] = t.detach().clone();
+  }
+  state_ = std::move(fresh);
+}
+
+// ---------------------------------------------------------------- SGD
+
+namespace {
+
+void check_sgd(const char* op, const SGDOptions& o) {
+  check_range(op, "lr", o.lr, 0, INFINITY);
+  check_range(op, "momentum", o.momentum, 0, INFINITY);
+  check_range(op, "dampening", o.dampening, 0, INFINITY);
+  check_range(op, "weight_decay", o.weight_decay, 0, INFINITY);
+  if (o.nesterov && (o.momentum <= 0 || o.dampening != 0))
+    fail(op, "nesterov needs momentum > 0 and dampening 0, got momentum ", o.momentum, " and dampening ", o.dampening);
+}
+
+// p, d_p, buf: n elements. buf null without momentum; first: buf is set to d_p.
+template <class T>
+void sgd_kernel(T* p, const T* grad, T* buf, int64_t n, const SGDOptions& o, bool first) {
+  const T lr = (T)o.lr, wd = (T)o.weight_decay, mom = (T)o.momentum, damp = (T)(1 - o.dampening);
+  over(n, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; i++) {
+      T g = grad[i];
+      if (wd != 0) g = g + wd * p[i];
+      if (buf) {
+        buf[i] = first ? g : mom * buf[i] + damp * g;
+        g = o.nesterov ? g + mom * buf[i] : buf[i];
+      }
+      p[i] = p[i] - lr * g;
+    }
+  });
+}
+
+}  // namespace
+
+SGD::SGD(NamedParams params, SGDOptions options) : Optimizer(std::move(params)), opt_(options) {
+  check_sgd("SGD", opt_);
+}
+
+void SGD::set_lr(double lr) {
+  check_range("SGD::set_lr", "lr", lr, 0, INFINITY);
+  opt_.lr = lr;
+}
+
+std::map<std::string, double> SGD::hyper() const {
+  return {{"lr", opt_.lr},
+          {"momentum", opt_.momentum},
+          {"dampening", opt_.dampening},
+          {"weight_decay", opt_.weight_decay},
+          {"nesterov", opt_.nesterov ? 1.0 : 0.0}};
+}
+
+void SGD::set_hyper(const std::string& name, double value) {
+  SGDOptions o = opt_;
+  if (name == "lr") o.lr = value;
+  else if (name == "momentum") o.momentum = value;
+  else if (name == "dampening") o.dampening = value;
+  else if (name == "weight_decay") o.weight_decay = value;
+  else if (name == "nesterov") {
+    if (value != 0 && value != 1) fail("SGD::set_hyper", "nesterov must be 0 or 1, got ", value);
+    o.nesterov = value != 0;
+  } else {
+    fail("SGD::set_hyper", "unknown hyper-parameter '", name,
+         "' (expected lr, momentum, dampening, weight_decay or nesterov)");
+  }
+  check_sgd("SGD::set_hyper", o);
+  opt_ = o;
+}
+
+std::vector<std::string> SGD::slot_names() const {
+  if (opt_.momentum != 0) return {"momentum_buffer"};
+  return {};
+}
+
+void SGD::step() {
+  check_sgd("SGD::step", opt_);
+  NoGradGuard ng;
+  for (size_t i = 0; i < params_.size(); i++) {
+    Tensor& p = params_[i].second;
+    Tensor g = p.grad();
+    if (!g.defined()) continue;
+    g = g.contiguous();
+    ParamState& s = state_[i];
+    bool first = false;
+    Tensor buf;
+    if (opt_.momentum != 0) {
+      auto it = s.slots.find("momentum_buffer");
+      first = it == s.slots.end();
+      if (first) s.slots["momentum_buffer"] = empty(p.shape(), p.dtype());
+      buf = s.slots["momentum_buffer"];
+    }
+    s.step += 1;
+    if (p.dtype() == kFloat32)
+      sgd_kernel(p.data<float>(), g.data<float>(), buf.defined() ? buf.data<float>() : nullptr, p.numel(), opt_, first);
+    else
+      sgd_kernel(p.data<double>(), g.data<double>(), buf.defined() ? buf.data<double>() : nullptr, p.numel(), opt_,
+                 first);
+  }
+}
+
+// ---------------------------------------------------------------- Adam, AdamW
+
+namespace {
+
+void check_adam(const char* op, const AdamOptions& o) {
+  check_range(op, "lr", o.lr, 0, INFINITY);
+  check_range(op, "beta1", o.beta1, 0, 1, true);
+  check_range(op, "beta2", o.beta2, 0, 1, true);
+  check_range(op, "eps", o.eps, 0, INFINITY);
+  check_range(op, "weight_decay", o.weight_decay, 0, INFINITY);
+}
+
+// p, grad, m, v, vmax: n elements (vmax null without amsgrad). t is the step (>= 1).
+template <class T>
+void adam_kernel(T* p, const T* grad, T* m, T* v, T* vmax, int64_t n, const AdamOptions& o, bool decoupled,
+                 int64_t t) {
+  const double bc1 = 1 - std::pow(o.beta1, (double)t), bc2 = 1 - std::pow(o.beta2, (double)t);
+  const T step_size = (T)(o.lr / bc1), bc2_sqrt = (T)std::sqrt(bc2), eps = (T)o.eps;
+  const T b1 = (T)o.beta1, b2 = (T)o.beta2, wd = (T)o.weight_decay, decay = (T)(1 - o.lr * o.weight_decay);
+  over(n, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; i++) {
+      T g = grad[i];
+      if (decoupled) {
+        if (wd != 0) p[i] = p[i] * decay;
+      } else if (wd != 0) {
+        g = g + wd * p[i];
+      }
+      m[i] = b1 * m[i] + (1 - b1) * g;
+      v[i] = b2 * v[i] + (1 - b2) * g * g;
+      T vhat = v[i];
+      if (vmax) {
+        vmax[i] = std::max(vmax[i], v[i]);
+        vhat = vmax[i];
+      }
+      T denom = std::sqrt(vhat) / bc2_sqrt + eps;
+      p[i] = p[i] - step_size * m[i] / denom;
+    }
+  });
+}
+
+}  // namespace
+
+Adam::Adam(NamedParams params, AdamOptions options) : Adam(std::move(params), options, false) {}
+
+Adam::Adam(NamedParams params, AdamOptions options, bool decoupled)
+    : Optimizer(std::move(params)), opt_(options), decoupled_(decoupled) {
+  check_adam(decoupled ? "AdamW" : "Adam", opt_);
+}
+
+AdamW::AdamW(NamedParams params, AdamOptions options) : Adam(std::move(params), options, true) {}
+
+void Adam::set_lr(double lr) {
+  check_range(decoupled_ ? "AdamW::set_lr" : "Adam::set_lr", "lr", lr, 0, INFINITY);
+  opt_.lr = lr;
+}
+
+std::map<std::string, double> Adam::hyper() const {
+  return {{"lr", opt_.lr},
+          {"beta1", opt_.beta1},
+          {"beta2", opt_.beta2},
+          {"eps", opt_.eps},
+          {"weight_decay", opt_.weight_decay},
+          {"amsgrad", opt_.amsgrad ? 1.0 : 0.0}};
+}
+
+void Adam::set_hyper(const std::string& name, double value) {
+  const char* op = decoupled_ ? "AdamW::set_hyper" : "Adam::set_hyper";
+  AdamOptions o = opt_;
+  if (name == "lr") o.lr = value;
+  else if (name == "beta1") o.beta1 = value;
+  else if (name == "beta2") o.beta2 = value;
+  else if (name == "eps") o.eps = value;
+  else if (name == "weight_decay") o.weight_decay = value;
+  else if (name == "amsgrad") {
+    if (value != 0 && value != 1) fail(op, "amsgrad must be 0 or 1, got ", value);
+    o.amsgrad = value != 0;
+  } else {
+    fail(op, "unknown hyper-parameter '", name, "' (expected lr, beta1, beta2, eps, weight_decay or amsgrad)");
+  }
+  check_adam(op, o);
+  if (o.amsgrad != opt_.amsgrad)
+    for (auto& s : state_)
+      if (s.step > 0) fail(op, "amsgrad cannot change after the first step (its state would be missing)");
+  opt_ = o;
+}
+
+std::vector<std::string> Adam::slot_names() const {
+  if (opt_.amsgrad) return {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
+  return {"exp_avg", "exp_avg_sq"};
+}
+
+void Adam::step() {
+  check_adam(decoupled_ ? "AdamW::step" : "Adam::step", opt_);
+  NoGradGuard ng;
+  for (size_t i = 0; i < params_.size(); i++) {
+    Tensor& p = params_[i].second;
+    Tensor g = p.grad();
+    if (!g.defined()) continue;
+    g = g.contiguous();
+    ParamState& s = state_[i];
+    if (s.step == 0)
+      for (auto& name : slot_names()) s.slots[name] = zeros(p.shape(), p.dtype());
+    s.step += 1;
+    Tensor m = s.slots.at("exp_avg"), v = s.slots.at("exp_avg_sq");
+    Tensor vmax = opt_.amsgrad ? s.slots.at("max_exp_avg_sq") : Tensor();
+    if (p.dtype() == kFloat32)
+      adam_kernel(p.data<float>(), g.data<float>(), m.data<float>(), v.data<float>(),
+                  vmax.defined() ? vmax.data<float>() : nullptr, p.numel(), opt_, decoupled_, s.step);
+    else
+      adam_kernel(p.data<double>(), g.data<double>(), m.data<double>(), v.data<double>(),
+                  vmax.defined() ? vmax.data<double>() : nullptr, p.numel(), opt_, decoupled_, s.step);
+  }
+}
+
+// ---------------------------------------------------------------- clipping
+
+double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double norm_type) {
+  const char* op = "clip_grad_norm";
+  if (!(max_norm >= 0)) fail(op, "max_norm must be non-negative, got ", max_norm);
+  if (!(norm_type > 0)) fail(op, "norm_type must be positive (or inf), got ", norm_type);
+  bool inf_norm = std::isinf(norm_type);
+  // a fixed order and double accumulation: the same norm for any thread count
+  double acc = 0;
+  std::vector<Tensor> grads;
+  auto add = [&](double x) {
+    double a = std::fabs(x);
+    if (std::isnan(x)) acc = NAN;
+    else if (inf_norm) acc = std::max(acc, a);
+    else acc += norm_type == 2.0 ? a * a : std::pow(a, norm_type);
+  };
+  for (auto& p : params) {
+    Tensor g = p.grad();
+    if (!g.defined()) continue;
+    if (!is_float(g.dtype())) fail(op, "gradients must be float32 or float64, got ", dtype_name(g.dtype()));
+    grads.push_back(g);
+    Tensor c = g.contiguous();
+    int64_t n = c.numel();
+    if (c.dtype() == kFloat32)
+      for (const float* x = c.data<float>(); n-- > 0; x++) add(*x);
+    else
+      for (const double* x = c.data<double>(); n-- > 0; x++) add(*x);
+  }
+  double total = inf_norm ? acc : (norm_type == 2.0 ? std::sqrt(acc) : std::pow(acc, 1.0 / norm_type));
+  double coef = max_norm / (total + 1e-6);
+  if (coef < 1) {
+    NoGradGuard ng;
+    for (auto& g : grads) {
+      g.copy_(mul(g, coef));
+    }
+  }
+  return total;
+}
+
+double clip_grad_norm(const NamedParams& params, double max_norm, double norm_type) {
+  std::vector<Tensor> ps;
+  for (auto& [name, p] : params) ps.push_back(p);
+  return clip_grad_norm(ps, max_norm, norm_type);
+}
+
+}  // namespace ember::optim
