@@ -4,6 +4,8 @@
 
 #include <cblas.h>
 
+extern "C" void openblas_set_num_threads(int);
+
 #include <algorithm>
 #include <atomic>
 #include <limits>
@@ -259,6 +261,18 @@ MatLayout layout_of(int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
   return m;
 }
 
+// OpenBLAS always runs on one thread: which kernel it picks, and how it blocks a GEMM,
+// depend on its own thread count (and on the processor), so a GEMM it threads itself
+// may round differently with 1 and 2 threads. We split the work instead, into tiles
+// that depend on the shape only, and run the tiles on our OpenMP threads.
+void blas_single_threaded() {
+  static const bool once = [] {
+    openblas_set_num_threads(1);
+    return true;
+  }();
+  (void)once;
+}
+
 inline void blas_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int64_t lda,
                       const float* b, int64_t ldb, float* c, int64_t ldc) {
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (blasint)M,
@@ -268,6 +282,36 @@ inline void blas_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const d
                       const double* b, int64_t ldb, double* c, int64_t ldc) {
   cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (blasint)M,
               (blasint)N, (blasint)K, 1.0, a, (blasint)lda, b, (blasint)ldb, 0.0, c, (blasint)ldc);
+}
+
+// A GEMM is cut along the longer of M and N (never along K, which would change the
+// sums) into at most kGemmMaxTiles tiles of at least kGemmMinTileFlops each, with
+// extents a multiple of kGemmTileAlign (BLAS register-block size).
+constexpr int64_t kGemmMaxTiles = 8;
+constexpr double kGemmMinTileFlops = 2e6;
+constexpr int64_t kGemmTileAlign = 16;
+
+struct GemmTiles {
+  bool along_m = true;
+  int64_t extent = 0;  // rows (along M) or columns (along N) per tile
+  int64_t count = 1;
+};
+
+GemmTiles gemm_tiles(int64_t M, int64_t N, int64_t K) {
+  GemmTiles t;
+  t.along_m = M >= N;
+  const int64_t d = t.along_m ? M : N;
+  const double flops = 2.0 * double(M) * double(N) * double(K);
+  int64_t want = std::min<int64_t>(kGemmMaxTiles, int64_t(flops / kGemmMinTileFlops));
+  want = std::min<int64_t>(want, d / kGemmTileAlign);
+  if (want < 2) {
+    t.extent = d;
+    return t;
+  }
+  t.extent = (d + want - 1) / want;
+  t.extent = (t.extent + kGemmTileAlign - 1) / kGemmTileAlign * kGemmTileAlign;
+  t.count = (d + t.extent - 1) / t.extent;
+  return t;
 }
 
 }  // namespace
@@ -291,6 +335,7 @@ void gemm_batched(const Tensor& c, const Tensor& a_in, const Tensor& b_in) {
     }
     return off;
   };
+  blas_single_threaded();
   dispatch_float(c.dtype(), "matmul", [&](auto tag) {
     using T = decltype(tag);
     const T* pa = a.data<T>();
@@ -300,19 +345,32 @@ void gemm_batched(const Tensor& c, const Tensor& a_in, const Tensor& b_in) {
       std::fill(pc, pc + nb * M * N, T(0));
       return;
     }
-    auto one = [&](int64_t i) {
-      blas_gemm(la.trans, lb.trans, M, N, K, pa + offset(a, i), la.ld, pb + offset(b, i), lb.ld,
-                pc + i * M * N, N);
+    const GemmTiles tiles = gemm_tiles(M, N, K);
+    // Element (r, col) of a row-major matrix with layout l starts at r*ld+col, or at
+    // col*ld+r when l is transposed.
+    auto at = [](const MatLayout& l, int64_t r, int64_t col) { return l.trans ? col * l.ld + r : r * l.ld + col; };
+    auto tile = [&](int64_t task) {
+      const int64_t i = task / tiles.count, begin = (task % tiles.count) * tiles.extent;
+      const T* ai = pa + offset(a, i);
+      const T* bi = pb + offset(b, i);
+      T* ci = pc + i * M * N;
+      if (tiles.along_m) {
+        const int64_t m = std::min(tiles.extent, M - begin);
+        blas_gemm(la.trans, lb.trans, m, N, K, ai + at(la, begin, 0), la.ld, bi, lb.ld, ci + begin * N, N);
+      } else {
+        const int64_t n = std::min(tiles.extent, N - begin);
+        blas_gemm(la.trans, lb.trans, M, n, K, ai, la.ld, bi + at(lb, 0, begin), lb.ld, ci + begin, N);
+      }
     };
-    // Many small matrices: one per thread, BLAS single-threaded inside. Few large ones:
-    // one after another, each using all threads inside BLAS. Either way each output
-    // element comes from the same single GEMM, so results do not depend on threads.
-    const double flops = 2.0 * M * N * K;
-    if (nb >= 2 && flops < 4e6 && num_threads() > 1 && !in_parallel_region()) {
+    // Every tile is one fixed single-threaded GEMM whatever the thread count, so the
+    // threads only change which core computes it, never its bits.
+    const int64_t tasks = nb * tiles.count;
+    const double flops = 2.0 * double(M) * double(N) * double(K) * double(nb);
+    if (tasks >= 2 && flops >= kGemmMinTileFlops && num_threads() > 1 && !in_parallel_region()) {
 #pragma omp parallel for schedule(static)
-      for (int64_t i = 0; i < nb; i++) one(i);
+      for (int64_t task = 0; task < tasks; task++) tile(task);
     } else {
-      for (int64_t i = 0; i < nb; i++) one(i);
+      for (int64_t task = 0; task < tasks; task++) tile(task);
     }
   });
 }

@@ -1,9 +1,7 @@
-// Thread count control, shared by our OpenMP loops and OpenBLAS.
+// Thread count control for our OpenMP loops (OpenBLAS itself always runs on one thread).
 #include "core/parallel.h"
 
 #include <omp.h>
-
-extern "C" void openblas_set_num_threads(int);
 
 namespace ember {
 
@@ -12,7 +10,6 @@ int num_threads() { return omp_get_max_threads(); }
 void set_num_threads(int n) {
   if (n < 1) n = 1;
   omp_set_num_threads(n);
-  openblas_set_num_threads(n);
 }
 
 bool in_parallel_region() { return omp_in_parallel(); }

@@ -15,7 +15,7 @@ constexpr int64_t kParallelGrain = 32768;
 constexpr int64_t kReduceChunk = 16384;
 
 int num_threads();
-void set_num_threads(int n);  // OpenMP and OpenBLAS alike
+void set_num_threads(int n);  // our OpenMP loops, GEMM tiles included
 bool in_parallel_region();
 
 // Sets the thread count for its lifetime, then restores the previous one.

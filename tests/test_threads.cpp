@@ -5,6 +5,7 @@
 
 #include "test_util.h"
 
+#include <array>
 #include <functional>
 #include <vector>
 
@@ -143,6 +144,28 @@ TEST_CASE("matmul gives the same bits with 1 and 2 threads, forward and backward
     c.backward(gy);
     return std::vector<Tensor>{c, a.grad(), b.grad()};
   });
+}
+
+TEST_CASE("matmul gives the same bits with 1 and 2 threads at shapes that split along M or N, transposed or not") {
+  // [M, K] x [K, N]: tall, wide, odd sizes, a long K, and shapes near BLAS's own
+  // small-matrix thresholds.
+  const std::vector<std::array<int64_t, 3>> shapes = {
+      {640, 64, 64}, {40, 512, 1000}, {333, 257, 129}, {64, 2048, 96}, {1000, 8, 1000}, {17, 300, 700}};
+  for (auto [M, K, N] : shapes) {
+    for (int transposed = 0; transposed < 4; transposed++) {
+      INFO("M " << M << " K " << K << " N " << N << " transposed " << transposed);
+      const bool ta = transposed & 1, tb = transposed & 2;
+      Tensor av = seeded_randn(ta ? Shape{K, M} : Shape{M, K}, 40 + M);
+      Tensor bv = seeded_randn(tb ? Shape{N, K} : Shape{K, N}, 41 + N);
+      Tensor gy = seeded_randn({M, N}, 42 + K);
+      check_same_with_1_and_2_threads([&] {
+        Tensor a = fresh_leaf(av), b = fresh_leaf(bv);
+        Tensor c = matmul(ta ? a.mT() : a, tb ? b.mT() : b);
+        c.backward(gy);
+        return std::vector<Tensor>{c, a.grad(), b.grad()};
+      });
+    }
+  }
 }
 
 TEST_CASE("batched matmul gives the same bits with 1 and 2 threads, forward and backward") {
