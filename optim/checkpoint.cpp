@@ -506,20 +506,12 @@ Checkpoint load_checkpoint(const std::string& path, ResumeTargets& t) {
     if (it == c.generators.end()) bad("/rng/" + name, "is missing");
   }
 
-  // 2. the optimizer is the only target whose restore can still refuse (slot names);
-  // it restores all or nothing, and its hyper-parameters are rolled back on failure.
+  // 2. the optimizer is the only target whose restore can still refuse (slot names,
+  // hyper-parameter values); load_state restores all or nothing.
   if (t.optimizer) {
-    auto old_hyper = t.optimizer->hyper();
     try {
       t.optimizer->load_state(*c.optimizer);
-      for (auto& [k, v] : c.optimizer->hyper) t.optimizer->set_hyper(k, v);
     } catch (const Error& e) {
-      for (auto& [k, v] : old_hyper) {
-        try {
-          t.optimizer->set_hyper(k, v);
-        } catch (const Error&) {
-        }
-      }
       fail(op, "'", path, "': key '/optimizer': ", e.what());
     }
   }

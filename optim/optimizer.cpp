@@ -30,8 +30,7 @@ void over(int64_t n, F&& f) {
 
 // ---------------------------------------------------------------- Optimizer
 
-Optimizer::Optimizer(NamedParams params) : params_(std::move(params)), state_(params_.size()) {
-  const char* op = "Optimizer";
+Optimizer::Optimizer(NamedParams params, const char* op) : params_(std::move(params)), state_(params_.size()) {
   if (params_.empty()) fail(op, "got no parameters to optimize");
   std::set<std::string> seen;
   for (auto& [name, p] : params_) {
@@ -63,35 +62,57 @@ OptimizerState Optimizer::state() const {
 void Optimizer::load_state(const OptimizerState& s) {
   const char* op = "Optimizer::load_state";
   if (s.kind != kind()) fail(op, "the state is of a ", s.kind, " optimizer, this is ", kind());
-  std::map<std::string, size_t> index;
-  for (size_t i = 0; i < params_.size(); i++) index[params_[i].first] = i;
-  std::vector<std::string> want = slot_names();
-  std::set<std::string> want_set(want.begin(), want.end());
-  for (auto& [name, ps] : s.params) {
-    auto it = index.find(name);
-    if (it == index.end()) fail(op, "state for '", name, "', which is not a parameter of this optimizer");
-    const Tensor& p = params_[it->second].second;
-    if (ps.step < 1) fail(op, "parameter '", name, "': step must be at least 1, got ", ps.step);
-    std::set<std::string> have;
-    for (auto& [slot, t] : ps.slots) have.insert(slot);
-    if (have != want_set) {
-      std::string h, w;
-      for (auto& x : have) h += (h.empty() ? "" : ", ") + x;
-      for (auto& x : want_set) w += (w.empty() ? "" : ", ") + x;
-      fail(op, "parameter '", name, "': expected slots {", w, "}, got {", h, "}");
+  const std::map<std::string, double> old_hyper = hyper();
+  for (auto& [k, v] : s.hyper)
+    if (!old_hyper.count(k)) fail(op, "'", k, "' is not a hyper-parameter of ", kind());
+  for (auto& [k, v] : old_hyper)
+    if (!s.hyper.count(k)) fail(op, "the state lacks the hyper-parameter '", k, "'");
+
+  // The hyper-parameters decide which slots a parameter has (amsgrad), so they are set
+  // first, on an optimizer without state; any refusal puts everything back.
+  std::vector<ParamState> old_state = std::move(state_);
+  state_.assign(params_.size(), ParamState{});
+  try {
+    for (auto& [k, v] : s.hyper) set_hyper(k, v);
+    std::map<std::string, size_t> index;
+    for (size_t i = 0; i < params_.size(); i++) index[params_[i].first] = i;
+    std::vector<std::string> want = slot_names();
+    std::set<std::string> want_set(want.begin(), want.end());
+    for (auto& [name, ps] : s.params) {
+      auto it = index.find(name);
+      if (it == index.end()) fail(op, "state for '", name, "', which is not a parameter of this optimizer");
+      const Tensor& p = params_[it->second].second;
+      if (ps.step < 1) fail(op, "parameter '", name, "': step must be at least 1, got ", ps.step);
+      std::set<std::string> have;
+      for (auto& [slot, t] : ps.slots) have.insert(slot);
+      if (have != want_set) {
+        std::string h, w;
+        for (auto& x : have) h += (h.empty() ? "" : ", ") + x;
+        for (auto& x : want_set) w += (w.empty() ? "" : ", ") + x;
+        fail(op, "parameter '", name, "': expected slots {", w, "}, got {", h, "}");
+      }
+      for (auto& [slot, t] : ps.slots)
+        if (!t.defined() || t.shape() != p.shape() || t.dtype() != p.dtype())
+          fail(op, "parameter '", name, "' slot '", slot, "': expected ", dtype_name(p.dtype()), shape_str(p.shape()),
+               ", got ", t.defined() ? cat_str(dtype_name(t.dtype()), shape_str(t.shape())) : std::string("undefined"));
     }
-    for (auto& [slot, t] : ps.slots)
-      if (!t.defined() || t.shape() != p.shape() || t.dtype() != p.dtype())
-        fail(op, "parameter '", name, "' slot '", slot, "': expected ", dtype_name(p.dtype()), shape_str(p.shape()),
-             ", got ", t.defined() ? cat_str(dtype_name(t.dtype()), shape_str(t.shape())) : std::string("undefined"));
+    for (auto& [name, ps] : s.params) {
+      ParamState& dst = state_[index.at(name)];
+      dst.step = ps.step;
+      for (auto& [slot, t] : ps.slots) dst.slots[slot] = t.detach().clone();
+    }
+  } catch (const Error& e) {
+    for (auto& [k, v] : old_hyper) {
+      try {
+        set_hyper(k, v);  // without state, every old value is accepted again
+      } catch (const Error&) {
+      }
+    }
+    state_ = std::move(old_state);
+    const std::string msg = e.what();
+    if (msg.rfind(op, 0) == 0) throw;
+    fail(op, msg);
   }
-  std::vector<ParamState> fresh(params_.size());
-  for (auto& [name, ps] : s.params) {
-    ParamState& dst = fresh[index.at(name)];
-    dst.step = ps.step;
-    for (auto& [slot, t] : ps.slots) dst.slots[slot] = t.detach().clone();
-  }
-  state_ = std::move(fresh);
 }
 
 // ---------------------------------------------------------------- SGD
@@ -126,7 +147,7 @@ void sgd_kernel(T* p, const T* grad, T* buf, int64_t n, const SGDOptions& o, boo
 
 }  // namespace
 
-SGD::SGD(NamedParams params, SGDOptions options) : Optimizer(std::move(params)), opt_(options) {
+SGD::SGD(NamedParams params, SGDOptions options) : Optimizer(std::move(params), "SGD"), opt_(options) {
   check_sgd("SGD", opt_);
 }
 
@@ -236,7 +257,7 @@ void adam_kernel(T* p, const T* grad, T* m, T* v, T* vmax, int64_t n, const Adam
 Adam::Adam(NamedParams params, AdamOptions options) : Adam(std::move(params), options, false) {}
 
 Adam::Adam(NamedParams params, AdamOptions options, bool decoupled)
-    : Optimizer(std::move(params)), opt_(options), decoupled_(decoupled) {
+    : Optimizer(std::move(params), decoupled ? "AdamW" : "Adam"), opt_(options), decoupled_(decoupled) {
   check_adam(decoupled ? "AdamW" : "Adam", opt_);
 }
 

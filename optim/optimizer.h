@@ -38,7 +38,8 @@ struct OptimizerState {
 
 class Optimizer {
  public:
-  explicit Optimizer(NamedParams params);
+  // Checks the parameters; op (the optimizer's name) prefixes any error.
+  Optimizer(NamedParams params, const char* op);
   virtual ~Optimizer() = default;
   Optimizer(const Optimizer&) = delete;
   Optimizer& operator=(const Optimizer&) = delete;
@@ -58,8 +59,9 @@ class Optimizer {
 
   // The state, as tensors owned by the optimizer (save them, do not modify them).
   OptimizerState state() const;
-  // Replaces the state after checking everything (kind, every parameter name, slot
-  // names, shapes and dtypes); on any mismatch throws and changes nothing.
+  // Replaces the state - hyper-parameters included, as PyTorch's load_state_dict does -
+  // after checking everything (kind, hyper-parameter names and values, every parameter
+  // name, slot names, shapes and dtypes); on any mismatch throws and changes nothing.
   void load_state(const OptimizerState& state);
 
  protected:
