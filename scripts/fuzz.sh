@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets with clang (AddressSanitizer + UndefinedBehaviorSanitizer)
 # and runs each for SECONDS (default 60) from a fresh seed corpus. Fails on any crash,
-# hang (an input taking over 10 s), leak or sanitizer report.
+# hang (an input taking over 10 s), leak or sanitizer report. The mutations come from a
+# fixed seed (FUZZ_SEED, default 1), so a run repeats itself on the same machine.
 #   scripts/fuzz.sh [SECONDS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,7 +16,7 @@ run() {  # name, seed directory
   local name=$1 seeds=$2 corpus="$build/corpus-$1"
   rm -rf "$corpus" && mkdir -p "$corpus"
   echo "== fuzz $name for ${seconds}s"
-  "$build/tests/fuzz/$name" "$corpus" "$seeds" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+  "$build/tests/fuzz/$name" "$corpus" "$seeds" -max_total_time="$seconds" -seed="${FUZZ_SEED:-1}" -timeout=10 -rss_limit_mb=2048 \
     -print_final_stats=1 -artifact_prefix="$build/$name-" 2>&1 | tail -n 15
 }
 

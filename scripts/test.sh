@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The test command: install what is missing, then build and run the whole suite twice -
-# Release, and Debug with AddressSanitizer + UndefinedBehaviorSanitizer. Fails when any
-# test fails.
+# Release, and Debug with AddressSanitizer + UndefinedBehaviorSanitizer - then fuzz the
+# checkpoint loader for a minute (clang's libFuzzer). Fails when any test fails or the
+# fuzzer finds a crash, hang or sanitizer report.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/install_deps.sh
+bash scripts/install_deps.sh clang libclang-rt-14-dev libomp-dev
 jobs=$(nproc)
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 
@@ -18,3 +19,6 @@ cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DEMBER_SANITIZE=ON \
   -DEMBER_BUILD_EXAMPLES=OFF -DEMBER_BUILD_BENCH=OFF
 cmake --build build-asan -j"$jobs"
 ctest --test-dir build-asan --output-on-failure -j"$jobs"
+
+echo "== Fuzzing (libFuzzer, ASan + UBSan)"
+bash scripts/fuzz.sh "${FUZZ_SECONDS:-60}"

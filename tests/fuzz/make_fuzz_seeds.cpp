@@ -2,6 +2,7 @@
 // without optimizer and schedule state, vocabularies and extras.
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "core/ops.h"
 #include "optim/checkpoint.h"
@@ -34,5 +35,20 @@ int main(int argc, char** argv) {
   full.vocab["src"] = {"<pad>", "<s>", "</s>", "a", "b"};
   full.extra["losses"] = from_vector(std::vector<float>{1.0f, 0.5f}, {2});
   save_checkpoint(dir + "/full.h5", full);
+
+  // recipes (see fuzz_checkpoint.cpp): a flags byte below 0x20, then edits
+  const std::vector<std::vector<uint8_t>> recipes = {
+      {0x1e},                    // the valid checkpoint, every target
+      {0x1e, 0, 3},              // one key removed
+      {0x16, 1, 2, 3},           // one dtype changed
+      {0x1e, 2, 4, 2, 3, 5},     // one shape changed
+      {0x0e, 3, 1, 2, 4},        // a stray key
+      {0x1e, 4, 1, 0, 0, 0, 0, 0, 0, 0, 9},  // schema version 9
+  };
+  for (size_t i = 0; i < recipes.size(); i++) {
+    std::FILE* f = std::fopen((dir + "/recipe-" + std::to_string(i)).c_str(), "wb");
+    std::fwrite(recipes[i].data(), 1, recipes[i].size(), f);
+    std::fclose(f);
+  }
   return 0;
 }
