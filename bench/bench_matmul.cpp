@@ -1,10 +1,13 @@
 // bench_matmul: ember::matmul against raw cblas_sgemm on the same shapes in the same
 // run, so the ratio shows our overhead (allocation, dispatch, autograd bookkeeping).
 // Each timing is the median of several repetitions after a warm-up, ours and the
-// reference alternating.
+// reference alternating. Raw sgemm runs with OpenBLAS's own threading at our thread
+// count; ember runs OpenBLAS on one thread per tile and threads the tiles itself.
 //
 //   bench_matmul [--reps N] [--json FILE]
 #include <cblas.h>
+
+extern "C" void openblas_set_num_threads(int);
 
 #include <algorithm>
 #include <chrono>
@@ -85,6 +88,7 @@ int main(int argc, char** argv) {
     if (!c.grad) {
       NoGradGuard ng;
       std::tie(ours, ref) = median_pair(reps, [&] { Tensor y = matmul(a, b); }, [&] {
+        openblas_set_num_threads(num_threads());
         for (int64_t i = 0; i < c.batch; i++)
           cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, c.M, c.N, c.K, 1.f, pa + i * c.M * c.K, c.K, pb,
                       c.N, 0.f, out.data() + i * c.M * c.N, c.N);
@@ -103,6 +107,7 @@ int main(int argc, char** argv) {
         w.zero_grad();
       };
       std::tie(ours, ref) = median_pair(reps, step, [&] {
+        openblas_set_num_threads(num_threads());
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, c.M, c.N, c.K, 1.f, pa, c.K, pw, c.K, 0.f, out.data(), c.N);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, c.M, c.K, c.N, 1.f, pg, c.N, pw, c.K, 0.f, gx.data(), c.K);
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, c.N, c.K, c.M, 1.f, pg, c.N, pa, c.K, 0.f, gw.data(), c.K);

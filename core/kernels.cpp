@@ -5,6 +5,7 @@
 #include <cblas.h>
 
 extern "C" void openblas_set_num_threads(int);
+extern "C" int openblas_get_num_threads(void);
 
 #include <algorithm>
 #include <atomic>
@@ -264,13 +265,10 @@ MatLayout layout_of(int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
 // OpenBLAS always runs on one thread: which kernel it picks, and how it blocks a GEMM,
 // depend on its own thread count (and on the processor), so a GEMM it threads itself
 // may round differently with 1 and 2 threads. We split the work instead, into tiles
-// that depend on the shape only, and run the tiles on our OpenMP threads.
+// that depend on the shape only, and run the tiles on our OpenMP threads. (Checked at
+// every call: a program may also call OpenBLAS itself, with its own thread count.)
 void blas_single_threaded() {
-  static const bool once = [] {
-    openblas_set_num_threads(1);
-    return true;
-  }();
-  (void)once;
+  if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
 }
 
 inline void blas_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int64_t lda,
