@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets with clang (AddressSanitizer + UndefinedBehaviorSanitizer)
+# Builds the libFuzzer targets (the checkpoint loader, the pair-file reader) with clang (AddressSanitizer + UndefinedBehaviorSanitizer)
 # and runs each for SECONDS (default 60) from a fresh seed corpus. Fails on any crash,
 # hang (an input taking over 10 s), leak or sanitizer report. The mutations come from a
 # fixed seed (FUZZ_SEED, default 1), so a run repeats itself on the same machine.
@@ -12,15 +12,28 @@ CC=clang CXX=clang++ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Debug -DEMBER_FUZ
   -DEMBER_BUILD_TESTS=OFF -DEMBER_BUILD_EXAMPLES=OFF -DEMBER_BUILD_BENCH=OFF >/dev/null
 cmake --build "$build" -j"$(nproc)"
 
-run() {  # name, seed directory
-  local name=$1 seeds=$2 corpus="$build/corpus-$1"
+run() {  # name, seed directory, extra libFuzzer flags...
+  local name=$1 seeds=$2 corpus="$build/corpus-$1" log="$build/$1.log"
+  shift 2
   rm -rf "$corpus" && mkdir -p "$corpus"
   echo "== fuzz $name for ${seconds}s"
-  "$build/tests/fuzz/$name" "$corpus" "$seeds" -max_total_time="$seconds" -seed="${FUZZ_SEED:-1}" -timeout=10 -rss_limit_mb=2048 \
-    -print_final_stats=1 -artifact_prefix="$build/$name-" 2>&1 | tail -n 15
+  if "$build/tests/fuzz/$name" "$corpus" "$seeds" -max_total_time="$seconds" -seed="${FUZZ_SEED:-1}" \
+      -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$build/$name-" "$@" >"$log" 2>&1; then
+    grep -E "^(Done|stat::)" "$log"
+  else
+    echo "$name FAILED; the input is in $build/$name-*; its report:"
+    grep -v -E "^#[0-9]+" "$log" | tail -n 80
+    return 1
+  fi
 }
 
 seeds="$build/seeds-checkpoint"
 rm -rf "$seeds" && mkdir -p "$seeds"
 "$build/tests/fuzz/make_fuzz_seeds" "$seeds"
 run fuzz_checkpoint "$seeds"
+
+seeds="$build/seeds-pairs"
+rm -rf "$seeds" && mkdir -p "$seeds"
+for split in train valid test; do head -n 16 "data/dates/$split.tsv" >"$seeds/$split.tsv"; done
+head -n 4 data/dates/train.tsv | sed 's/$/\r/' >"$seeds/crlf.tsv"
+run fuzz_pairs "$seeds" -max_len=4096
