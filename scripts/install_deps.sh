@@ -3,7 +3,8 @@
 # Runs apt-get only when something is missing; uses sudo when not root. Extra package
 # names given as arguments are installed too (the test command adds the fuzzing tools).
 set -euo pipefail
-pkgs=(g++ cmake make pkg-config libopenblas-openmp-dev libhdf5-dev hdf5-tools zlib1g-dev catch2 "$@")
+pkgs=(g++ cmake make pkg-config libopenblas-openmp-dev libhdf5-dev hdf5-tools zlib1g-dev catch2
+  libcairo2-dev fonts-dejavu-core "$@")
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,0 +1,243 @@
+// Line charts and heatmaps with Cairo (see plot.h).
+#include "plot/plot.h"
+
+#include <cairo.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "core/error.h"
+
+namespace plot {
+
+namespace {
+
+struct Rgb {
+  double r, g, b;
+};
+
+// Line colours that stay distinct in print and for common colour blindness.
+const Rgb kPalette[] = {{0.00, 0.45, 0.70}, {0.84, 0.37, 0.00}, {0.00, 0.62, 0.45}, {0.80, 0.47, 0.65},
+                        {0.34, 0.71, 0.91}, {0.90, 0.62, 0.00}, {0.35, 0.35, 0.35}, {0.94, 0.89, 0.26}};
+
+// White at 0, dark blue at 1.
+Rgb ramp(double t) {
+  t = std::clamp(t, 0.0, 1.0);
+  const Rgb lo{1, 1, 1}, mid{0.42, 0.68, 0.84}, hi{0.03, 0.19, 0.42};
+  auto mix = [](Rgb a, Rgb b, double u) { return Rgb{a.r + (b.r - a.r) * u, a.g + (b.g - a.g) * u, a.b + (b.b - a.b) * u}; };
+  return t < 0.5 ? mix(lo, mid, t * 2) : mix(mid, hi, (t - 0.5) * 2);
+}
+
+void text_at(cairo_t* cr, double x, double y, const std::string& s, double size, double align_x = 0.5,
+             double align_y = 0.5, bool bold = false, double angle = 0) {
+  cairo_select_font_face(cr, "DejaVu Sans", CAIRO_FONT_SLANT_NORMAL, bold ? CAIRO_FONT_WEIGHT_BOLD : CAIRO_FONT_WEIGHT_NORMAL);
+  cairo_set_font_size(cr, size);
+  cairo_text_extents_t e;
+  cairo_text_extents(cr, s.c_str(), &e);
+  cairo_save(cr);
+  cairo_translate(cr, x, y);
+  cairo_rotate(cr, angle);
+  cairo_move_to(cr, -e.x_advance * align_x, e.height * (1 - align_y) - (e.height + e.y_bearing));
+  cairo_show_text(cr, s.c_str());
+  cairo_restore(cr);
+}
+
+std::string number(double v) {
+  char b[32];
+  if (v == 0) return "0";
+  double a = std::fabs(v);
+  if (a >= 1e5 || a < 1e-3) std::snprintf(b, sizeof b, "%.0e", v);
+  else if (a >= 100 || std::fabs(v - std::round(v)) < 1e-9) std::snprintf(b, sizeof b, "%.0f", v);
+  else std::snprintf(b, sizeof b, "%.3g", v);
+  return b;
+}
+
+// About n round tick values covering [lo, hi].
+std::vector<double> ticks(double lo, double hi, int n) {
+  std::vector<double> t;
+  if (!(hi > lo)) return {lo};
+  double step = (hi - lo) / n, mag = std::pow(10, std::floor(std::log10(step))), f = step / mag;
+  step = (f < 1.5 ? 1 : f < 3 ? 2 : f < 7 ? 5 : 10) * mag;
+  for (double v = std::ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) t.push_back(std::fabs(v) < step * 1e-9 ? 0 : v);
+  return t;
+}
+
+void draw_lines(cairo_t* cr, const Lines& p, double W, double H) {
+  const double left = 64, right = 16, top = 34, bottom = 46;
+  const double pw = W - left - right, ph = H - top - bottom;
+  text_at(cr, W / 2, 16, p.title, 14, 0.5, 0.5, true);
+  double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
+  auto fx = [&](double x) { return p.log_x ? std::log10(x) : x; };
+  auto fy = [&](double y) { return p.log_y ? std::log10(y) : y; };
+  for (auto& s : p.series)
+    for (size_t i = 0; i < std::min(s.x.size(), s.y.size()); i++) {
+      if (!std::isfinite(s.x[i]) || !std::isfinite(s.y[i])) continue;
+      if ((p.log_x && s.x[i] <= 0) || (p.log_y && s.y[i] <= 0)) continue;
+      x0 = std::min(x0, fx(s.x[i])), x1 = std::max(x1, fx(s.x[i]));
+      y0 = std::min(y0, fy(s.y[i])), y1 = std::max(y1, fy(s.y[i]));
+    }
+  if (p.ymin < p.ymax) y0 = fy(p.ymin), y1 = fy(p.ymax);
+  if (!(x0 <= x1)) x0 = 0, x1 = 1;
+  if (!(y0 <= y1)) y0 = 0, y1 = 1;
+  if (x1 - x0 < 1e-12) x0 -= 0.5, x1 += 0.5;
+  if (y1 - y0 < 1e-12) y0 -= 0.5, y1 += 0.5;
+  if (!(p.ymin < p.ymax)) {
+    const double pad = (y1 - y0) * 0.05;
+    y0 -= pad, y1 += pad;
+  }
+  auto X = [&](double x) { return left + (fx(x) - x0) / (x1 - x0) * pw; };
+  auto Y = [&](double y) { return top + ph - (fy(y) - y0) / (y1 - y0) * ph; };
+
+  cairo_set_line_width(cr, 1);
+  auto axis_ticks = [&](bool horizontal) {
+    const double lo = horizontal ? x0 : y0, hi = horizontal ? x1 : y1;
+    const bool log = horizontal ? p.log_x : p.log_y;
+    std::vector<double> ts = log ? std::vector<double>{} : ticks(lo, hi, horizontal ? 6 : 5);
+    if (log)
+      for (double e = std::ceil(lo); e <= hi + 1e-9; e++) ts.push_back(e);
+    for (double t : ts) {
+      const double v = log ? std::pow(10, t) : t;
+      cairo_set_source_rgb(cr, 0.9, 0.9, 0.9);
+      if (horizontal) {
+        cairo_move_to(cr, X(v), top), cairo_line_to(cr, X(v), top + ph);
+      } else {
+        cairo_move_to(cr, left, Y(v)), cairo_line_to(cr, left + pw, Y(v));
+      }
+      cairo_stroke(cr);
+      cairo_set_source_rgb(cr, 0.2, 0.2, 0.2);
+      if (horizontal) text_at(cr, X(v), top + ph + 12, number(v), 10);
+      else text_at(cr, left - 5, Y(v), number(v), 10, 1.0);
+    }
+  };
+  axis_ticks(true);
+  axis_ticks(false);
+  cairo_set_source_rgb(cr, 0.2, 0.2, 0.2);
+  cairo_rectangle(cr, left, top, pw, ph);
+  cairo_stroke(cr);
+  text_at(cr, left + pw / 2, H - 12, p.xlabel, 11);
+  text_at(cr, 14, top + ph / 2, p.ylabel, 11, 0.5, 0.5, false, -M_PI / 2);
+
+  cairo_save(cr);
+  cairo_rectangle(cr, left, top, pw, ph);
+  cairo_clip(cr);
+  for (size_t k = 0; k < p.series.size(); k++) {
+    const Series& s = p.series[k];
+    const Rgb c = kPalette[k % std::size(kPalette)];
+    cairo_set_source_rgb(cr, c.r, c.g, c.b);
+    cairo_set_line_width(cr, 1.8);
+    bool pen = false;
+    size_t points = 0;
+    for (size_t i = 0; i < std::min(s.x.size(), s.y.size()); i++) {
+      const bool ok = std::isfinite(s.x[i]) && std::isfinite(s.y[i]) && !(p.log_x && s.x[i] <= 0) && !(p.log_y && s.y[i] <= 0);
+      if (!ok) {
+        pen = false;
+        continue;
+      }
+      if (pen) cairo_line_to(cr, X(s.x[i]), Y(s.y[i]));
+      else cairo_move_to(cr, X(s.x[i]), Y(s.y[i]));
+      pen = true;
+      points++;
+    }
+    cairo_stroke(cr);
+    if (points < 40)  // few points: mark them
+      for (size_t i = 0; i < std::min(s.x.size(), s.y.size()); i++)
+        if (std::isfinite(s.x[i]) && std::isfinite(s.y[i]) && !(p.log_x && s.x[i] <= 0) && !(p.log_y && s.y[i] <= 0)) {
+          cairo_arc(cr, X(s.x[i]), Y(s.y[i]), 2.5, 0, 2 * M_PI);
+          cairo_fill(cr);
+        }
+  }
+  cairo_restore(cr);
+  // legend, top right
+  double ly = top + 12;
+  for (size_t k = 0; k < p.series.size(); k++) {
+    if (p.series[k].label.empty()) continue;
+    const Rgb c = kPalette[k % std::size(kPalette)];
+    cairo_set_source_rgb(cr, c.r, c.g, c.b);
+    cairo_set_line_width(cr, 2.5);
+    cairo_move_to(cr, left + pw - 150, ly), cairo_line_to(cr, left + pw - 130, ly);
+    cairo_stroke(cr);
+    cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
+    text_at(cr, left + pw - 125, ly, p.series[k].label, 10, 0.0);
+    ly += 15;
+  }
+}
+
+void draw_heatmap(cairo_t* cr, const Heatmap& p, double W, double H) {
+  const size_t rows = p.values.size(), cols = rows ? p.values[0].size() : 0;
+  text_at(cr, W / 2, 16, p.title, 13, 0.5, 0.5, true);
+  if (rows == 0 || cols == 0) return;
+  const double left = 56, right = 14, top = 34, bottom = 50;
+  const double cell = std::min((W - left - right) / cols, (H - top - bottom) / rows);
+  const double gx = left + ((W - left - right) - cell * cols) / 2, gy = top;
+  double vmax = p.vmax;
+  if (vmax <= 0)
+    for (auto& r : p.values)
+      for (double v : r) vmax = std::max(vmax, v);
+  if (vmax <= 0) vmax = 1;
+  const double font = std::clamp(cell * 0.55, 6.0, 12.0);
+  for (size_t r = 0; r < rows; r++)
+    for (size_t c = 0; c < cols && c < p.values[r].size(); c++) {
+      const double v = p.values[r][c];
+      const Rgb col = ramp(v / vmax);
+      cairo_set_source_rgb(cr, col.r, col.g, col.b);
+      cairo_rectangle(cr, gx + c * cell, gy + r * cell, cell, cell);
+      cairo_fill(cr);
+      if (p.annotate && cell >= 22) {
+        const double shade = v / vmax > 0.55 ? 1.0 : 0.1;
+        cairo_set_source_rgb(cr, shade, shade, shade);
+        char b[16];
+        std::snprintf(b, sizeof b, "%.2f", v);
+        text_at(cr, gx + (c + 0.5) * cell, gy + (r + 0.5) * cell, b, std::min(font, cell * 0.3));
+      }
+    }
+  cairo_set_source_rgb(cr, 0.5, 0.5, 0.5);
+  cairo_set_line_width(cr, 0.8);
+  cairo_rectangle(cr, gx, gy, cell * cols, cell * rows);
+  cairo_stroke(cr);
+  cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
+  for (size_t c = 0; c < cols && c < p.col_labels.size(); c++)
+    text_at(cr, gx + (c + 0.5) * cell, gy + rows * cell + 9, p.col_labels[c], font);
+  for (size_t r = 0; r < rows && r < p.row_labels.size(); r++)
+    text_at(cr, gx - 5, gy + (r + 0.5) * cell, p.row_labels[r], font, 1.0);
+  text_at(cr, gx + cols * cell / 2, std::min(H - 12, gy + rows * cell + 30), p.xlabel, 11);
+  text_at(cr, 12, gy + rows * cell / 2, p.ylabel, 11, 0.5, 0.5, false, -M_PI / 2);
+}
+
+}  // namespace
+
+void save_png(const std::string& path, const std::vector<Panel>& panels, int columns, int width, int height,
+              const std::string& title) {
+  const char* op = "plot::save_png";
+  if (panels.empty()) ember::fail(op, "no panels to draw for '", path, "'");
+  if (columns < 1 || width < 100 || height < 100)
+    ember::fail(op, "columns must be >= 1 and panels at least 100x100 pixels, got ", columns, " columns of ", width, "x", height);
+  const int rows = int((panels.size() + columns - 1) / columns);
+  const int cols = std::min<int>(columns, (int)panels.size());
+  const int head = title.empty() ? 0 : 34;
+  cairo_surface_t* surface = cairo_image_surface_create(CAIRO_FORMAT_RGB24, cols * width, rows * height + head);
+  cairo_t* cr = cairo_create(surface);
+  cairo_set_source_rgb(cr, 1, 1, 1);
+  cairo_paint(cr);
+  if (!title.empty()) {
+    cairo_set_source_rgb(cr, 0.05, 0.05, 0.05);
+    text_at(cr, cols * width / 2.0, 18, title, 16, 0.5, 0.5, true);
+  }
+  for (size_t i = 0; i < panels.size(); i++) {
+    cairo_save(cr);
+    cairo_translate(cr, double(i % columns) * width, double(i / columns) * height + head);
+    cairo_rectangle(cr, 0, 0, width, height);
+    cairo_clip(cr);
+    cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
+    if (auto* l = std::get_if<Lines>(&panels[i])) draw_lines(cr, *l, width, height);
+    else draw_heatmap(cr, std::get<Heatmap>(panels[i]), width, height);
+    cairo_restore(cr);
+  }
+  cairo_status_t st = cairo_status(cr);
+  cairo_destroy(cr);
+  if (st == CAIRO_STATUS_SUCCESS) st = cairo_surface_write_to_png(surface, path.c_str());
+  cairo_surface_destroy(surface);
+  if (st != CAIRO_STATUS_SUCCESS) ember::fail(op, "cannot write '", path, "': ", cairo_status_to_string(st));
+}
+
+}  // namespace plot

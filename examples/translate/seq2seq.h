@@ -1,0 +1,62 @@
+// The pieces of a character-level sequence-to-sequence program around nn::Transformer:
+// examples as token ids, padded batches, greedy decoding with cached keys and values,
+// accuracy, and the model's configuration as a checkpoint stores it. The date
+// translator (translate.cpp) is built from them, and so is the copy/reverse test.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nn/transformer.h"
+#include "optim/checkpoint.h"
+#include "text/text.h"
+
+namespace seq2seq {
+
+using ember::Tensor;
+
+// One pair as ids, without special tokens.
+struct Example {
+  std::vector<int64_t> source, target;
+};
+
+// A padded batch (pad = 0). src: source + </s> [B, S]; tgt_in: <s> + target [B, T];
+// tgt_out: target + </s> [B, T], the tokens the decoder must predict.
+struct Batch {
+  Tensor src, tgt_in, tgt_out;
+  int64_t target_tokens = 0;  // non-pad tokens of tgt_out
+};
+
+Batch make_batch(const std::vector<const Example*>& examples);
+Tensor pad_sources(const std::vector<std::vector<int64_t>>& sources);  // each + </s>, padded [B, S]
+
+// Encodes pairs with the vocabularies; an unknown character is an error naming the
+// pair's file and line.
+std::vector<Example> encode_pairs(const std::vector<text::Pair>& pairs, const std::string& file,
+                                  const text::CharVocab& src_vocab, const text::CharVocab& tgt_vocab);
+
+// PyTorch nn.Transformer's initialisation of the encoder and decoder: Xavier-uniform
+// for every matrix (the embeddings keep N(0, 1/d_model)).
+void xavier_init(ember::nn::Transformer& model, ember::Generator* gen);
+
+// Greedy decoding of each source (ids without specials) in batches, with the decoder's
+// keys and values cached: at most max_len tokens, stopping at </s>. Returns ids without
+// specials. In eval mode; the model's mode is restored.
+std::vector<std::vector<int64_t>> greedy_decode(ember::nn::Transformer& model,
+                                                const std::vector<std::vector<int64_t>>& sources, int64_t max_len,
+                                                int64_t batch_size = 500);
+
+struct Accuracy {
+  double exact = 0;     // fraction of outputs equal to their target
+  double per_char = 0;  // matching positions / max(output length, target length), summed over all
+  int64_t count = 0;
+};
+Accuracy accuracy(const std::vector<std::vector<int64_t>>& outputs, const std::vector<std::vector<int64_t>>& targets);
+
+// The model's configuration as checkpoint attributes, and back (checked: every key
+// present, of the right type, in range).
+ember::optim::Config to_config(const ember::nn::TransformerConfig& c);
+ember::nn::TransformerConfig from_config(const ember::optim::Config& config, const std::string& file);
+
+}  // namespace seq2seq
