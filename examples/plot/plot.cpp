@@ -94,8 +94,14 @@ void draw_lines(cairo_t* cr, const Lines& p, double W, double H) {
     const double lo = horizontal ? x0 : y0, hi = horizontal ? x1 : y1;
     const bool log = horizontal ? p.log_x : p.log_y;
     std::vector<double> ts = log ? std::vector<double>{} : ticks(lo, hi, horizontal ? 6 : 5);
-    if (log)
-      for (double e = std::ceil(lo); e <= hi + 1e-9; e++) ts.push_back(e);
+    if (log) {  // powers of ten, or 1-2-5 steps when the range spans less than two decades
+      const bool fine = hi - lo < 2;
+      for (double e = std::floor(lo); e <= hi + 1e-9; e++)
+        for (double m : fine ? std::vector<double>{1, 2, 5} : std::vector<double>{1}) {
+          const double t = e + std::log10(m);
+          if (t >= lo - 1e-9 && t <= hi + 1e-9) ts.push_back(t);
+        }
+    }
     for (double t : ts) {
       const double v = log ? std::pow(10, t) : t;
       cairo_set_source_rgb(cr, 0.9, 0.9, 0.9);
@@ -196,11 +202,22 @@ void draw_heatmap(cairo_t* cr, const Heatmap& p, double W, double H) {
   cairo_rectangle(cr, gx, gy, cell * cols, cell * rows);
   cairo_stroke(cr);
   cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
-  for (size_t c = 0; c < cols && c < p.col_labels.size(); c++)
-    text_at(cr, gx + (c + 0.5) * cell, gy + rows * cell + 9, p.col_labels[c], font);
+  // column labels, turned upright when one is wider than its cell
+  bool upright = false;
+  cairo_select_font_face(cr, "DejaVu Sans", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
+  cairo_set_font_size(cr, font);
+  for (auto& label : p.col_labels) {
+    cairo_text_extents_t e;
+    cairo_text_extents(cr, label.c_str(), &e);
+    upright = upright || e.x_advance > cell * 0.95;
+  }
+  for (size_t c = 0; c < cols && c < p.col_labels.size(); c++) {
+    if (upright) text_at(cr, gx + (c + 0.5) * cell, gy + rows * cell + 4, p.col_labels[c], font, 1.0, 0.5, false, -M_PI / 2);
+    else text_at(cr, gx + (c + 0.5) * cell, gy + rows * cell + 9, p.col_labels[c], font);
+  }
   for (size_t r = 0; r < rows && r < p.row_labels.size(); r++)
     text_at(cr, gx - 5, gy + (r + 0.5) * cell, p.row_labels[r], font, 1.0);
-  text_at(cr, gx + cols * cell / 2, std::min(H - 12, gy + rows * cell + 30), p.xlabel, 11);
+  text_at(cr, gx + cols * cell / 2, std::min(H - 10, gy + rows * cell + (upright ? 40 : 30)), p.xlabel, 11);
   text_at(cr, 12, gy + rows * cell / 2, p.ylabel, 11, 0.5, 0.5, false, -M_PI / 2);
 }
 

@@ -1,0 +1,103 @@
+// The sequence-to-sequence pieces of the translator: batches, accuracy, the model's
+// configuration in a checkpoint, and a tiny Transformer that learns to reverse strings
+// with greedy decoding.
+#include <catch2/catch.hpp>
+
+#include "test_util.h"
+
+#include "core/ops.h"
+#include "core/parallel.h"
+#include "nn/functional.h"
+#include "optim/schedule.h"
+#include "seq2seq.h"
+
+using namespace ember;
+using namespace ember::testing;
+using Catch::Matchers::Contains;
+using seq2seq::Example;
+using text::CharVocab;
+
+TEST_CASE("a batch pads sources with </s> and targets with <s> and </s>") {
+  Example a{{5, 6, 7}, {8, 9}}, b{{5}, {8, 8, 8}};
+  seq2seq::Batch batch = seq2seq::make_batch({&a, &b});
+  CHECK(batch.src.to_vector<int64_t>() == std::vector<int64_t>{5, 6, 7, 2, 5, 2, 0, 0});
+  CHECK(batch.src.shape() == Shape{2, 4});
+  CHECK(batch.tgt_in.to_vector<int64_t>() == std::vector<int64_t>{1, 8, 9, 0, 1, 8, 8, 8});
+  CHECK(batch.tgt_out.to_vector<int64_t>() == std::vector<int64_t>{8, 9, 2, 0, 8, 8, 8, 2});
+  CHECK(batch.target_tokens == 7);
+  CHECK_THAT(error_of([] { seq2seq::make_batch({}); }), Contains("make_batch") && Contains("no examples"));
+}
+
+TEST_CASE("accuracy counts exact matches and matching characters") {
+  auto acc = seq2seq::accuracy({{1, 2, 3}, {1, 2}, {4, 5, 6, 7}}, {{1, 2, 3}, {1, 2, 9}, {4, 0, 6}});
+  CHECK(acc.count == 3);
+  CHECK(acc.exact == Approx(1.0 / 3));
+  CHECK(acc.per_char == Approx((3 + 2 + 2) / double(3 + 3 + 4)));
+  CHECK_THAT(error_of([] { seq2seq::accuracy({{1}}, {}); }), Contains("1 outputs for 0 targets"));
+}
+
+TEST_CASE("the model's configuration goes through a checkpoint's config and is checked on the way back") {
+  nn::TransformerConfig c;
+  c.src_vocab = 40, c.tgt_vocab = 15, c.d_model = 64, c.nhead = 2, c.num_encoder_layers = 3;
+  c.dropout = 0.2, c.activation = nn::Activation::GELU, c.max_len = 48;
+  auto back = seq2seq::from_config(seq2seq::to_config(c), "f.h5");
+  CHECK(seq2seq::to_config(back) == seq2seq::to_config(c));
+  auto cfg = seq2seq::to_config(c);
+  cfg.erase("nhead");
+  CHECK_THAT(error_of([&] { seq2seq::from_config(cfg, "f.h5"); }), Contains("'f.h5'") && Contains("lacks 'nhead'"));
+  cfg = seq2seq::to_config(c);
+  cfg["d_model"] = 64.5;
+  CHECK_THAT(error_of([&] { seq2seq::from_config(cfg, "f.h5"); }), Contains("'d_model' must be an integer"));
+  cfg = seq2seq::to_config(c);
+  cfg["activation"] = std::string("tanh");
+  CHECK_THAT(error_of([&] { seq2seq::from_config(cfg, "f.h5"); }), Contains("activation"));
+  cfg = seq2seq::to_config(c);
+  cfg["colour"] = int64_t(3);
+  CHECK_THAT(error_of([&] { seq2seq::from_config(cfg, "f.h5"); }), Contains("unknown attribute 'colour'"));
+}
+
+TEST_CASE("a tiny Transformer learns to reverse strings, and greedy decoding gets all of them right") {
+  NumThreadsGuard threads(2);
+  manual_seed(3);
+  Generator gen(4), data(5);
+  // strings of 2 to 6 letters from a..f; ids 4..9
+  auto sample = [&](Generator& g) {
+    Example e;
+    const int n = 2 + int(g.next_u64() % 5);
+    for (int i = 0; i < n; i++) e.source.push_back(4 + int64_t(g.next_u64() % 6));
+    e.target.assign(e.source.rbegin(), e.source.rend());
+    return e;
+  };
+  std::vector<Example> train, held_out;
+  for (int i = 0; i < 2000; i++) train.push_back(sample(data));
+  for (int i = 0; i < 200; i++) held_out.push_back(sample(data));
+
+  nn::TransformerConfig cfg;
+  cfg.src_vocab = cfg.tgt_vocab = 10;
+  cfg.d_model = 32, cfg.nhead = 2, cfg.num_encoder_layers = 1, cfg.num_decoder_layers = 1;
+  cfg.dim_feedforward = 64, cfg.dropout = 0.0, cfg.max_len = 16;
+  nn::Transformer model(cfg, &gen);
+  seq2seq::xavier_init(model, &gen);
+  auto params = model.named_parameters();
+  optim::Adam opt(params, {.lr = 3e-3, .beta1 = 0.9, .beta2 = 0.98, .eps = 1e-9});
+  optim::WarmupCosineSchedule sched(3e-3, 50, 700, 1e-4);
+  double first_loss = 0, last_loss = 0;
+  for (int step = 0; step < 700; step++) {
+    std::vector<const Example*> rows;
+    for (int k = 0; k < 32; k++) rows.push_back(&train[(size_t)(step * 32 + k) % train.size()]);
+    seq2seq::Batch b = seq2seq::make_batch(rows);
+    sched.step(opt);
+    opt.zero_grad();
+    Tensor loss = nn::cross_entropy(model.forward(b.src, b.tgt_in).reshape({-1, 10}), b.tgt_out.reshape({-1}), 0);
+    loss.backward();
+    opt.step();
+    (step == 0 ? first_loss : last_loss) = loss.item();
+  }
+  INFO("loss " << first_loss << " -> " << last_loss);
+  std::vector<std::vector<int64_t>> sources, targets;
+  for (auto& e : held_out) sources.push_back(e.source), targets.push_back(e.target);
+  auto outputs = seq2seq::greedy_decode(model, sources, 10, 64);
+  auto acc = seq2seq::accuracy(outputs, targets);
+  CHECK(acc.exact == 1.0);
+  CHECK(model.is_training());  // decoding restored the mode
+}
