@@ -3,6 +3,7 @@
 #include "core/kernels.h"
 
 #include <cblas.h>
+#include <omp.h>
 
 extern "C" void openblas_set_num_threads(int);
 extern "C" int openblas_get_num_threads(void);
@@ -268,7 +269,11 @@ MatLayout layout_of(int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
 // that depend on the shape only, and run the tiles on our OpenMP threads. (Checked at
 // every call: a program may also call OpenBLAS itself, with its own thread count.)
 void blas_single_threaded() {
-  if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
+  if (openblas_get_num_threads() == 1) return;
+  // OpenBLAS's OpenMP build also sets OpenMP's thread count here: put ours back.
+  const int ours = omp_get_max_threads();
+  openblas_set_num_threads(1);
+  omp_set_num_threads(ours);
 }
 
 inline void blas_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int64_t lda,

@@ -113,23 +113,6 @@ Tensor targets_with_ignored(const Shape& shape, int64_t V, int64_t ignore_index,
 }
 
 
-void check_same_bits_with_1_and_2_threads(const std::function<std::vector<Tensor>()>& compute) {
-  std::vector<Tensor> one, two;
-  {
-    NumThreadsGuard threads(1);
-    one = compute();
-  }
-  {
-    NumThreadsGuard threads(2);
-    REQUIRE(num_threads() == 2);
-    two = compute();
-  }
-  REQUIRE(one.size() == two.size());
-  for (size_t i = 0; i < one.size(); i++) {
-    INFO("result " << i << " of shape " << shape_str(one[i].shape()));
-    CHECK(equal(one[i], two[i]));
-  }
-}
 
 
 }  // namespace
@@ -298,7 +281,7 @@ TEST_CASE("layer_norm forward and backward give the same bits with 1 and 2 threa
   Tensor x = seeded_randn({4096, 512}, 43, kFloat32), gy = seeded_randn({4096, 512}, 44, kFloat32);
   Tensor w = seeded_randn({512}, 45, kFloat32), b = seeded_randn({512}, 46, kFloat32);
   REQUIRE(x.numel() > kParallelGrain);
-  check_same_bits_with_1_and_2_threads([&] {
+  check_same_with_1_and_2_threads([&] {
     Tensor xl = leaf(x), wl = leaf(w), bl = leaf(b);
     Tensor y = nn::layer_norm(xl, wl, bl);
     y.backward(gy);
@@ -309,7 +292,7 @@ TEST_CASE("layer_norm forward and backward give the same bits with 1 and 2 threa
 TEST_CASE("cross_entropy forward and backward give the same bits with 1 and 2 threads") {
   Tensor logits = seeded_randn({4096, 1000}, 47, kFloat32);
   Tensor target = targets_with_ignored({4096}, 1000, -100, 7, 48);
-  check_same_bits_with_1_and_2_threads([&] {
+  check_same_with_1_and_2_threads([&] {
     Tensor z = leaf(logits);
     Tensor loss = nn::cross_entropy(z, target, -100, 0.1);
     loss.backward();
