@@ -87,10 +87,56 @@ ReducePlan plan_reduce(const Tensor& x, const std::vector<bool>& red) {
 
 }  // namespace
 
+namespace {
+
+// True when x is contiguous and red reduces a leading run of dims, keeping the rest:
+// x is then a row-major [rows, cols] matrix summed over its rows.
+bool leading_dims_reduced(const Tensor& x, const std::vector<bool>& red, int64_t& rows, int64_t& cols) {
+  if (!x.is_contiguous() || x.dim() < 2) return false;
+  int64_t d = 0;
+  rows = cols = 1;
+  for (; d < x.dim() && red[d]; d++) rows *= x.size(d);
+  if (d == 0 || d == x.dim()) return false;
+  for (; d < x.dim(); d++) {
+    if (red[d]) return false;
+    cols *= x.size(d);
+  }
+  return true;
+}
+
+// out [cols] = sum over r of x [rows, cols]: rows in order, columns side by side (so
+// the loop vectorizes), each thread a fixed block of columns.
+template <class T>
+void sum_rows(T* out, const T* x, int64_t rows, int64_t cols) {
+  constexpr int64_t kBlock = 64;
+  parallel_for((cols + kBlock - 1) / kBlock, rows * kBlock, [&](int64_t b, int64_t e) {
+    acc_t<T> acc[kBlock];
+    for (int64_t blk = b; blk < e; blk++) {
+      const int64_t c0 = blk * kBlock, n = std::min(kBlock, cols - c0);
+      for (int64_t c = 0; c < n; c++) acc[c] = 0;
+      for (int64_t r = 0; r < rows; r++) {
+        const T* row = x + r * cols + c0;
+        for (int64_t c = 0; c < n; c++) acc[c] += acc_t<T>(row[c]);
+      }
+      for (int64_t c = 0; c < n; c++) out[c0 + c] = static_cast<T>(acc[c]);
+    }
+  });
+}
+
+}  // namespace
+
 Tensor reduce(const Tensor& x, const std::vector<bool>& red, ReduceKind kind) {
   ReducePlan p = plan_reduce(x, red);
   Tensor out = empty(p.kept_shape, x.dtype());
   if (p.outputs == 0) return out;
+  int64_t rows = 0, cols = 0;
+  if (kind == ReduceKind::Sum && leading_dims_reduced(x, red, rows, cols)) {  // e.g. a bias gradient
+    dispatch_numeric(x.dtype(), "sum", [&](auto tag) {
+      using T = decltype(tag);
+      sum_rows<T>(out.data<T>(), x.data<T>(), rows, cols);
+    });
+    return out;
+  }
   const char* name = kind == ReduceKind::Sum ? "sum" : (kind == ReduceKind::Max ? "max" : "min");
   if (p.per_output == 0 && kind != ReduceKind::Sum)
     fail(name, "cannot reduce over an empty dimension (input shape ", x.shape(), ")");

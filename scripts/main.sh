@@ -1,9 +1,34 @@
 #!/usr/bin/env bash
-# The main job: install what is missing, build (Release) and train the example model.
+# The main job: install what is missing, build (Release), train the date translator on
+# data/dates, then show what it learned: test accuracy, a few translations, and the
+# attention pictures. Extra arguments go to `translate train` (e.g. --steps 2000).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install_deps.sh
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$(nproc)"
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
-./build/examples/fit_sine "$@"
+translate=./build/examples/translate/translate
+out=runs/dates-$(date +%Y%m%d-%H%M%S)
+
+echo
+echo "== training (checkpoints, log and curves in $out)"
+mkdir -p "$out"
+"$translate" train --out "$out" "$@" | tee "$out/train.log"
+ckpt=$(sed -n 's/^checkpoint: //p' "$out/train.log" | tail -n 1)
+
+echo
+echo "== the test split"
+"$translate" eval --checkpoint "$ckpt" --data data/dates/test.tsv
+
+echo
+echo "== a few translations"
+samples=("sunday, november 22, 2026" "the 1st of january 1900" "February 29, 2024" "31.12.2099" "1969 Jul 20"
+         "the 13th of october 1987" "dec 25 2000")
+"$translate" decode --checkpoint "$ckpt" "${samples[@]}" | paste <(printf '%s\n' "${samples[@]}") - |
+  awk -F'\t' '{ printf "  %-28s -> %s\n", $1, $2 }'
+
+echo
+echo "== where it looked"
+"$translate" attention --checkpoint "$ckpt" --out "$out/attention" "sunday, november 22, 2026"
+echo "training curves: $out/curves.png"

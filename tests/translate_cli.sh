@@ -36,6 +36,8 @@ contains "$dir/train.out" "remaining"
 ckpt="$dir/run/ckpt-00000030.h5"
 [ -f "$ckpt" ] || fail "no $ckpt"
 
+run 1 again "$bin" train "${small[@]}" --out "$dir/run" --steps 30
+contains "$dir/again.err" "already holds checkpoints"
 run 0 resume "$bin" train "${small[@]}" --out "$dir/run" --steps 40 --resume auto
 contains "$dir/resume.out" "resumed from $ckpt at step 30"
 contains "$dir/resume.out" "step 40/40"

@@ -218,6 +218,9 @@ int train(const Args& a) {
       if (!resume) std::printf("no checkpoint in %s: starting afresh\n", out.c_str());
     }
   }
+  if (!resume && ckpts.latest())
+    fail("translate train", "'", out, "' already holds checkpoints (", *ckpts.latest(),
+         "); continue with --resume auto, or choose another --out");
   std::optional<optim::Checkpoint> previous;
   if (resume) previous = optim::read_checkpoint(*resume);
 
