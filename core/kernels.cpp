@@ -322,6 +322,23 @@ void blas_single_threaded() {
   omp_set_num_threads(ours);
 }
 
+// OpenBLAS's OpenMP build takes its thread count from OpenMP's at every call made
+// outside a parallel region; this holds OpenMP's at 1 around such a call.
+class OneBlasThread {
+ public:
+  OneBlasThread() : saved_(omp_get_max_threads()) {
+    if (saved_ != 1) omp_set_num_threads(1);
+  }
+  ~OneBlasThread() {
+    if (saved_ != 1) omp_set_num_threads(saved_);
+  }
+  OneBlasThread(const OneBlasThread&) = delete;
+  OneBlasThread& operator=(const OneBlasThread&) = delete;
+
+ private:
+  int saved_;
+};
+
 inline void blas_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int64_t lda,
                       const float* b, int64_t ldb, float* c, int64_t ldc) {
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (blasint)M,
@@ -334,10 +351,12 @@ inline void blas_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const d
 }
 
 // A GEMM is cut along the longer of M and N (never along K, which would change the
-// sums) into at most kGemmMaxTiles tiles of at least kGemmMinTileFlops each, with
-// extents a multiple of kGemmTileAlign (BLAS register-block size).
+// sums) into tiles with extents a multiple of kGemmTileAlign (BLAS's register block):
+// none below kGemmSplitFlops, else two - each tile repacks the other operand, so more
+// cost more - and up to kGemmMaxTiles for GEMMs of kGemmFlopsPerTile flops a tile.
 constexpr int64_t kGemmMaxTiles = 8;
-constexpr double kGemmMinTileFlops = 2e6;
+constexpr double kGemmSplitFlops = 8e6;
+constexpr double kGemmFlopsPerTile = 128e6;
 constexpr int64_t kGemmTileAlign = 16;
 
 struct GemmTiles {
@@ -351,7 +370,7 @@ GemmTiles gemm_tiles(int64_t M, int64_t N, int64_t K) {
   t.along_m = M >= N;
   const int64_t d = t.along_m ? M : N;
   const double flops = 2.0 * double(M) * double(N) * double(K);
-  int64_t want = std::min<int64_t>(kGemmMaxTiles, int64_t(flops / kGemmMinTileFlops));
+  int64_t want = flops < kGemmSplitFlops ? 1 : std::clamp<int64_t>(int64_t(flops / kGemmFlopsPerTile), 2, kGemmMaxTiles);
   want = std::min<int64_t>(want, d / kGemmTileAlign);
   if (want < 2) {
     t.extent = d;
@@ -415,10 +434,11 @@ void gemm_batched(const Tensor& c, const Tensor& a_in, const Tensor& b_in) {
     // threads only change which core computes it, never its bits.
     const int64_t tasks = nb * tiles.count;
     const double flops = 2.0 * double(M) * double(N) * double(K) * double(nb);
-    if (tasks >= 2 && flops >= kGemmMinTileFlops && num_threads() > 1 && !in_parallel_region()) {
+    if (tasks >= 2 && flops >= kGemmSplitFlops && num_threads() > 1 && !in_parallel_region()) {
 #pragma omp parallel for schedule(static)
       for (int64_t task = 0; task < tasks; task++) tile(task);
     } else {
+      OneBlasThread one;
       for (int64_t task = 0; task < tasks; task++) tile(task);
     }
   });

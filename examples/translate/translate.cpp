@@ -406,7 +406,7 @@ int train(const Args& a) {
   last_saved = save(reached ? "target accuracy reached" : "last step");
   write_curves(out + "/curves.png", hist);
   const double wall = std::chrono::duration<double>(Clock::now() - start).count();
-  std::printf("done: %lld steps, %.0f s of training (%.0f s wall), best validation exact match %.2f%%\n",
+  std::printf("done: %lld steps, %.1f s of training (%.1f s wall), best validation exact match %.2f%%\n",
               (long long)progress.step, train_seconds, wall, 100 * best_acc);
   std::printf("checkpoint: %s\ncurves: %s/curves.png\n", last_saved.c_str(), out.c_str());
   return 0;
