@@ -43,7 +43,7 @@ TEST_CASE("a heatmap draws zero weights white and large weights dark") {
   pixel(png, 0, 0, &w, &ht);
   CHECK(w == 400);
   CHECK(ht == 300);
-  // the grid: left 56, right 14, top 34, bottom 50 -> cells of min(330/4, 216/2) = 82.5 px
+  // the grid: left 56, right 14, top 34, bottom 70 -> cells of min(330/4, 196/2) = 82.5 px
   const double cell = 82.5, gx = 56, gy = 34;
   auto at = [&](int r, int c) { return pixel(png, int(gx + (c + 0.5) * cell), int(gy + (r + 0.5) * cell)); };
   CHECK(at(0, 0) == 0xFFFFFF);

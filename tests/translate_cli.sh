@@ -81,6 +81,19 @@ printf '22/11/2026\t2026-11-22\n22 \xc3\xa9t\xc3\xa9 2026\t2026-06-22\n' >"$dir/
 run 1 unknown_char "$bin" eval --checkpoint "$ckpt" --data "$dir/unknown.tsv"
 contains "$dir/unknown_char.err" "unknown.tsv:2"
 contains "$dir/unknown_char.err" "not in the vocabulary"
+run 1 not_a_checkpoint "$bin" decode --checkpoint "$data/../../tests/data/adam.h5" "22/11/2026"
+contains "$dir/not_a_checkpoint.err" "adam.h5"
+contains "$dir/not_a_checkpoint.err" "not an ember checkpoint"
+
+# a learning rate that blows the model up: training stops at the first non-finite loss,
+# names the step, and keeps the last good checkpoint
+run 3 nan "$bin" train "${small[@]}" --out "$dir/run4" --steps 200 --save-every 1 --lr 1e30 --warmup 1
+contains "$dir/nan.err" "the loss is"
+contains "$dir/nan.err" "stopping without saving"
+contains "$dir/nan.err" "The last good checkpoint is"
+last=$(ls "$dir/run4"/ckpt-*.h5 | tail -n 1)
+run 0 nan_last_good "$bin" eval --checkpoint "$last" --data "$dir/valid.tsv"
+
 run 2 bad_option "$bin" train --stepz 3
 contains "$dir/bad_option.err" "unknown option --stepz"
 run 2 bad_value "$bin" train --steps three

@@ -173,7 +173,7 @@ void draw_heatmap(cairo_t* cr, const Heatmap& p, double W, double H) {
   const size_t rows = p.values.size(), cols = rows ? p.values[0].size() : 0;
   text_at(cr, W / 2, 16, p.title, 13, 0.5, 0.5, true);
   if (rows == 0 || cols == 0) return;
-  const double left = 56, right = 14, top = 34, bottom = 50;
+  const double left = 56, right = 14, top = 34, bottom = 70;
   const double cell = std::min((W - left - right) / cols, (H - top - bottom) / rows);
   const double gx = left + ((W - left - right) - cell * cols) / 2, gy = top;
   double vmax = p.vmax;

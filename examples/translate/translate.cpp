@@ -553,7 +553,10 @@ int attention(const Args& a) {
       panels.push_back(p);
     }
     const int columns = int(std::min<int64_t>(H + 1, 3));
-    plot::save_png(out + "/" + file, panels, columns, 560, 340, title);
+    // panels tall enough for square cells, plus room for the labels
+    const double cell = 490.0 / double(src_labels.size());
+    const int height = std::clamp(int(cell * double(rows.size())) + 120, 200, 720);
+    plot::save_png(out + "/" + file, panels, columns, 560, height, title);
     written.push_back(out + "/" + file);
   };
   for (int64_t i = 0; i < m.cfg.num_decoder_layers; i++)
