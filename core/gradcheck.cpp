@@ -140,11 +140,13 @@ std::string GradcheckReport::to_string() const {
   char buf[256];
   os << "gradcheck " << (passed ? "PASSED" : "FAILED") << " (float64, eps " << options.eps << ", atol "
      << options.atol << ", rtol " << options.rtol << ")\n";
-  std::snprintf(buf, sizeof buf, "  %-14s %-16s %-6s %12s %12s  %-12s %14s %14s\n", "input", "shape", "result",
+  int width = 14;  // the name column fits the longest name
+  for (const auto& c : inputs) width = std::max(width, (int)c.name.size());
+  std::snprintf(buf, sizeof buf, "  %-*s %-16s %-6s %12s %12s  %-12s %14s %14s\n", width, "input", "shape", "result",
                 "max_abs_err", "max_rel_err", "worst", "analytic", "numeric");
   os << buf;
   for (const auto& c : inputs) {
-    std::snprintf(buf, sizeof buf, "  %-14s %-16s %-6s %12.3e %12.3e  %-12s %14.6e %14.6e\n", c.name.c_str(),
+    std::snprintf(buf, sizeof buf, "  %-*s %-16s %-6s %12.3e %12.3e  %-12s %14.6e %14.6e\n", width, c.name.c_str(),
                   shape_str(c.shape).c_str(), c.passed ? "ok" : "FAIL", c.max_abs_err, c.max_rel_err,
                   shape_str(c.worst_index).c_str(), c.analytic, c.numeric);
     os << buf;

@@ -1,0 +1,146 @@
+// attention_walkthrough: the worked example of multi-head self-attention, step by step
+// with its shapes: two sentences of token ids [[5,2,1,0,0],[1,3,1,4,0]] (0 pads), a
+// vocabulary of 10, d_model 512, 8 heads of 64.
+//
+//   ids [2,5] -> embedding + positions [2,5,512] -> Q, K, V [2,5,512]
+//   -> split into heads [2,8,5,64] -> scores Q K^T / sqrt(64) [2,8,5,5]
+//   -> padding mask, softmax [2,8,5,5] -> weights x V [2,8,5,64]
+//   -> merge the heads [2,5,512] -> output projection [2,5,512]
+//   -> residual + LayerNorm [2,5,512]
+//
+// Every step is an ember op, and the result is checked against nn::MultiHeadAttention
+// with the same weights. Each head's attention map is drawn for both sentences: the
+// padded keys get exactly zero weight (white columns).
+//
+//   attention_walkthrough [--out DIR] [--seed N]
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "core/autograd.h"
+#include "core/ops.h"
+#include "nn/functional.h"
+#include "nn/layers.h"
+#include "nn/multihead_attention.h"
+#include "plot/plot.h"
+
+using namespace ember;
+
+namespace {
+
+void step(int n, const std::string& what, const Tensor& t) {
+  std::printf("%2d. %-52s %s\n", n, what.c_str(), shape_str(t.shape()).c_str());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string out = "runs/walkthrough";
+  uint64_t seed = 1;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string a = argv[i];
+    if (a == "--out") out = argv[i + 1];
+    else if (a == "--seed") seed = std::strtoull(argv[i + 1], nullptr, 10);
+    else {
+      std::fprintf(stderr, "attention_walkthrough: unknown option %s\nusage: attention_walkthrough [--out DIR] [--seed N]\n",
+                   a.c_str());
+      return 2;
+    }
+  }
+  if (argc % 2 == 0) {
+    std::fprintf(stderr, "attention_walkthrough: missing value after %s\n", argv[argc - 1]);
+    return 2;
+  }
+  try {
+    NoGradGuard no_grad;
+    const int64_t vocab = 10, d_model = 512, heads = 8, d_k = d_model / heads, B = 2, L = 5;
+    Generator gen(seed);
+    nn::Embedding embed(vocab, d_model, /*padding_idx=*/0, &gen);
+    nn::PositionalEncoding pos(d_model, 64);
+    nn::MultiHeadAttention mha(d_model, heads, 0, 0, /*bias=*/false, 0.0, &gen);
+    nn::LayerNorm norm(d_model);
+
+    std::printf("multi-head self-attention, step by step (d_model %lld, %lld heads of d_k = %lld)\n\n",
+                (long long)d_model, (long long)heads, (long long)d_k);
+    Tensor ids = from_vector(std::vector<int64_t>{5, 2, 1, 0, 0, 1, 3, 1, 4, 0}, {B, L});
+    step(1, "token ids (0 = pad)", ids);
+    Tensor x = pos.forward(embed.forward(ids));
+    step(2, "embedding + positional encoding: X", x);
+    Tensor blocked = eq(ids, 0.0);  // [2,5], true at pads
+    step(3, "padding mask (true = pad key)", blocked);
+    Tensor q = mha.q_proj->forward(x), k = mha.k_proj->forward(x), v = mha.v_proj->forward(x);
+    step(4, "Q = X Wq, K = X Wk, V = X Wv (each)", q);
+    auto split = [&](const Tensor& t) { return t.reshape({B, L, heads, d_k}).transpose(1, 2); };
+    Tensor qh = split(q), kh = split(k), vh = split(v);
+    step(5, "split into heads: view [2,5,8,64], transpose(1,2)", qh);
+    Tensor scores = div(matmul(qh, kh.mT()), std::sqrt((double)d_k));
+    step(6, "scores = Q K^T / sqrt(d_k)", scores);
+    Tensor masked = masked_fill(scores, blocked.reshape({B, 1, 1, L}), -INFINITY);
+    Tensor weights = softmax(masked, -1);
+    step(7, "masked_fill(pad keys, -inf), softmax over keys", weights);
+    Tensor context = matmul(weights, vh);
+    step(8, "weights x V", context);
+    Tensor merged = context.transpose(1, 2).reshape({B, L, d_model});
+    step(9, "merge the heads: transpose(1,2), view", merged);
+    Tensor attn_out = mha.out_proj->forward(merged);
+    step(10, "output projection: merged Wo", attn_out);
+    Tensor y = norm.forward(add(x, attn_out));
+    step(11, "residual + LayerNorm: LayerNorm(X + attention)", y);
+
+    // The same with the module in one call.
+    auto r = mha.forward(x, x, x, nn::AttentionMask::blocked(blocked), {}, nn::AttnWeights::PerHead);
+    const double d_out = max(abs(sub(r.output, attn_out))).item(), d_w = max(abs(sub(r.weights, weights))).item();
+    std::printf("\nnn::MultiHeadAttention with the same weights: largest difference %.2e in the output, %.2e in the "
+                "weights\n",
+                d_out, d_w);
+    auto wv = weights.to_vector<double>();
+    double pad_weight = 0;
+    for (int64_t b = 0; b < B; b++)
+      for (int64_t h = 0; h < heads; h++)
+        for (int64_t i = 0; i < L; i++)
+          for (int64_t j = 0; j < L; j++)
+            if (ids.to_vector<int64_t>()[b * L + j] == 0)
+              pad_weight = std::max(pad_weight, wv[((b * heads + h) * L + i) * L + j]);
+    std::printf("largest weight on a pad key: %g\n\n", pad_weight);
+
+    std::error_code ec;
+    std::filesystem::create_directories(out, ec);
+    if (ec) fail("attention_walkthrough", "cannot create '", out, "': ", ec.message());
+    for (int64_t b = 0; b < B; b++) {
+      std::vector<std::string> labels;
+      for (int64_t j = 0; j < L; j++) {
+        int64_t id = ids.to_vector<int64_t>()[b * L + j];
+        labels.push_back(id == 0 ? "pad" : std::to_string(id));
+      }
+      std::vector<plot::Panel> panels;
+      for (int64_t h = 0; h < heads; h++) {
+        plot::Heatmap p;
+        p.title = "head " + std::to_string(h + 1);
+        p.xlabel = "key (len_k)";
+        p.ylabel = "query (len_q)";
+        Tensor m = weights.select(0, b).select(0, h);
+        auto mv = m.to_vector<double>();
+        for (int64_t i = 0; i < L; i++) p.values.emplace_back(mv.begin() + i * L, mv.begin() + (i + 1) * L);
+        p.row_labels = p.col_labels = labels;
+        p.vmax = 1.0;
+        p.annotate = true;
+        panels.push_back(p);
+      }
+      const std::string file = out + "/heads_sentence" + std::to_string(b + 1) + ".png";
+      plot::save_png(file, panels, 4, 300, 300,
+                     "sentence " + std::to_string(b + 1) + " [" + labels[0] + " " + labels[1] + " " + labels[2] + " " +
+                         labels[3] + " " + labels[4] + "]: attention weights of the 8 heads (untrained)");
+      std::printf("wrote %s\n", file.c_str());
+    }
+    if (d_out > 1e-5 || d_w > 1e-6 || pad_weight != 0) {
+      std::fprintf(stderr, "attention_walkthrough: the steps and the module disagree, or a pad key got weight\n");
+      return 1;
+    }
+    return 0;
+  } catch (const Error& e) {
+    std::fprintf(stderr, "attention_walkthrough: %s\n", e.what());
+    return 1;
+  }
+}

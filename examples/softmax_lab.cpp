@@ -1,0 +1,291 @@
+// softmax_lab: how gradients flow back through softmax, in three experiments.
+//
+//  1. The Jacobian of p = softmax(x): the formula diag(p) - p p^T, the one autograd
+//     gives (row i is the gradient of p_i, one backward per output), and central finite
+//     differences, with their largest differences.
+//  2. Saturation: scores drawn with standard deviation 1, 10 and 100, and dot products
+//     q.k of random vectors with d_k from 8 to 1024, with and without the 1/sqrt(d_k)
+//     scale. For each: the softmax's entropy, its largest probability, and the norm of
+//     the gradient that reaches the scores from a random upstream gradient. A table on
+//     the terminal, the same as CSV, and PNG plots.
+//  3. Masks: blocked positions get exactly zero weight and zero gradient; a row with
+//     every position blocked gives zero weights, a zero output and finite gradients.
+//
+//   softmax_lab [--x 1,2,3,...] [--seed N] [--n N] [--trials N] [--out DIR]
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/autograd.h"
+#include "core/ops.h"
+#include "nn/attention.h"
+#include "plot/plot.h"
+
+using namespace ember;
+
+namespace {
+
+struct UsageError {
+  std::string message;
+};
+
+void print_vector(const char* name, const std::vector<double>& v) {
+  std::printf("%-10s", name);
+  for (double x : v) std::printf(" %9.5f", x);
+  std::printf("\n");
+}
+
+void print_matrix(const char* title, const std::vector<std::vector<double>>& m) {
+  std::printf("%s\n", title);
+  for (auto& row : m) {
+    std::printf("  ");
+    for (double x : row) std::printf(" %10.6f", x);
+    std::printf("\n");
+  }
+}
+
+double max_diff(const std::vector<std::vector<double>>& a, const std::vector<std::vector<double>>& b) {
+  double d = 0;
+  for (size_t i = 0; i < a.size(); i++)
+    for (size_t j = 0; j < a[i].size(); j++) d = std::max(d, std::fabs(a[i][j] - b[i][j]));
+  return d;
+}
+
+// ---------------------------------------------------------------- 1. the Jacobian
+
+// Returns whether the three Jacobians agree (autograd to 1e-12, differences to 1e-6).
+bool jacobian(const std::vector<double>& xv) {
+  const int64_t n = (int64_t)xv.size();
+  std::printf("== 1. The Jacobian of p = softmax(x), float64\n\n");
+  Tensor x = from_vector(xv, {n}).requires_grad_();
+  Tensor p = softmax(x, 0);
+  std::vector<double> pv = p.to_vector<double>();
+  print_vector("x", xv);
+  print_vector("p", pv);
+  std::printf("\n");
+
+  std::vector<std::vector<double>> formula(n, std::vector<double>(n)), autograd(n), numeric(n, std::vector<double>(n));
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t j = 0; j < n; j++) formula[i][j] = (i == j ? pv[i] : 0.0) - pv[i] * pv[j];
+  for (int64_t i = 0; i < n; i++) {  // row i: the gradient of p_i, by one backward of e_i
+    std::vector<double> e(n, 0.0);
+    e[i] = 1;
+    x.zero_grad();
+    softmax(x, 0).backward(from_vector(e, {n}));
+    autograd[i] = x.grad().to_vector<double>();
+  }
+  const double eps = 1e-6;
+  for (int64_t j = 0; j < n; j++) {  // column j: central differences in x_j
+    std::vector<double> plus = xv, minus = xv;
+    plus[j] += eps, minus[j] -= eps;
+    auto pp = softmax(from_vector(plus, {n}), 0).to_vector<double>();
+    auto pm = softmax(from_vector(minus, {n}), 0).to_vector<double>();
+    for (int64_t i = 0; i < n; i++) numeric[i][j] = (pp[i] - pm[i]) / (2 * eps);
+  }
+  print_matrix("diag(p) - p p^T (the formula)", formula);
+  print_matrix("autograd (row i = backward of p_i)", autograd);
+  print_matrix("central differences (eps 1e-6)", numeric);
+  std::printf("\nlargest |autograd - formula|  %.3e\n", max_diff(autograd, formula));
+  std::printf("largest |numeric - formula|   %.3e\n", max_diff(numeric, formula));
+  double row_sum = 0;
+  for (auto& r : formula) {
+    double s = 0;
+    for (double v : r) s += v;
+    row_sum = std::max(row_sum, std::fabs(s));
+  }
+  std::printf("largest |row sum|             %.3e  (each row sums to zero: adding a constant to x changes nothing)\n\n",
+              row_sum);
+  return max_diff(autograd, formula) < 1e-12 && max_diff(numeric, formula) < 1e-6;
+}
+
+// ---------------------------------------------------------------- 2. saturation
+
+struct Stats {
+  double entropy = 0, max_p = 0, grad_norm = 0;
+};
+
+// Averages over trials of softmax over rows of scores [trials, n]: entropy (nats), the
+// largest probability, and |d(sum(p * u))/d scores| for u ~ N(0, 1).
+Stats stats_of(const Tensor& scores_in, Generator& gen) {
+  Tensor scores = scores_in.detach().requires_grad_();
+  Tensor p = softmax(scores, 1);
+  Tensor u = randn(p.shape(), kFloat64, &gen);
+  p.backward(u);
+  const int64_t trials = p.size(0), n = p.size(1);
+  auto pv = p.to_vector<double>();
+  auto gv = scores.grad().to_vector<double>();
+  Stats s;
+  for (int64_t t = 0; t < trials; t++) {
+    double h = 0, m = 0, g2 = 0;
+    for (int64_t i = 0; i < n; i++) {
+      double q = pv[t * n + i];
+      if (q > 0) h -= q * std::log(q);
+      m = std::max(m, q);
+      g2 += gv[t * n + i] * gv[t * n + i];
+    }
+    s.entropy += h / trials, s.max_p += m / trials, s.grad_norm += std::sqrt(g2) / trials;
+  }
+  return s;
+}
+
+void saturation(int64_t n, int64_t trials, uint64_t seed, const std::string& out) {
+  std::printf("== 2. Saturation: softmax over %lld scores, averages of %lld draws (uniform entropy ln %lld = %.3f)\n\n",
+              (long long)n, (long long)trials, (long long)n, std::log((double)n));
+  Generator gen(seed);
+  std::ofstream csv(out + "/saturation.csv");
+  csv << "experiment,std_or_dk,scaled,entropy,max_p,grad_norm\n";
+  std::printf("%-22s %8s %10s %10s %12s\n", "scores", "", "entropy", "max p", "|grad|");
+
+  std::vector<double> profile_1, profile_100;
+  for (double sd : {1.0, 10.0, 100.0}) {
+    Tensor scores = mul(randn({trials, n}, kFloat64, &gen), sd);
+    Stats s = stats_of(scores, gen);
+    std::printf("%-22s %8s %10.4f %10.4f %12.4e\n", ("N(0, " + std::to_string((int)sd) + "^2)").c_str(), "",
+                s.entropy, s.max_p, s.grad_norm);
+    csv << "std," << sd << ",," << s.entropy << "," << s.max_p << "," << s.grad_norm << "\n";
+    if (sd == 1.0 || sd == 100.0) {  // the sorted probabilities of the first draw
+      auto p = softmax(scores.select(0, 0), 0).to_vector<double>();
+      std::sort(p.rbegin(), p.rend());
+      (sd == 1.0 ? profile_1 : profile_100) = p;
+    }
+  }
+  std::printf("\n%-22s %8s %10s %10s %12s\n", "q.k, q and k ~ N(0, 1)", "scaled", "entropy", "max p", "|grad|");
+  std::vector<double> dks, grad_scaled, grad_unscaled, ent_scaled, ent_unscaled;
+  for (int64_t dk = 8; dk <= 1024; dk *= 2) {
+    Tensor q = randn({trials, 1, dk}, kFloat64, &gen), k = randn({trials, n, dk}, kFloat64, &gen);
+    Tensor raw = matmul(q, k.mT()).reshape({trials, n});  // [trials, n], each of variance d_k
+    dks.push_back((double)dk);
+    for (bool scaled : {false, true}) {
+      Stats s = stats_of(scaled ? div(raw, std::sqrt((double)dk)) : raw, gen);
+      std::printf("%-22s %8s %10.4f %10.4f %12.4e\n", ("d_k = " + std::to_string(dk)).c_str(), scaled ? "yes" : "no",
+                  s.entropy, s.max_p, s.grad_norm);
+      csv << "dot," << dk << "," << (scaled ? 1 : 0) << "," << s.entropy << "," << s.max_p << "," << s.grad_norm << "\n";
+      (scaled ? grad_scaled : grad_unscaled).push_back(s.grad_norm);
+      (scaled ? ent_scaled : ent_unscaled).push_back(s.entropy);
+    }
+  }
+  std::printf("\nUnscaled, the scores' standard deviation grows as sqrt(d_k): the softmax saturates to one\n"
+              "position, its entropy falls towards 0 and the gradient reaching the scores vanishes. Scaled by\n"
+              "1/sqrt(d_k), the scores keep unit variance and the gradient its size at every d_k.\n\n");
+
+  std::vector<double> rank;
+  for (int64_t i = 1; i <= n; i++) rank.push_back((double)i);
+  plot::Lines profile{"softmax of " + std::to_string(n) + " scores, sorted", "rank", "probability",
+                      {{"std 1", rank, profile_1}, {"std 100", rank, profile_100}}};
+  profile.ymin = 0, profile.ymax = 1;
+  plot::Lines grads{"gradient reaching the scores", "d_k", "|grad| (mean)",
+                    {{"q.k / sqrt(d_k)", dks, grad_scaled}, {"q.k unscaled", dks, grad_unscaled}}};
+  grads.log_x = grads.log_y = true;
+  plot::Lines ent{"entropy of the softmax", "d_k", "entropy (nats)",
+                  {{"q.k / sqrt(d_k)", dks, ent_scaled}, {"q.k unscaled", dks, ent_unscaled}}};
+  ent.log_x = true;
+  plot::save_png(out + "/saturation_profile.png", {profile}, 1, 560, 380);
+  plot::save_png(out + "/saturation_gradient.png", {grads, ent}, 2, 560, 380);
+  std::printf("wrote %s/saturation.csv, %s/saturation_profile.png, %s/saturation_gradient.png\n\n", out.c_str(),
+              out.c_str(), out.c_str());
+}
+
+// ---------------------------------------------------------------- 3. masks
+
+// Returns whether blocked positions got exactly zero weight and gradient.
+bool masks(uint64_t seed) {
+  std::printf("== 3. Masks: scaled_dot_product_attention with blocked keys, float64\n\n");
+  Generator gen(seed);
+  const int64_t L = 3, S = 5, D = 4;
+  Tensor q = randn({L, D}, kFloat64, &gen).requires_grad_();
+  Tensor k = randn({S, D}, kFloat64, &gen).requires_grad_();
+  Tensor v = randn({S, D}, kFloat64, &gen).requires_grad_();
+  // query 0: keys 3 and 4 blocked (padding); query 1: key 4 blocked; query 2: all blocked
+  std::vector<double> blocked = {0, 0, 0, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1};
+  auto mask = nn::AttentionMask::blocked(from_vector(blocked, {L, S}, kFloat64).to(kBool));
+  auto r = nn::scaled_dot_product_attention(q, k, v, mask);
+  Tensor u = randn(r.output.shape(), kFloat64, &gen);
+  r.output.backward(u);
+  auto w = r.weights.to_vector<double>();
+  std::printf("weights [L=%lld, S=%lld] (x = blocked):\n", (long long)L, (long long)S);
+  for (int64_t i = 0; i < L; i++) {
+    std::printf("  query %lld:", (long long)i);
+    for (int64_t j = 0; j < S; j++) std::printf(blocked[i * S + j] ? "   x %.3f" : "     %.3f", w[i * S + j]);
+    std::printf("\n");
+  }
+  bool zero_weight = true;
+  for (int64_t i = 0; i < L * S; i++) zero_weight = zero_weight && (!blocked[i] || w[i] == 0.0);
+  // key 4 is blocked for every query: neither its key nor its value may get a gradient
+  auto gk = k.grad().to_vector<double>(), gv = v.grad().to_vector<double>(), gq = q.grad().to_vector<double>();
+  double gk_blocked = 0, gv_blocked = 0, out2 = 0, gq2 = 0;
+  for (int64_t d = 0; d < D; d++) {
+    gk_blocked = std::max(gk_blocked, std::fabs(gk[4 * D + d]));
+    gv_blocked = std::max(gv_blocked, std::fabs(gv[4 * D + d]));
+    out2 = std::max(out2, std::fabs(r.output.to_vector<double>()[2 * D + d]));
+    gq2 = std::max(gq2, std::fabs(gq[2 * D + d]));
+  }
+  std::printf("\nevery blocked weight is exactly 0: %s\n", zero_weight ? "yes" : "NO");
+  std::printf("key 4, blocked for every query: largest |grad| of its key %.1e and value %.1e\n", gk_blocked, gv_blocked);
+  std::printf("query 2, every key blocked: weights all 0, largest |output| %.1e, largest |grad q| %.1e (finite)\n",
+              out2, gq2);
+  std::printf("(PyTorch gives NaN for a fully blocked row: softmax of all -inf.)\n");
+  return zero_weight && gk_blocked == 0 && gv_blocked == 0 && out2 == 0 && std::isfinite(gq2);
+}
+
+std::vector<double> parse_list(const std::string& s) {
+  std::vector<double> v;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, ',');) {
+    char* end = nullptr;
+    double x = std::strtod(item.c_str(), &end);
+    if (item.empty() || *end != '\0' || !std::isfinite(x)) throw UsageError{"--x needs numbers separated by commas, got '" + s + "'"};
+    v.push_back(x);
+  }
+  if (v.size() < 2) throw UsageError{"--x needs at least two numbers"};
+  return v;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    std::vector<double> x;
+    uint64_t seed = 1;
+    int64_t n = 64, trials = 200;
+    std::string out = "runs/softmax_lab";
+    for (int i = 1; i < argc; i++) {
+      std::string a = argv[i];
+      if (i + 1 >= argc) throw UsageError{"missing value after " + a};
+      std::string v = argv[++i];
+      if (a == "--x") x = parse_list(v);
+      else if (a == "--seed") seed = std::strtoull(v.c_str(), nullptr, 10);
+      else if (a == "--n") n = std::max<int64_t>(2, std::atoll(v.c_str()));
+      else if (a == "--trials") trials = std::max<int64_t>(1, std::atoll(v.c_str()));
+      else if (a == "--out") out = v;
+      else throw UsageError{"unknown option " + a};
+    }
+    if (x.empty()) {
+      Generator gen(seed);
+      x = randn({5}, kFloat64, &gen).to_vector<double>();
+    }
+    std::error_code ec;
+    std::filesystem::create_directories(out, ec);
+    if (ec) throw UsageError{"cannot create " + out + ": " + ec.message()};
+    const bool jacobians_agree = jacobian(x);
+    saturation(n, trials, seed, out);
+    const bool masks_hold = masks(seed);
+    if (!jacobians_agree || !masks_hold) {
+      std::fprintf(stderr, "softmax_lab: %s\n", !jacobians_agree ? "the Jacobians disagree" : "a blocked position got weight or gradient");
+      return 1;
+    }
+    return 0;
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "softmax_lab: %s\nusage: softmax_lab [--x 1,2,3,...] [--seed N] [--n N] [--trials N] [--out DIR]\n",
+                 e.message.c_str());
+    return 2;
+  } catch (const Error& e) {
+    std::fprintf(stderr, "softmax_lab: %s\n", e.what());
+    return 1;
+  }
+}

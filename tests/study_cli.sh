@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The study programs: softmax_lab's three Jacobians agree and its masks hold, and it
+# writes its table and plots; attention_walkthrough prints the seeds' shapes step by step,
+# matches nn::MultiHeadAttention and draws both sentences' heads.
+#   study_cli.sh EXAMPLES_DIR SCRATCH_DIR
+set -uo pipefail
+bin=$1 dir=$2
+rm -rf "$dir" && mkdir -p "$dir"
+failures=0
+fail() { echo "FAILED: $*"; failures=$((failures + 1)); }
+contains() { grep -qF -- "$2" "$1" || { fail "$1 lacks '$2'"; head -60 "$1"; }; }
+
+"$bin/softmax_lab" --out "$dir/lab" --trials 50 >"$dir/lab.out" 2>&1 || fail "softmax_lab exited $?"
+contains "$dir/lab.out" "largest |autograd - formula|"
+contains "$dir/lab.out" "every blocked weight is exactly 0: yes"
+for f in saturation.csv saturation_profile.png saturation_gradient.png; do [ -s "$dir/lab/$f" ] || fail "no $f"; done
+[ "$(wc -l <"$dir/lab/saturation.csv")" -eq 20 ] || fail "saturation.csv: expected a header and 19 rows"
+"$bin/softmax_lab" --x 1,2,3,40 --out "$dir/lab2" --trials 5 >"$dir/lab2.out" 2>&1 || fail "softmax_lab --x exited $?"
+contains "$dir/lab2.out" "1.00000   2.00000   3.00000  40.00000"
+"$bin/softmax_lab" --x 1 >"$dir/lab3.out" 2>&1 && fail "softmax_lab --x 1 should fail"
+contains "$dir/lab3.out" "at least two numbers"
+
+"$bin/attention_walkthrough" --out "$dir/walk" >"$dir/walk.out" 2>&1 || fail "attention_walkthrough exited $?"
+# the seeds' sequence of shapes
+for shape in "[2,5]" "[2,5,512]" "[2,8,5,64]" "[2,8,5,5]"; do contains "$dir/walk.out" "$shape"; done
+order=$(grep -oE '\[[0-9,]+\]$' "$dir/walk.out" | tr '\n' ' ')
+[ "$order" = "[2,5] [2,5,512] [2,5] [2,5,512] [2,8,5,64] [2,8,5,5] [2,8,5,5] [2,8,5,64] [2,5,512] [2,5,512] [2,5,512] " ] ||
+  fail "walkthrough shapes: $order"
+contains "$dir/walk.out" "largest weight on a pad key: 0"
+for f in heads_sentence1.png heads_sentence2.png; do [ -s "$dir/walk/$f" ] || fail "no $f"; done
+
+if [ "$failures" -gt 0 ]; then
+  echo "$failures check(s) failed"
+  exit 1
+fi
+echo "all study checks passed"
