@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The study programs: softmax_lab's three Jacobians agree and its masks hold, and it
 # writes its table and plots; attention_walkthrough prints the seeds' shapes step by step,
-# matches nn::MultiHeadAttention and draws both sentences' heads.
-#   study_cli.sh EXAMPLES_DIR SCRATCH_DIR
+# matches nn::MultiHeadAttention and draws both sentences' heads; tag_dates learns to tag
+# date characters on a small budget.
+#   study_cli.sh EXAMPLES_DIR DATA_DIR SCRATCH_DIR
 set -uo pipefail
-bin=$1 dir=$2
+bin=$1 data=$2 dir=$3
 rm -rf "$dir" && mkdir -p "$dir"
 failures=0
 fail() { echo "FAILED: $*"; failures=$((failures + 1)); }
@@ -28,6 +29,16 @@ order=$(grep -oE '\[[0-9,]+\]$' "$dir/walk.out" | tr '\n' ' ')
   fail "walkthrough shapes: $order"
 contains "$dir/walk.out" "largest weight on a pad key: 0"
 for f in heads_sentence1.png heads_sentence2.png; do [ -s "$dir/walk/$f" ] || fail "no $f"; done
+
+"$bin/tag_dates" --train "$data/train.tsv" --test "$data/test.tsv" --limit 2000 --steps 300 --eval-every 100 \
+  --d-model 64 --heads 4 --layers 1 --ffn 128 --require 0.98 --threads 2 --out "$dir/tag" >"$dir/tag.out" 2>&1 ||
+  { fail "tag_dates did not reach 98% per character"; cat "$dir/tag.out"; }
+contains "$dir/tag.out" "test per-character accuracy"
+[ -s "$dir/tag/self_attention.png" ] || fail "tag_dates drew no self_attention.png"
+printf 'x\t2026-11-22\n' >"$dir/bad.tsv"
+"$bin/tag_dates" --train "$dir/bad.tsv" --test "$dir/bad.tsv" >"$dir/tag_bad.out" 2>&1 && fail "tag_dates accepted a bad file"
+contains "$dir/tag_bad.out" "bad.tsv:1"
+contains "$dir/tag_bad.out" "not one of the eight forms"
 
 if [ "$failures" -gt 0 ]; then
   echo "$failures check(s) failed"

@@ -93,6 +93,16 @@ TEST_CASE("the eight forms write a date as the data set does") {
   CHECK_THROWS_WITH(dates::human({2026, 2, 30}, 0), Contains("2026-02-30"));
 }
 
+TEST_CASE("each character of a form has its role") {
+  const Date d{2026, 11, 22};
+  CHECK(dates::roles(d, 0) == "DDOMMMMMMMMOYYYY");
+  CHECK(dates::roles(d, 3) == "WWWWWWOOMMMMMMMMODDOOYYYY");
+  CHECK(dates::roles(d, 4) == "DDOMMOYYYY");
+  CHECK(dates::roles(d, 6) == "YYYYOMMMODD");
+  CHECK(dates::roles(d, 7) == "OOOODDDDOOOOMMMMMMMMOYYYY");
+  for (int f = 0; f < dates::kForms; f++) CHECK(dates::roles({1999, 5, 3}, f).size() == dates::human({1999, 5, 3}, f).size());
+}
+
 TEST_CASE("parse_iso accepts exactly the valid ISO dates of the range") {
   CHECK(dates::parse_iso("2026-11-22") == Date{2026, 11, 22});
   CHECK(dates::parse_iso("2000-02-29") == Date{2000, 2, 29});

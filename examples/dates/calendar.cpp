@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <stdexcept>
+#include <vector>
 
 namespace dates {
 
@@ -63,20 +64,44 @@ std::string ordinal(int day) {
   return std::to_string(day) + suffix;
 }
 
-std::string human(const Date& d, int form) {
+namespace {
+
+struct Piece {
+  std::string text;
+  char role;
+};
+
+// The form as pieces of text, each with its role.
+std::vector<Piece> pieces(const Date& d, int form) {
   if (!is_valid(d)) throw std::invalid_argument("dates::human: not a date between 1900 and 2099: " + iso(d));
   const std::string month = kMonths[d.month - 1], day = std::to_string(d.day), year = std::to_string(d.year);
   switch (form) {
-    case 0: return day + " " + month + " " + year;
-    case 1: return month + " " + day + ", " + year;
-    case 2: return lower(month.substr(0, 3)) + " " + day + " " + year;
-    case 3: return std::string(kWeekdays[weekday(d)]) + ", " + lower(month) + " " + day + ", " + year;
-    case 4: return two(d.day) + "/" + two(d.month) + "/" + year;
-    case 5: return two(d.day) + "." + two(d.month) + "." + year;
-    case 6: return year + " " + month.substr(0, 3) + " " + day;
-    case 7: return "the " + ordinal(d.day) + " of " + lower(month) + " " + year;
+    case 0: return {{day, 'D'}, {" ", 'O'}, {month, 'M'}, {" ", 'O'}, {year, 'Y'}};
+    case 1: return {{month, 'M'}, {" ", 'O'}, {day, 'D'}, {", ", 'O'}, {year, 'Y'}};
+    case 2: return {{lower(month.substr(0, 3)), 'M'}, {" ", 'O'}, {day, 'D'}, {" ", 'O'}, {year, 'Y'}};
+    case 3:
+      return {{kWeekdays[weekday(d)], 'W'}, {", ", 'O'}, {lower(month), 'M'}, {" ", 'O'},
+              {day, 'D'},                   {", ", 'O'}, {year, 'Y'}};
+    case 4: return {{two(d.day), 'D'}, {"/", 'O'}, {two(d.month), 'M'}, {"/", 'O'}, {year, 'Y'}};
+    case 5: return {{two(d.day), 'D'}, {".", 'O'}, {two(d.month), 'M'}, {".", 'O'}, {year, 'Y'}};
+    case 6: return {{year, 'Y'}, {" ", 'O'}, {month.substr(0, 3), 'M'}, {" ", 'O'}, {day, 'D'}};
+    case 7: return {{"the ", 'O'}, {ordinal(d.day), 'D'}, {" of ", 'O'}, {lower(month), 'M'}, {" ", 'O'}, {year, 'Y'}};
   }
   throw std::invalid_argument("dates::human: form must be 0-7, got " + std::to_string(form));
+}
+
+}  // namespace
+
+std::string human(const Date& d, int form) {
+  std::string s;
+  for (auto& p : pieces(d, form)) s += p.text;
+  return s;
+}
+
+std::string roles(const Date& d, int form) {
+  std::string s;
+  for (auto& p : pieces(d, form)) s += std::string(p.text.size(), p.role);
+  return s;
 }
 
 std::string iso(const Date& d) {

@@ -27,6 +27,10 @@ int64_t day_number(const Date& d);        // days since 1970-01-01 (negative bef
 int weekday(const Date& d);               // 0 = Monday ... 6 = Sunday
 std::string ordinal(int day);             // 1st, 2nd, 3rd, 4th, ..., 11th, 12th, 13th, 21st, ...
 std::string human(const Date& d, int form);  // one of the eight forms above
+// The role of each character of human(d, form): 'D' day (ordinal suffix included),
+// 'M' month, 'Y' year, 'W' weekday, 'O' other (spaces, punctuation, "the", "of").
+std::string roles(const Date& d, int form);
+constexpr const char* kRoles = "DMYWO";  // role letters, in class-id order
 std::string iso(const Date& d);             // 2026-11-22
 std::optional<Date> parse_iso(const std::string& s);  // a valid date in ISO form, or nothing
 

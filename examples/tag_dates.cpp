@@ -1,0 +1,323 @@
+// tag_dates: an encoder-only Transformer that labels every character of a date written
+// by a person with its role - day, month, year, weekday or other:
+//
+//   sunday, november 22, 2026
+//   WWWWWWOOMMMMMMMMOODDOOYYYY
+//
+// It trains on the sources of data/dates (the roles come from the date and its form),
+// reports per-character accuracy on the test split, shows a few tagged dates, and draws
+// one sentence's self-attention, every head of every layer.
+//
+//   tag_dates [--train FILE] [--test FILE] [--out DIR] [--steps N] [--target-acc A]
+//             [--require A] [--limit N] [--batch N] [--d-model N] [--heads N] [--layers N]
+//             [--ffn N] [--dropout P] [--lr X] [--warmup N] [--eval-every N] [--seed N]
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/autograd.h"
+#include "core/ops.h"
+#include "core/parallel.h"
+#include "dates/calendar.h"
+#include "nn/functional.h"
+#include "nn/init.h"
+#include "nn/transformer.h"
+#include "optim/optimizer.h"
+#include "optim/schedule.h"
+#include "plot/plot.h"
+#include "text/text.h"
+
+using namespace ember;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr int64_t kClasses = 5;  // dates::kRoles
+const char* const kRoleNames[kClasses] = {"day", "month", "year", "weekday", "other"};
+
+struct UsageError {
+  std::string message;
+};
+
+// Embedding (scaled by sqrt(d_model)) + positions + dropout -> encoder -> a linear layer
+// to the five roles, at every position.
+class Tagger : public nn::Module {
+ public:
+  Tagger(int64_t vocab, int64_t d_model, int64_t heads, int64_t layers, int64_t ffn, double dropout, Generator* gen)
+      : d_model_(d_model) {
+    embed = register_module("embed", std::make_shared<nn::Embedding>(vocab, d_model, text::CharVocab::kPad, gen));
+    nn::init::normal_(embed->weight, 0.0, 1.0 / std::sqrt((double)d_model), gen);
+    embed->weight.detach().select(0, text::CharVocab::kPad).fill_(0.0);
+    pos = register_module("pos", std::make_shared<nn::PositionalEncoding>(d_model, 128));
+    drop = register_module("drop", std::make_shared<nn::Dropout>(dropout));
+    encoder = register_module("encoder", std::make_shared<nn::Encoder>(nn::LayerConfig{d_model, heads, ffn, dropout},
+                                                                       layers, gen));
+    head = register_module("head", std::make_shared<nn::Linear>(d_model, kClasses, true, gen));
+  }
+
+  // ids [B, S] (0 pads) -> logits [B, S, 5]
+  Tensor forward(const Tensor& ids) {
+    Tensor x = drop->forward(pos->forward(mul(embed->forward(ids), std::sqrt((double)d_model_))));
+    return head->forward(encoder->forward(x, nn::padding_mask(ids, text::CharVocab::kPad)));
+  }
+
+  std::shared_ptr<nn::Embedding> embed;
+  std::shared_ptr<nn::PositionalEncoding> pos;
+  std::shared_ptr<nn::Dropout> drop;
+  std::shared_ptr<nn::Encoder> encoder;
+  std::shared_ptr<nn::Linear> head;
+
+ private:
+  int64_t d_model_;
+};
+
+struct Example {
+  std::string text;
+  std::vector<int64_t> ids, labels;  // labels: role class ids
+};
+
+// The role of each character, from the date and the form the source is written in.
+std::vector<Example> load(const std::string& path, const text::CharVocab* vocab, std::vector<std::string>* sources,
+                          int64_t limit) {
+  std::vector<Example> out;
+  for (auto& p : text::read_pairs(path)) {
+    if (limit > 0 && (int64_t)out.size() >= limit) break;
+    const std::string where = path + ":" + std::to_string(p.line);
+    auto d = dates::parse_iso(p.target);
+    if (!d) fail("tag_dates", where, ": the target '", p.target, "' is not an ISO date from 1900 to 2099");
+    std::string roles;
+    for (int f = 0; f < dates::kForms && roles.empty(); f++)
+      if (dates::human(*d, f) == p.source) roles = dates::roles(*d, f);
+    if (roles.empty()) fail("tag_dates", where, ": '", p.source, "' is not one of the eight forms of ", p.target);
+    Example e{p.source, {}, {}};
+    for (char r : roles) e.labels.push_back(int64_t(std::string(dates::kRoles).find(r)));
+    if (sources) sources->push_back(p.source);
+    out.push_back(std::move(e));
+  }
+  if (vocab)
+    for (auto& e : out) e.ids = vocab->encode(e.text);
+  return out;
+}
+
+// ids [B, S] padded with 0, labels [B, S] padded with -1 (ignored).
+std::pair<Tensor, Tensor> batch_of(const std::vector<const Example*>& rows) {
+  size_t S = 0;
+  for (auto* e : rows) S = std::max(S, e->ids.size());
+  std::vector<int64_t> ids(rows.size() * S, 0), labels(rows.size() * S, -1);
+  for (size_t i = 0; i < rows.size(); i++)
+    for (size_t j = 0; j < rows[i]->ids.size(); j++) {
+      ids[i * S + j] = rows[i]->ids[j];
+      labels[i * S + j] = rows[i]->labels[j];
+    }
+  const Shape shape{(int64_t)rows.size(), (int64_t)S};
+  return {from_vector(ids, shape), from_vector(labels, shape)};
+}
+
+// Predicted roles of each example, in eval mode.
+std::vector<std::vector<int64_t>> predict(Tagger& model, const std::vector<Example>& set) {
+  NoGradGuard ng;
+  const bool was = model.is_training();
+  model.eval();
+  std::vector<std::vector<int64_t>> out;
+  for (size_t first = 0; first < set.size(); first += 500) {
+    std::vector<const Example*> rows;
+    for (size_t i = first; i < std::min(set.size(), first + 500); i++) rows.push_back(&set[i]);
+    auto [ids, labels] = batch_of(rows);
+    auto best = argmax(model.forward(ids), -1).to_vector<int64_t>();
+    const size_t S = (size_t)ids.size(1);
+    for (size_t i = 0; i < rows.size(); i++) out.emplace_back(best.begin() + i * S, best.begin() + i * S + rows[i]->ids.size());
+  }
+  model.train(was);
+  return out;
+}
+
+double per_char_accuracy(const std::vector<std::vector<int64_t>>& pred, const std::vector<Example>& set) {
+  int64_t right = 0, total = 0;
+  for (size_t i = 0; i < set.size(); i++)
+    for (size_t j = 0; j < set[i].labels.size(); j++) right += pred[i][j] == set[i].labels[j], total++;
+  return total ? double(right) / double(total) : 0.0;
+}
+
+std::string letters(const std::vector<int64_t>& classes) {
+  std::string s;
+  for (int64_t c : classes) s += dates::kRoles[c];
+  return s;
+}
+
+struct Options {
+  std::map<std::string, std::string> v;
+  int64_t integer(const std::string& k, int64_t def, int64_t lo) const {
+    auto it = v.find(k);
+    if (it == v.end()) return def;
+    char* end = nullptr;
+    long long x = std::strtoll(it->second.c_str(), &end, 10);
+    if (it->second.empty() || *end != '\0' || x < lo)
+      throw UsageError{"--" + k + " needs an integer of at least " + std::to_string(lo) + ", got '" + it->second + "'"};
+    return x;
+  }
+  double real(const std::string& k, double def) const {
+    auto it = v.find(k);
+    if (it == v.end()) return def;
+    char* end = nullptr;
+    double x = std::strtod(it->second.c_str(), &end);
+    if (it->second.empty() || *end != '\0' || !std::isfinite(x) || x < 0)
+      throw UsageError{"--" + k + " needs a non-negative number, got '" + it->second + "'"};
+    return x;
+  }
+  std::string str(const std::string& k, const std::string& def) const { return v.count(k) ? v.at(k) : def; }
+};
+
+int run(const Options& o) {
+  const std::string train_path = o.str("train", "data/dates/train.tsv"), test_path = o.str("test", "data/dates/test.tsv");
+  const std::string out = o.str("out", "runs/tag_dates");
+  const int64_t steps = o.integer("steps", 1500, 1), batch = o.integer("batch", 64, 1), limit = o.integer("limit", 0, 0);
+  const int64_t d_model = o.integer("d-model", 64, 1), heads = o.integer("heads", 4, 1), layers = o.integer("layers", 2, 1);
+  const int64_t ffn = o.integer("ffn", 128, 1), warmup = o.integer("warmup", 100, 1), eval_every = o.integer("eval-every", 100, 1);
+  const uint64_t seed = (uint64_t)o.integer("seed", 1, 0);
+  const double dropout = o.real("dropout", 0.1), peak_lr = o.real("lr", 2e-3), target = o.real("target-acc", 0.995);
+  const double require = o.real("require", 0.0);
+
+  std::vector<std::string> sources;
+  std::vector<Example> train = load(train_path, nullptr, &sources, limit);
+  text::CharVocab vocab = text::CharVocab::build(sources);
+  for (auto& e : train) e.ids = vocab.encode(e.text);
+  std::vector<Example> test;
+  try {
+    test = load(test_path, &vocab, nullptr, 0);
+  } catch (const Error& e) {
+    fail("tag_dates", e.what());
+  }
+
+  manual_seed(seed);
+  Generator init(seed * 1000003 + 5), order_gen(seed * 7919 + 11);
+  Tagger model(vocab.size(), d_model, heads, layers, ffn, dropout, &init);
+  auto params = model.named_parameters();
+  optim::AdamW opt(params, {.lr = peak_lr, .beta1 = 0.9, .beta2 = 0.98, .eps = 1e-9, .weight_decay = 0.01});
+  optim::WarmupCosineSchedule sched(peak_lr, warmup, steps, peak_lr * 0.05);
+  std::printf("tagging the characters of %zu dates (%lld-parameter encoder: d_model %lld, %lld heads, %lld layers), "
+              "%d threads\n",
+              train.size(), (long long)model.num_parameters(), (long long)d_model, (long long)heads, (long long)layers,
+              num_threads());
+
+  std::vector<int64_t> order(train.size());
+  size_t pos = order.size();
+  const auto start = Clock::now();
+  double train_s = 0, loss_sum = 0, acc = 0;
+  int64_t loss_n = 0, step = 0;
+  model.train();
+  while (step < steps) {
+    if (pos + (size_t)batch > order.size()) {  // a new epoch: reshuffle
+      for (size_t i = 0; i < order.size(); i++) order[i] = (int64_t)i;
+      for (size_t i = order.size() - 1; i > 0; i--) std::swap(order[i], order[order_gen.next_u64() % (i + 1)]);
+      pos = 0;
+    }
+    std::vector<const Example*> rows;
+    for (int64_t k = 0; k < batch && pos < order.size(); k++) rows.push_back(&train[(size_t)order[pos++]]);
+    auto [ids, labels] = batch_of(rows);
+    const auto t0 = Clock::now();
+    sched.step(opt);
+    opt.zero_grad();
+    Tensor loss = nn::cross_entropy(model.forward(ids).reshape({-1, kClasses}), labels.reshape({-1}), -1);
+    loss.backward();
+    opt.step();
+    step++;
+    train_s += std::chrono::duration<double>(Clock::now() - t0).count();
+    loss_sum += loss.item(), loss_n++;
+    if (step % eval_every == 0 || step == steps) {
+      acc = per_char_accuracy(predict(model, test), test);
+      std::printf("step %5lld  loss %.4f  test per-character accuracy %.2f%%  (%.1f s of training)\n", (long long)step,
+                  loss_sum / double(loss_n), 100 * acc, train_s);
+      std::fflush(stdout);
+      loss_sum = 0, loss_n = 0;
+      if (acc >= target) break;
+    }
+  }
+  const double wall = std::chrono::duration<double>(Clock::now() - start).count();
+  std::printf("done: %lld steps, %.1f s of training (%.1f s wall), test per-character accuracy %.2f%%\n\n",
+              (long long)step, train_s, wall, 100 * acc);
+
+  // a few tagged dates, one of each form
+  auto pred = predict(model, test);
+  std::printf("%-30s %s\n", "date", "roles (D day, M month, Y year, W weekday, O other)");
+  for (size_t i = 0; i < std::min<size_t>(8, test.size()); i++) {
+    std::printf("%-30s %s\n", test[i].text.c_str(), letters(pred[i]).c_str());
+    if (pred[i] != test[i].labels) std::printf("%-30s %s (expected)\n", "", letters(test[i].labels).c_str());
+  }
+
+  // one sentence's self-attention
+  std::error_code ec;
+  std::filesystem::create_directories(out, ec);
+  if (ec) fail("tag_dates", "cannot create '", out, "': ", ec.message());
+  const std::string sentence = "sunday, november 22, 2026";
+  std::vector<int64_t> sid = vocab.encode(sentence);
+  for (int64_t l = 0; l < layers; l++) model.encoder->layer((size_t)l)->keep_weights = true;
+  model.eval();
+  {
+    NoGradGuard ng;
+    model.forward(from_vector(sid, {1, (int64_t)sid.size()}));
+  }
+  std::vector<std::string> labels;
+  for (char c : sentence) labels.push_back(c == ' ' ? "\xE2\x90\xA3" : std::string(1, c));
+  std::vector<plot::Panel> panels;
+  for (int64_t l = 0; l < layers; l++) {
+    Tensor w = model.encoder->layer((size_t)l)->last_weights;  // [1, H, S, S]
+    for (int64_t h = 0; h < heads; h++) {
+      plot::Heatmap p;
+      p.title = "layer " + std::to_string(l + 1) + ", head " + std::to_string(h + 1);
+      p.xlabel = "key";
+      p.ylabel = "query";
+      auto v = w.select(0, 0).select(0, h).contiguous().to_vector<double>();
+      const size_t S = sid.size();
+      for (size_t i = 0; i < S; i++) p.values.emplace_back(v.begin() + i * S, v.begin() + (i + 1) * S);
+      p.row_labels = p.col_labels = labels;
+      p.vmax = 1.0;
+      panels.push_back(p);
+    }
+  }
+  const std::string png = out + "/self_attention.png";
+  plot::save_png(png, panels, (int)std::min<int64_t>(heads, 4), 420, 470,
+                 "self-attention of the tagger on \"" + sentence + "\" -> " + letters(predict(model, {Example{sentence, sid, std::vector<int64_t>(sid.size(), 0)}})[0]));
+  std::printf("\nwrote %s\n", png.c_str());
+  if (acc < require) {
+    std::fprintf(stderr, "tag_dates: test per-character accuracy %.2f%% is below the required %.2f%%\n", 100 * acc,
+                 100 * require);
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const char* usage =
+      "usage: tag_dates [--train FILE] [--test FILE] [--out DIR] [--steps N] [--target-acc A] [--require A]\n"
+      "                 [--limit N] [--batch N] [--d-model N] [--heads N] [--layers N] [--ffn N] [--dropout P]\n"
+      "                 [--lr X] [--warmup N] [--eval-every N] [--seed N] [--threads N]\n";
+  try {
+    Options o;
+    const std::vector<std::string> known = {"train", "test",  "out", "steps", "target-acc", "require", "limit",
+                                            "batch", "d-model", "heads", "layers", "ffn", "dropout", "lr",
+                                            "warmup", "eval-every", "seed", "threads"};
+    for (int i = 1; i < argc; i++) {
+      std::string a = argv[i];
+      if (a.rfind("--", 0) != 0 || std::find(known.begin(), known.end(), a.substr(2)) == known.end())
+        throw UsageError{"unknown option " + a};
+      if (i + 1 >= argc) throw UsageError{"missing value after " + a};
+      o.v[a.substr(2)] = argv[++i];
+    }
+    if (o.v.count("threads")) set_num_threads((int)o.integer("threads", 1, 1));
+    return run(o);
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "tag_dates: %s\n%s", e.message.c_str(), usage);
+    return 2;
+  } catch (const Error& e) {
+    std::fprintf(stderr, "tag_dates: %s\n", e.what());
+    return 1;
+  }
+}
