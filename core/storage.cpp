@@ -2,9 +2,11 @@
 //
 // Training allocates the same large buffers every step; returning them to the system and
 // asking again costs a page fault per 4 KiB on first touch. Blocks of kCacheMin bytes or
-// more are therefore kept, on free, in per-size free lists (up to kCacheCap bytes in
-// all) and handed out again for the same rounded size. Sanitizer builds skip the cache
-// so that use-after-free stays detectable.
+// more are therefore rounded up to a size class - four classes per doubling, so at most
+// a quarter is wasted - and kept, on free, in a free list per class (up to kCacheCap
+// bytes in all), to be handed out again for any request of that class. Batches whose
+// sequence length changes from step to step then reuse the same blocks. Sanitizer builds
+// skip the cache so that use-after-free stays detectable.
 #include "core/storage.h"
 
 #include <cstdlib>
@@ -17,7 +19,7 @@
 namespace ember {
 
 namespace {
-std::atomic<int64_t> g_live{0}, g_bytes{0}, g_total{0};
+std::atomic<int64_t> g_live{0}, g_bytes{0}, g_total{0}, g_system{0};
 
 #if defined(__SANITIZE_ADDRESS__)
 constexpr bool kUseCache = false;
@@ -62,8 +64,14 @@ BlockCache& cache() {
   return *c;
 }
 
+// Large sizes round up to the next of 2^k * {1, 1.25, 1.5, 1.75}; small ones to 64 bytes.
 size_t round_size(size_t n) {
-  if (n >= kCacheMin) return (n + 65535) / 65536 * 65536;
+  if (n >= kCacheMin) {
+    size_t top = kCacheMin;
+    while (top * 2 < n) top *= 2;  // top < n <= 2 top, or n == kCacheMin
+    for (size_t q = 4; q <= 8; q++)
+      if (top / 4 * q >= n) return top / 4 * q;
+  }
   size_t r = (n + 63) / 64 * 64;
   return r == 0 ? 64 : r;
 }
@@ -72,9 +80,12 @@ size_t round_size(size_t n) {
 Storage::Storage(size_t n, bool zero_fill) : nbytes(n) {
   size_t rounded = round_size(n);
   if (kUseCache && rounded >= kCacheMin) data = cache().take(rounded);
-  if (!data) data = std::aligned_alloc(64, rounded);
-  if (!data) throw std::bad_alloc();
-  if (zero_fill) std::memset(data, 0, rounded);
+  if (!data) {
+    data = std::aligned_alloc(64, rounded);
+    if (!data) throw std::bad_alloc();
+    if (rounded >= kCacheMin) g_system++;
+  }
+  if (zero_fill) std::memset(data, 0, n);
   g_live++;
   g_bytes += (int64_t)n;
   g_total++;
@@ -90,6 +101,7 @@ Storage::~Storage() {
 int64_t Storage::live_count() { return g_live.load(); }
 int64_t Storage::live_bytes() { return g_bytes.load(); }
 int64_t Storage::total_allocations() { return g_total.load(); }
+int64_t Storage::system_allocations() { return g_system.load(); }
 int64_t Storage::cached_bytes() {
   std::lock_guard<std::mutex> lock(cache().mu);
   return (int64_t)cache().cached;

@@ -23,6 +23,7 @@ struct Storage {
   static int64_t live_count();   // storages alive now
   static int64_t live_bytes();   // bytes they hold
   static int64_t total_allocations();  // storages ever created
+  static int64_t system_allocations(); // large blocks (1 MiB or more) asked of the system
   static int64_t cached_bytes();       // freed large blocks kept for reuse
   static void empty_cache();           // returns them to the system
 };

@@ -45,4 +45,18 @@ TEST_CASE("a freed large block is reused for the next storage of the same size")
   CHECK(Storage::cached_bytes() == 0);  // small blocks never go through the cache
   Storage::empty_cache();
 }
+
+TEST_CASE("large storages of slightly different sizes share a size class and reuse its blocks") {
+  Storage::empty_cache();
+  { Tensor warm = empty({300, 1024}); }  // 1.17 MiB: the 1.25 MiB class
+  const int64_t before = Storage::system_allocations();
+  for (int64_t rows : {260, 280, 300, 310, 320}) {  // 1.02 to 1.25 MiB, like batches of varying length
+    Tensor t = empty({rows, 1024});
+    CHECK(t.numel() == rows * 1024);
+  }
+  CHECK(Storage::system_allocations() == before);  // all served by the one cached block
+  { Tensor bigger = empty({330, 1024}); }          // 1.29 MiB: the next class, a new block
+  CHECK(Storage::system_allocations() == before + 1);
+  Storage::empty_cache();
+}
 #endif

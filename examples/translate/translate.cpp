@@ -7,6 +7,7 @@
 //   translate attention --checkpoint C --out DIR TEXT    PNG heatmaps of the attention weights
 //
 // `translate help` lists every option.
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -28,6 +29,7 @@
 #include "core/error.h"
 #include "core/ops.h"
 #include "core/parallel.h"
+#include "core/storage.h"
 #include "nn/functional.h"
 #include "optim/checkpoint.h"
 #include "optim/schedule.h"
@@ -334,6 +336,7 @@ int train(const Args& a) {
   std::string last_saved;
   double best_acc = hist.eval_acc.empty() ? 0 : hist.eval_acc.back();
   bool reached = best_acc >= target_acc;
+  int64_t allocations_at_100 = -1;  // system allocations of large buffers by step 100
   model->train();
 
   while (progress.step < max_steps && !reached) {
@@ -370,6 +373,7 @@ int train(const Args& a) {
     opt.step();
     progress.step++;
     train_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
+    if (progress.step == 100) allocations_at_100 = Storage::system_allocations();
     window_loss += loss_value, window_steps++, window_tokens += b.target_tokens;
 
     const bool log_now = tty || progress.step % log_every == 0 || progress.step == max_steps;
@@ -408,6 +412,12 @@ int train(const Args& a) {
   const double wall = std::chrono::duration<double>(Clock::now() - start).count();
   std::printf("done: %lld steps, %.1f s of training (%.1f s wall), best validation exact match %.2f%%\n",
               (long long)progress.step, train_seconds, wall, 100 * best_acc);
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  std::printf("memory: peak %.0f MB resident; %lld large buffers taken from the system in all, %lld of them after "
+              "step 100\n",
+              double(ru.ru_maxrss) / 1024.0, (long long)Storage::system_allocations(),
+              (long long)(allocations_at_100 < 0 ? 0 : Storage::system_allocations() - allocations_at_100));
   std::printf("checkpoint: %s\ncurves: %s/curves.png\n", last_saved.c_str(), out.c_str());
   return 0;
 }
