@@ -1,0 +1,114 @@
+// bench_mha: nn::MultiHeadAttention (self-attention, batch first, dropout 0, float32)
+// timed as ../shared/bench/torch_mha_bench.py times PyTorch's nn.MultiheadAttention, at
+// the same shapes [B, L, E, H] and in the same three modes:
+//   fwd_nograd  eval mode, no autograd recording, no weights returned
+//   fwd_grad    train mode, autograd recording, no backward
+//   fwd_bwd     fwd_grad + sum(out).backward() (the input requires grad too)
+// The median of at least --runs runs (more for fast cases, so that ~0.5 s is sampled)
+// after --warmup untimed ones. FLOPs as in the PyTorch script: forward
+// 8 B L E^2 + 4 B L^2 E, forward+backward three times that.
+//
+//   bench_mha [--runs N] [--warmup N] [--json FILE]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/autograd.h"
+#include "core/ops.h"
+#include "core/parallel.h"
+#include "nn/multihead_attention.h"
+
+using namespace ember;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+std::vector<double> time_runs(const std::function<void()>& f, const std::function<void()>& reset, int runs, int warmup) {
+  for (int i = 0; i < warmup; i++) {
+    if (reset) reset();
+    f();
+  }
+  std::vector<double> ms;
+  double total = 0;
+  while ((int)ms.size() < runs || total < 0.5) {
+    if (reset) reset();
+    auto t0 = Clock::now();
+    f();
+    double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    ms.push_back(s * 1e3);
+    total += s;
+  }
+  return ms;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int runs = 20, warmup = 5;
+  std::string json;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string a = argv[i];
+    if (a == "--runs") runs = std::atoi(argv[i + 1]);
+    else if (a == "--warmup") warmup = std::atoi(argv[i + 1]);
+    else if (a == "--json") json = argv[i + 1];
+    else {
+      std::fprintf(stderr, "bench_mha: unknown option %s\nusage: bench_mha [--runs N] [--warmup N] [--json FILE]\n", a.c_str());
+      return 2;
+    }
+  }
+  struct Shape4 {
+    int64_t B, L, E, H;
+  };
+  const std::vector<Shape4> shapes = {{2, 5, 512, 8}, {32, 64, 512, 8}, {32, 128, 256, 4}, {8, 256, 512, 8}};
+  std::printf("# ember nn::MultiHeadAttention, %d threads; times in ms; GFLOP/s from the median\n", num_threads());
+  std::printf("%3s %4s %4s %2s %-11s %9s %9s %5s %8s\n", "B", "L", "E", "H", "mode", "median", "min", "n", "GFLOP/s");
+  FILE* js = json.empty() ? nullptr : std::fopen(json.c_str(), "w");
+  if (js) std::fprintf(js, "{\"threads\": %d, \"results\": [\n", num_threads());
+  bool first_row = true;
+  for (auto [B, L, E, H] : shapes) {
+    Generator gen(1);
+    nn::MultiHeadAttention mha(E, H, 0, 0, true, 0.0, &gen);
+    Tensor x = randn({B, L, E}, kFloat32, &gen);
+    Tensor xg = x.detach().requires_grad_();
+    const double f1 = 8.0 * B * L * E * E + 4.0 * B * L * L * E;
+    auto reset = [&] {
+      xg.zero_grad();
+      mha.zero_grad();
+    };
+    struct Mode {
+      const char* name;
+      std::function<void()> f;
+      bool train, reset;
+      double flops;
+    };
+    std::vector<Mode> modes = {
+        {"fwd_nograd", [&] { NoGradGuard ng; Tensor y = mha.forward(x, x, x).output; }, false, false, f1},
+        {"fwd_grad", [&] { Tensor y = mha.forward(xg, xg, xg).output; }, true, false, f1},
+        {"fwd_bwd", [&] { sum(mha.forward(xg, xg, xg).output).backward(); }, true, true, 3 * f1},
+    };
+    for (auto& m : modes) {
+      mha.train(m.train);
+      auto ms = time_runs(m.f, m.reset ? std::function<void()>(reset) : nullptr, runs, warmup);
+      std::sort(ms.begin(), ms.end());
+      const double med = ms[ms.size() / 2];
+      std::printf("%3lld %4lld %4lld %2lld %-11s %9.3f %9.3f %5zu %8.1f\n", (long long)B, (long long)L, (long long)E,
+                  (long long)H, m.name, med, ms.front(), ms.size(), m.flops / (med * 1e-3) / 1e9);
+      if (js)
+        std::fprintf(js, "%s  {\"batch\": %lld, \"seq\": %lld, \"embed\": %lld, \"heads\": %lld, \"mode\": \"%s\", "
+                     "\"median_ms\": %.4f, \"min_ms\": %.4f, \"n\": %zu, \"gflops\": %.2f}",
+                     first_row ? "" : ",\n", (long long)B, (long long)L, (long long)E, (long long)H, m.name, med,
+                     ms.front(), ms.size(), m.flops / (med * 1e-3) / 1e9);
+      first_row = false;
+      std::fflush(stdout);
+    }
+  }
+  if (js) {
+    std::fprintf(js, "\n]}\n");
+    std::fclose(js);
+  }
+  return 0;
+}
