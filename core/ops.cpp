@@ -515,10 +515,24 @@ Tensor matmul(const Tensor& a, const Tensor& b, Loc loc) {
   if (wants_grad(a, b)) {
     Tensor xa = b.requires_grad() ? a.detach() : Tensor();
     Tensor xb = a.requires_grad() ? b.detach() : Tensor();
-    bw = [xa, xb](const Tensor& g) {
+    // b given as a transposed view (a Linear layer's x @ W^T): its gradient is made as
+    // the transpose of a contiguous [N, K] product, so that it reaches W without a copy.
+    const bool b_transposed = b.dim() == 2 && b.stride(0) == 1 && b.stride(1) != 1;
+    const int64_t b_dim = b.dim();
+    bw = [xa, xb, b_transposed, b_dim, K, N](const Tensor& g) {
+      Tensor ga = xb.defined() ? matmul(g, xb.mT()) : Tensor(), gb;
+      if (xa.defined()) {
+        if (b_dim == 2 && xa.dim() > 2) {
+          // b is shared by every matrix of the batch: one product over all their rows
+          // instead of one per matrix summed afterwards
+          Tensor a2 = xa.reshape({-1, K}), g2 = g.reshape({-1, N});
+          gb = b_transposed ? matmul(g2.mT(), a2).mT() : matmul(a2.mT(), g2);
+        } else {
+          gb = b_transposed && xa.dim() == 2 ? matmul(g.mT(), xa).mT() : matmul(xa.mT(), g);
+        }
+      }
       // the engine sums broadcast batch dims back to each operand's shape
-      return std::vector<Tensor>{xb.defined() ? matmul(g, xb.mT()) : Tensor(),
-                                 xa.defined() ? matmul(xa.mT(), g) : Tensor()};
+      return std::vector<Tensor>{ga, gb};
     };
   }
   return record("matmul", loc, out, {a, b}, std::move(bw));
