@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/cli.h"
 #include "core/autograd.h"
 #include "core/ops.h"
 #include "nn/functional.h"
@@ -42,8 +43,14 @@ int main(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i];
     if (a == "--out") out = argv[i + 1];
-    else if (a == "--seed") seed = std::strtoull(argv[i + 1], nullptr, 10);
-    else {
+    else if (a == "--seed") {
+      try {
+        seed = (uint64_t)cli::parse_int(a, argv[i + 1], 0);
+      } catch (const cli::UsageError& e) {
+        std::fprintf(stderr, "attention_walkthrough: %s\n", e.message.c_str());
+        return 2;
+      }
+    } else {
       std::fprintf(stderr, "attention_walkthrough: unknown option %s\nusage: attention_walkthrough [--out DIR] [--seed N]\n",
                    a.c_str());
       return 2;

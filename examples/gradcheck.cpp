@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/cli.h"
 #include "core/autograd.h"
 #include "core/gradcheck.h"
 #include "core/ops.h"
@@ -32,9 +33,7 @@ using namespace ember;
 
 namespace {
 
-struct UsageError {
-  std::string message;
-};
+using cli::UsageError;
 
 struct Flags {
   int64_t batch = 2, L = 5, S = 0, embed = 16, heads = 4, kdim = 0, vdim = 0, ffn = 32, vocab = 11, in = 0, out = 0;
@@ -343,21 +342,6 @@ void print_drift(const Case& c64, const Flags& flags, const Entry& entry) {
   for (auto& x : c64.inputs) Tensor(x).zero_grad();
 }
 
-int64_t integer(const std::string& flag, const std::string& s, int64_t lo) {
-  char* end = nullptr;
-  long long v = std::strtoll(s.c_str(), &end, 10);
-  if (s.empty() || *end != '\0') throw UsageError{flag + " needs an integer, got '" + s + "'"};
-  if (v < lo) throw UsageError{flag + " must be at least " + std::to_string(lo) + ", got " + s};
-  return v;
-}
-
-double real(const std::string& flag, const std::string& s) {
-  char* end = nullptr;
-  double v = std::strtod(s.c_str(), &end);
-  if (s.empty() || *end != '\0' || !std::isfinite(v)) throw UsageError{flag + " needs a number, got '" + s + "'"};
-  return v;
-}
-
 void list(const std::vector<Entry>& all) {
   std::printf("what gradcheck can check:\n");
   for (auto& e : all)
@@ -393,14 +377,14 @@ int main(int argc, char** argv) {
       }
       if (i + 1 >= argc) throw UsageError{"missing value after " + a};
       const std::string v = argv[++i];
-      if (ints.count(a)) *ints[a] = integer(a, v, 1);
-      else if (a == "--dim") f.dim = integer(a, v, -8);
+      if (ints.count(a)) *ints[a] = cli::parse_int(a, v, 1);
+      else if (a == "--dim") f.dim = cli::parse_int(a, v, -8);
       else if (a == "--mask") f.mask = v;
-      else if (a == "--smoothing") f.smoothing = real(a, v);
-      else if (a == "--eps") f.options.eps = real(a, v);
-      else if (a == "--atol") f.options.atol = real(a, v);
-      else if (a == "--rtol") f.options.rtol = real(a, v);
-      else if (a == "--seed") f.options.seed = (uint64_t)integer(a, v, 0);
+      else if (a == "--smoothing") f.smoothing = cli::parse_real(a, v);
+      else if (a == "--eps") f.options.eps = cli::parse_real(a, v);
+      else if (a == "--atol") f.options.atol = cli::parse_real(a, v);
+      else if (a == "--rtol") f.options.rtol = cli::parse_real(a, v);
+      else if (a == "--seed") f.options.seed = (uint64_t)cli::parse_int(a, v, 0);
       else throw UsageError{"unknown option " + a};
     }
     if (f.mask != "none" && f.mask != "padding" && f.mask != "causal" && f.mask != "full-row")

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/cli.h"
 #include "core/autograd.h"
 #include "core/ops.h"
 #include "nn/attention.h"
@@ -31,9 +32,7 @@ using namespace ember;
 
 namespace {
 
-struct UsageError {
-  std::string message;
-};
+using cli::UsageError;
 
 void print_vector(const char* name, const std::vector<double>& v) {
   std::printf("%-10s", name);
@@ -237,10 +236,8 @@ std::vector<double> parse_list(const std::string& s) {
   std::vector<double> v;
   std::stringstream ss(s);
   for (std::string item; std::getline(ss, item, ',');) {
-    char* end = nullptr;
-    double x = std::strtod(item.c_str(), &end);
-    if (item.empty() || *end != '\0' || !std::isfinite(x)) throw UsageError{"--x needs numbers separated by commas, got '" + s + "'"};
-    v.push_back(x);
+    if (item.empty()) throw UsageError{"--x needs numbers separated by commas, got '" + s + "'"};
+    v.push_back(cli::parse_real("--x", item));
   }
   if (v.size() < 2) throw UsageError{"--x needs at least two numbers"};
   return v;
@@ -259,9 +256,9 @@ int main(int argc, char** argv) {
       if (i + 1 >= argc) throw UsageError{"missing value after " + a};
       std::string v = argv[++i];
       if (a == "--x") x = parse_list(v);
-      else if (a == "--seed") seed = std::strtoull(v.c_str(), nullptr, 10);
-      else if (a == "--n") n = std::max<int64_t>(2, std::atoll(v.c_str()));
-      else if (a == "--trials") trials = std::max<int64_t>(1, std::atoll(v.c_str()));
+      else if (a == "--seed") seed = (uint64_t)cli::parse_int(a, v, 0);
+      else if (a == "--n") n = cli::parse_int(a, v, 2);
+      else if (a == "--trials") trials = cli::parse_int(a, v, 1);
       else if (a == "--out") out = v;
       else throw UsageError{"unknown option " + a};
     }

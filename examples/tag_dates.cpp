@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/cli.h"
 #include "core/autograd.h"
 #include "core/ops.h"
 #include "core/parallel.h"
@@ -41,9 +42,7 @@ namespace {
 constexpr int64_t kClasses = 5;  // dates::kRoles
 const char* const kRoleNames[kClasses] = {"day", "month", "year", "weekday", "other"};
 
-struct UsageError {
-  std::string message;
-};
+using cli::UsageError;
 
 // Embedding (scaled by sqrt(d_model)) + positions + dropout -> encoder -> a linear layer
 // to the five roles, at every position.
@@ -155,20 +154,12 @@ struct Options {
   int64_t integer(const std::string& k, int64_t def, int64_t lo) const {
     auto it = v.find(k);
     if (it == v.end()) return def;
-    char* end = nullptr;
-    long long x = std::strtoll(it->second.c_str(), &end, 10);
-    if (it->second.empty() || *end != '\0' || x < lo)
-      throw UsageError{"--" + k + " needs an integer of at least " + std::to_string(lo) + ", got '" + it->second + "'"};
-    return x;
+    return cli::parse_int("--" + k, it->second, lo);
   }
   double real(const std::string& k, double def) const {
     auto it = v.find(k);
     if (it == v.end()) return def;
-    char* end = nullptr;
-    double x = std::strtod(it->second.c_str(), &end);
-    if (it->second.empty() || *end != '\0' || !std::isfinite(x) || x < 0)
-      throw UsageError{"--" + k + " needs a non-negative number, got '" + it->second + "'"};
-    return x;
+    return cli::parse_real("--" + k, it->second, 0.0);
   }
   std::string str(const std::string& k, const std::string& def) const { return v.count(k) ? v.at(k) : def; }
 };

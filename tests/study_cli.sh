@@ -20,6 +20,15 @@ for f in saturation.csv saturation_profile.png saturation_gradient.png; do [ -s 
 contains "$dir/lab2.out" "1.00000   2.00000   3.00000  40.00000"
 "$bin/softmax_lab" --x 1 >"$dir/lab3.out" 2>&1 && fail "softmax_lab --x 1 should fail"
 contains "$dir/lab3.out" "at least two numbers"
+"$bin/softmax_lab" --n abc >"$dir/lab4.out" 2>&1
+[ $? -eq 2 ] || fail "softmax_lab --n abc should exit 2"
+contains "$dir/lab4.out" "--n needs an integer, got 'abc'"
+"$bin/softmax_lab" --trials 0 >"$dir/lab5.out" 2>&1
+[ $? -eq 2 ] || fail "softmax_lab --trials 0 should exit 2"
+contains "$dir/lab5.out" "--trials must be at least 1"
+"$bin/attention_walkthrough" --seed x1 >"$dir/walk_bad.out" 2>&1
+[ $? -eq 2 ] || fail "attention_walkthrough --seed x1 should exit 2"
+contains "$dir/walk_bad.out" "--seed needs an integer"
 
 "$bin/attention_walkthrough" --out "$dir/walk" >"$dir/walk.out" 2>&1 || fail "attention_walkthrough exited $?"
 # the seeds' sequence of shapes

@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/cli.h"
 #include "core/autograd.h"
 #include "core/error.h"
 #include "core/ops.h"
@@ -70,9 +71,7 @@ const char* kUsage = R"(usage:
 )";
 
 // A bad command line: the message and the usage, exit code 2.
-struct UsageError {
-  std::string message;
-};
+using cli::UsageError;
 
 // Options as --name value pairs, plus positional arguments.
 struct Args {
@@ -103,21 +102,11 @@ struct Args {
   }
   int64_t integer(const std::string& k, int64_t def, int64_t lo = 0) const {
     if (!has(k)) return def;
-    const std::string& s = options.at(k);
-    char* end = nullptr;
-    long long v = std::strtoll(s.c_str(), &end, 10);
-    if (s.empty() || *end != '\0') throw UsageError{"--" + k + " needs an integer, got '" + s + "'"};
-    if (v < lo) throw UsageError{"--" + k + " must be at least " + std::to_string(lo) + ", got " + s};
-    return v;
+    return cli::parse_int("--" + k, options.at(k), lo);
   }
   double real(const std::string& k, double def, double lo = 0) const {
     if (!has(k)) return def;
-    const std::string& s = options.at(k);
-    char* end = nullptr;
-    double v = std::strtod(s.c_str(), &end);
-    if (s.empty() || *end != '\0' || !std::isfinite(v)) throw UsageError{"--" + k + " needs a number, got '" + s + "'"};
-    if (v < lo) throw UsageError{"--" + k + " must be at least " + std::to_string(lo) + ", got " + s};
-    return v;
+    return cli::parse_real("--" + k, options.at(k), lo);
   }
 };
 
