@@ -339,15 +339,16 @@ class OneBlasThread {
   int saved_;
 };
 
+// c = a b (beta 0) or c += a b (beta 1)
 inline void blas_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int64_t lda,
-                      const float* b, int64_t ldb, float* c, int64_t ldc) {
+                      const float* b, int64_t ldb, float* c, int64_t ldc, float beta) {
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (blasint)M,
-              (blasint)N, (blasint)K, 1.0f, a, (blasint)lda, b, (blasint)ldb, 0.0f, c, (blasint)ldc);
+              (blasint)N, (blasint)K, 1.0f, a, (blasint)lda, b, (blasint)ldb, beta, c, (blasint)ldc);
 }
 inline void blas_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const double* a, int64_t lda,
-                      const double* b, int64_t ldb, double* c, int64_t ldc) {
+                      const double* b, int64_t ldb, double* c, int64_t ldc, double beta) {
   cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (blasint)M,
-              (blasint)N, (blasint)K, 1.0, a, (blasint)lda, b, (blasint)ldb, 0.0, c, (blasint)ldc);
+              (blasint)N, (blasint)K, 1.0, a, (blasint)lda, b, (blasint)ldb, beta, c, (blasint)ldc);
 }
 
 // A GEMM is cut along the longer of M and N (never along K, which would change the
@@ -384,7 +385,7 @@ GemmTiles gemm_tiles(int64_t M, int64_t N, int64_t K) {
 
 }  // namespace
 
-void gemm_batched(const Tensor& c, const Tensor& a_in, const Tensor& b_in) {
+void gemm_batched(const Tensor& c, const Tensor& a_in, const Tensor& b_in, bool accumulate) {
   const int64_t nd = c.dim();
   const int64_t M = c.size(nd - 2), N = c.size(nd - 1), K = a_in.size(nd - 1);
   Tensor a = a_in, b = b_in;
@@ -410,9 +411,10 @@ void gemm_batched(const Tensor& c, const Tensor& a_in, const Tensor& b_in) {
     const T* pb = b.data<T>();
     T* pc = c.data<T>();
     if (K == 0) {
-      std::fill(pc, pc + nb * M * N, T(0));
+      if (!accumulate) std::fill(pc, pc + nb * M * N, T(0));
       return;
     }
+    const T beta = accumulate ? T(1) : T(0);
     const GemmTiles tiles = gemm_tiles(M, N, K);
     // Element (r, col) of a row-major matrix with layout l starts at r*ld+col, or at
     // col*ld+r when l is transposed.
@@ -424,10 +426,10 @@ void gemm_batched(const Tensor& c, const Tensor& a_in, const Tensor& b_in) {
       T* ci = pc + i * M * N;
       if (tiles.along_m) {
         const int64_t m = std::min(tiles.extent, M - begin);
-        blas_gemm(la.trans, lb.trans, m, N, K, ai + at(la, begin, 0), la.ld, bi, lb.ld, ci + begin * N, N);
+        blas_gemm(la.trans, lb.trans, m, N, K, ai + at(la, begin, 0), la.ld, bi, lb.ld, ci + begin * N, N, beta);
       } else {
         const int64_t n = std::min(tiles.extent, N - begin);
-        blas_gemm(la.trans, lb.trans, M, n, K, ai, la.ld, bi + at(lb, 0, begin), lb.ld, ci + begin, N);
+        blas_gemm(la.trans, lb.trans, M, n, K, ai, la.ld, bi + at(lb, 0, begin), lb.ld, ci + begin, N, beta);
       }
     };
     // Every tile is one fixed single-threaded GEMM whatever the thread count, so the

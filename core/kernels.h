@@ -196,7 +196,8 @@ void softmax_backward(const Tensor& dx, const Tensor& dy, const Tensor& y, int64
 // Batched GEMM: c[b] = a[b] @ b[b] with a [.., M, K], b [.., K, N], c [.., M, N] contiguous,
 // where a and b already carry the broadcast batch shape of c (stride 0 where broadcast).
 // Matrices whose last two strides are a transpose are passed to BLAS as transpose flags.
-void gemm_batched(const Tensor& c, const Tensor& a, const Tensor& b);
+// With accumulate, c[b] += a[b] @ b[b] instead.
+void gemm_batched(const Tensor& c, const Tensor& a, const Tensor& b, bool accumulate = false);
 
 // out[.., i, ..] = x[.., index[i], ..] along dim; x contiguous, index int64 1-D.
 void index_select(const Tensor& out, const Tensor& x, int64_t dim, const Tensor& index);

@@ -538,6 +538,51 @@ Tensor matmul(const Tensor& a, const Tensor& b, Loc loc) {
   return record("matmul", loc, out, {a, b}, std::move(bw));
 }
 
+// ------------------------------------------------------------------ linear
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Loc loc) {
+  const char* op = "linear";
+  if (!x.defined() || !weight.defined()) fail(op, "got an undefined input or weight");
+  if (weight.dim() != 2) fail(op, "expected weight [out, in], got shape ", weight.shape());
+  const int64_t out_f = weight.size(0), in_f = weight.size(1);
+  if (x.dim() == 0 || x.size(-1) != in_f)
+    fail(op, "expected input [..., ", in_f, "] for weight ", weight.shape(), ", got shape ", x.shape());
+  if (bias.defined() && bias.shape() != Shape{out_f})
+    fail(op, "expected bias [", out_f, "] for weight ", weight.shape(), ", got shape ", bias.shape());
+  same_dtype(op, x, weight);
+  if (bias.defined()) same_dtype(op, x, bias);
+  need_float(op, x);
+  Shape out_shape = x.shape();
+  out_shape.back() = out_f;
+  const int64_t rows = numel_of(out_shape) / std::max<int64_t>(out_f, 1);
+  Tensor x2 = x.detach().reshape({rows, in_f});
+  Tensor w = weight.detach();
+  Tensor y = empty({rows, out_f}, x.dtype());
+  if (bias.defined()) y.copy_(bias.detach().expand({rows, out_f}));
+  kernel::gemm_batched(y, x2, w.t(), /*accumulate=*/bias.defined());
+  BackwardFn bw;
+  if (wants_grad(x, weight, bias)) {
+    const bool gx = x.requires_grad(), gw = weight.requires_grad(), gb = bias.defined() && bias.requires_grad();
+    Tensor saved_x = gw ? x2 : Tensor(), saved_w = gx ? w : Tensor();
+    const Shape x_shape = x.shape();
+    bw = [saved_x, saved_w, gx, gw, gb, rows, in_f, out_f, x_shape](const Tensor& g) {
+      Tensor g2 = g.reshape({rows, out_f});
+      Tensor dx, dw, db;
+      if (gx) {
+        dx = empty({rows, in_f}, g.dtype());
+        kernel::gemm_batched(dx, g2, saved_w);  // [rows, out] @ [out, in]
+        dx = dx.view(x_shape);
+      }
+      if (gw) {
+        dw = empty({out_f, in_f}, g.dtype());
+        kernel::gemm_batched(dw, g2.t(), saved_x);  // [out, rows] @ [rows, in]
+      }
+      if (gb) db = sum(g2, {0});
+      return std::vector<Tensor>{dx, dw, db};
+    };
+  }
+  return record(op, loc, y.view(out_shape), {x, weight, bias}, std::move(bw));
+}
+
 // ------------------------------------------------------------------ softmax
 static Tensor softmax_impl(const char* name, const Tensor& a, int64_t dim, const Loc& loc, bool log) {
   need_float(name, a);
@@ -788,8 +833,9 @@ Tensor dropout(const Tensor& a, double p, bool training, Generator* gen, Loc loc
   dispatch_float(a.dtype(), "dropout", [&](auto tag) {
     using T = decltype(tag);
     T* m = mask.data<T>();
+    const uint64_t thr = Generator::below_threshold(p);
     parallel_for(n, 8, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; i++) m[i] = g.uniform(first + i) < p ? T(0) : T(scale);
+      for (int64_t i = b; i < e; i++) m[i] = g.below(first + i, thr) ? T(0) : T(scale);
     });
   });
   Tensor out = empty(a.shape(), a.dtype());

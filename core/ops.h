@@ -120,6 +120,11 @@ Tensor var(const Tensor& a, const Dims& dims, int64_t correction = 1, bool keepd
 
 // --- linear algebra: torch.matmul semantics (1-D, 2-D, batched N-D with broadcast)
 Tensor matmul(const Tensor& a, const Tensor& b, Loc loc = Loc::current());
+// x [..., in] @ weight[out, in]^T + bias[out] (bias may be undefined), as
+// torch.nn.functional.linear: one GEMM over all leading dims with the bias added by the
+// GEMM itself, and one node whose backward makes each gradient with one GEMM (bias: a
+// column sum).
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, Loc loc = Loc::current());
 
 // --- fused, numerically stable (max-subtracted)
 Tensor softmax(const Tensor& a, int64_t dim, Loc loc = Loc::current());

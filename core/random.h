@@ -29,6 +29,16 @@ class Generator {
   }
   // Uniform in [0, 1) with 53 random bits.
   double uniform(uint64_t i) const { return (double)(draw(i) >> 11) * 0x1.0p-53; }
+  // uniform(i) < p decided in integers (the same answer: uniform(i) is u * 2^-53 for an
+  // integer u, so u * 2^-53 < p exactly when u < ceil(p * 2^53)), which vectorises.
+  // below_threshold(p) is that bound; below(i, t) the test.
+  static uint64_t below_threshold(double p) {
+    if (!(p > 0.0)) return 0;
+    if (p >= 1.0) return uint64_t(1) << 53;
+    double t = p * 0x1.0p53, c = (double)(uint64_t)t;
+    return (uint64_t)t + (c < t);
+  }
+  bool below(uint64_t i, uint64_t threshold) const { return (draw(i) >> 11) < threshold; }
 
   // Sequential helpers for scalar use.
   double next_uniform() { return uniform(reserve(1)); }

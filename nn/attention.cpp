@@ -233,8 +233,9 @@ Tensor dropout_keep(const Shape& shape, DType dtype, double p, Generator& gen) {
   dispatch_float(dtype, kOp, [&](auto tag) {
     using T = decltype(tag);
     T* k = keep.data<T>();
+    const uint64_t thr = Generator::below_threshold(p);
     parallel_for(n, 8, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; i++) k[i] = gen.uniform(first + i) < p ? T(0) : T(kept);
+      for (int64_t i = b; i < e; i++) k[i] = gen.below(first + i, thr) ? T(0) : T(kept);
     });
   });
   return keep;

@@ -25,14 +25,7 @@ Linear::Linear(int64_t in, int64_t out, bool with_bias, Generator* gen, DType dt
 Tensor Linear::forward(const Tensor& x) {
   if (x.dim() == 0 || x.size(-1) != in_features)
     fail("Linear::forward", "expected input [..., ", in_features, "], got shape ", x.shape());
-  // one GEMM over all leading dims: [N, in] x [in, out], the weight passed transposed
-  Tensor x2 = x.dim() == 2 ? x : x.reshape({-1, in_features});
-  Tensor y = matmul(x2, weight.t());
-  if (bias.defined()) y = add(y, bias);
-  if (x.dim() == 2) return y;
-  Shape s = x.shape();
-  s.back() = out_features;
-  return y.reshape(s);
+  return linear(x, weight, bias);
 }
 
 Embedding::Embedding(int64_t num, int64_t dim, int64_t pad, Generator* gen, DType dtype)

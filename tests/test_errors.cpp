@@ -426,3 +426,12 @@ TEST_CASE("dropout rejects a probability outside 0..1") {
   CHECK_THAT(error_of([] { dropout(ones({2}), 1.5); }), StartsWith("dropout: probability must be in [0, 1], got 1.5"));
   CHECK_THAT(error_of([] { dropout(ones({2}), -0.1); }), StartsWith("dropout: probability must be in [0, 1], got -0.1"));
 }
+
+TEST_CASE("linear names the input, weight and bias shapes it expected and got") {
+  CHECK(error_of([] { linear(ones({2, 3}), ones({5, 4})); }) ==
+        "linear: expected input [..., 4] for weight [5,4], got shape [2,3]");
+  CHECK(error_of([] { linear(ones({2, 4}), ones({5, 4}), ones({4})); }) ==
+        "linear: expected bias [5] for weight [5,4], got shape [4]");
+  CHECK_THAT(error_of([] { linear(ones({2, 4}), ones({20})); }), StartsWith("linear: expected weight [out, in], got shape [20]"));
+  CHECK_THAT(error_of([] { linear(ones({2, 4}), ones({5, 4}, kFloat64)); }), StartsWith("linear: "));
+}

@@ -331,6 +331,16 @@ TEST_CASE("matmul has correct gradients for 1-D, 2-D, batched, broadcast and tra
   });
 }
 
+TEST_CASE("linear has correct gradients for x, weight and bias, with and without a bias") {
+  check_ops({
+      {"linear 2-D with bias", [](const Inputs& in) { return linear(in[0], in[1], in[2]); }, {{3, 4}, {5, 4}, {5}}, {}},
+      {"linear 3-D with bias", [](const Inputs& in) { return linear(in[0], in[1], in[2]); },
+       {{2, 3, 4}, {5, 4}, {5}}, {}},
+      {"linear 1-D without bias", [](const Inputs& in) { return linear(in[0], in[1]); }, {{4}, {5, 4}}, {}},
+      {"linear 4-D without bias", [](const Inputs& in) { return linear(in[0], in[1]); }, {{2, 2, 3, 4}, {3, 4}}, {}},
+  });
+}
+
 TEST_CASE("softmax and log_softmax have correct gradients along every dim of a 3-D input") {
   const Shape s{2, 3, 4};
   std::vector<OpCase> cases;

@@ -943,3 +943,26 @@ TEST_CASE("data points at the view's first element") {
   CHECK(*row.data<float>() == 8.0f);
   CHECK(row.raw_data() == static_cast<void*>(a.data<float>() + 8));
 }
+
+TEST_CASE("the integer Bernoulli test agrees with uniform(i) < p") {
+  Generator gen(2026);
+  // probabilities at and around exact binary fractions, tiny and near-one ones, 0 and 1
+  const double ps[] = {0.0, 1e-300, 0x1.0p-53, 0x1.8p-53, 0.1, 0.25, 0.5, 0.3333333333333333,
+                       0.9, std::nextafter(1.0, 0.0), 1.0, 2.0, -0.5};
+  for (double p : ps) {
+    const uint64_t thr = Generator::below_threshold(p);
+    int64_t hits = 0;
+    for (uint64_t i = 0; i < 20000; i++) {
+      INFO("p = " << p << ", draw " << i);
+      REQUIRE(gen.below(i, thr) == (gen.uniform(i) < p));
+      hits += gen.below(i, thr);
+    }
+    if (p == 0.5) CHECK(std::abs(hits - 10000) < 400);
+  }
+  // the boundary itself: u * 2^-53 < p for the u just below ceil(p * 2^53), not for that u
+  for (double p : {0.1, 0.5, 0.75, 0.123456789}) {
+    const uint64_t thr = Generator::below_threshold(p);
+    CHECK((double)(thr - 1) * 0x1.0p-53 < p);
+    CHECK(!((double)thr * 0x1.0p-53 < p));
+  }
+}
