@@ -51,6 +51,7 @@ struct Case {
   int64_t batch, M, K, N;
   bool trans_b;  // B given as a transposed view (a weight used as x @ W^T)
   bool grad;     // forward + backward
+  bool linear = false;  // ember::linear with a bias (a Linear layer) instead of matmul
 };
 
 int main(int argc, char** argv) {
@@ -68,6 +69,9 @@ int main(int argc, char** argv) {
       {"[4096x2048]x[2048x512]", 1, 4096, 2048, 512, false, false},
       {"[256 x 64x64]x[64x64] batched", 256, 64, 64, 64, false, false},
       {"[4096x512]x[512x512] fwd+bwd", 1, 4096, 512, 512, true, true},
+      {"Linear 512->512 fwd+bwd", 1, 4096, 512, 512, true, true, true},
+      {"Linear 512->2048 fwd+bwd", 1, 4096, 512, 2048, true, true, true},
+      {"Linear 2048->512 fwd+bwd", 1, 4096, 2048, 512, true, true, true},
   };
   std::printf("threads: %d\n", num_threads());
   std::printf("%-34s %12s %12s %8s %10s %10s\n", "shape", "ember ms", "sgemm ms", "ratio", "ember GF/s",
@@ -94,17 +98,19 @@ int main(int argc, char** argv) {
                       c.N, 0.f, out.data() + i * c.M * c.N, c.N);
       });
     } else {
-      Tensor w = b.detach().contiguous().requires_grad_();  // [N, K] when trans_b
+      Tensor w = b.t().detach().contiguous().requires_grad_();  // [N, K]: a Linear weight
       Tensor x = a.detach().requires_grad_();
+      Tensor bias = zeros({c.N}).requires_grad_();
       Tensor gy = randn({c.M, c.N});
       std::vector<float> gx((size_t)(c.M * c.K)), gw((size_t)(c.N * c.K));
       const float* pw = w.data<float>();
       const float* pg = gy.data<float>();
       auto step = [&] {
-        Tensor y = matmul(x, w.t());
+        Tensor y = c.linear ? linear(x, w, bias) : matmul(x, w.t());
         y.backward(gy);
         x.zero_grad();
         w.zero_grad();
+        bias.zero_grad();
       };
       std::tie(ours, ref) = median_pair(reps, step, [&] {
         openblas_set_num_threads(num_threads());
@@ -116,8 +122,11 @@ int main(int argc, char** argv) {
     std::printf("%-34s %12.3f %12.3f %8.3f %10.1f %10.1f\n", c.name, ours * 1e3, ref * 1e3, ours / ref,
                 flops / ours * 1e-9, flops / ref * 1e-9);
     if (js)
-      std::fprintf(js, "  {\"shape\": \"%s\", \"ember_ms\": %.4f, \"sgemm_ms\": %.4f, \"ratio\": %.4f}%s\n", c.name,
-                   ours * 1e3, ref * 1e3, ours / ref, ci + 1 < cases.size() ? "," : "");
+      std::fprintf(js,
+                   "  {\"shape\": \"%s\", \"ember_ms\": %.4f, \"sgemm_ms\": %.4f, \"ratio\": %.4f, "
+                   "\"ember_gflops\": %.2f, \"sgemm_gflops\": %.2f}%s\n",
+                   c.name, ours * 1e3, ref * 1e3, ours / ref, flops / ours * 1e-9, flops / ref * 1e-9,
+                   ci + 1 < cases.size() ? "," : "");
   }
   if (js) {
     std::fprintf(js, "]}\n");

@@ -1,6 +1,7 @@
 // Kernel implementations: copies, reductions, softmax rows, batched GEMM through
 // OpenBLAS, and the index kernels behind embedding lookups.
 #include "core/kernels.h"
+#include "core/vec.h"
 
 #include <cblas.h>
 #include <omp.h>
@@ -229,6 +230,24 @@ void softmax_forward(const Tensor& y, const Tensor& x, int64_t outer, int64_t n,
     using T = decltype(tag);
     const T* px = x.data<T>();
     T* py = y.data<T>();
+    if (inner == 1) {  // softmax over contiguous rows: the vectorised path
+      parallel_for(outer, n * 8, [&](int64_t b, int64_t e) {
+        for (int64_t r = b; r < e; r++) {
+          const T* xr = px + r * n;
+          T* yr = py + r * n;
+          const T mx = vec::lane_max(xr, n);
+          if (log) {
+            const T lse = mx + (T)std::log(vec::lane_sum<T>(n, [&](int64_t k) { return vec::exp(xr[k] - mx); }));
+            for (int64_t k = 0; k < n; k++) yr[k] = xr[k] - lse;
+          } else {
+            for (int64_t k = 0; k < n; k++) yr[k] = vec::exp(xr[k] - mx);
+            const T inv = T(1) / vec::lane_sum<T>(n, [&](int64_t k) { return yr[k]; });
+            for (int64_t k = 0; k < n; k++) yr[k] *= inv;
+          }
+        }
+      });
+      return;
+    }
     parallel_for(outer * inner, n * 8, [&](int64_t b, int64_t e) {
       for (int64_t r = b; r < e; r++) {
         int64_t base = (r / inner) * n * inner + r % inner;
@@ -264,6 +283,23 @@ void softmax_backward(const Tensor& dx, const Tensor& dy, const Tensor& y, int64
     const T* pdy = dy.data<T>();
     const T* py = y.data<T>();
     T* pdx = dx.data<T>();
+    if (inner == 1) {
+      parallel_for(outer, n * 8, [&](int64_t b, int64_t e) {
+        for (int64_t r = b; r < e; r++) {
+          const T* g = pdy + r * n;
+          const T* yr = py + r * n;
+          T* d = pdx + r * n;
+          if (log) {
+            const T sum = vec::lane_sum<T>(n, [&](int64_t k) { return g[k]; });
+            for (int64_t k = 0; k < n; k++) d[k] = g[k] - vec::exp(yr[k]) * sum;
+          } else {
+            const T dot = vec::lane_sum<T>(n, [&](int64_t k) { return g[k] * yr[k]; });
+            for (int64_t k = 0; k < n; k++) d[k] = yr[k] * (g[k] - dot);
+          }
+        }
+      });
+      return;
+    }
     parallel_for(outer * inner, n * 8, [&](int64_t b, int64_t e) {
       for (int64_t r = b; r < e; r++) {
         int64_t base = (r / inner) * n * inner + r % inner;

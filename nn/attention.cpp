@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "core/kernels.h"
+#include "core/vec.h"
 
 namespace ember::nn {
 
@@ -180,7 +181,15 @@ void masked_softmax_rows(T* p, int64_t rows, int64_t S, T scale, const uint8_t* 
     for (int64_t r = b; r < e; r++) {
       T* x = p + r * S;
       const uint8_t* m = blocked ? blocked + row_start[r] : nullptr;
-      auto is_blocked = [&](int64_t j) { return m && m[j * col_stride]; };
+      if (!m) {  // nothing blocked: the vectorised path
+        for (int64_t j = 0; j < S; j++) x[j] *= scale;
+        const T mx = vec::lane_max(x, S);
+        for (int64_t j = 0; j < S; j++) x[j] = vec::exp(x[j] - mx);
+        const T inv = T(1) / vec::lane_sum<T>(S, [&](int64_t j) { return x[j]; });
+        for (int64_t j = 0; j < S; j++) x[j] *= inv;
+        continue;
+      }
+      auto is_blocked = [&](int64_t j) { return m[j * col_stride] != 0; };
       T mx = -std::numeric_limits<T>::infinity();
       bool any = false;
       for (int64_t j = 0; j < S; j++) {
@@ -195,7 +204,7 @@ void masked_softmax_rows(T* p, int64_t rows, int64_t S, T scale, const uint8_t* 
       }
       T sum = 0;
       for (int64_t j = 0; j < S; j++) {
-        T w = is_blocked(j) ? T(0) : std::exp(x[j] - mx);
+        T w = is_blocked(j) ? T(0) : vec::exp(x[j] - mx);
         x[j] = w;
         sum += w;
       }
@@ -216,8 +225,7 @@ void masked_softmax_rows_backward(T* d, const T* p, const T* keep, int64_t rows,
       const T* pr = p + r * S;
       if (keep)
         for (int64_t j = 0; j < S; j++) dr[j] *= keep[r * S + j];
-      T dot = 0;
-      for (int64_t j = 0; j < S; j++) dot += dr[j] * pr[j];
+      const T dot = vec::lane_sum<T>(S, [&](int64_t j) { return dr[j] * pr[j]; });
       for (int64_t j = 0; j < S; j++) dr[j] = scale * pr[j] * (dr[j] - dot);
     }
   });

@@ -1,6 +1,6 @@
 // Fused layer norm and cross-entropy: row kernels over raw pointers (llm.c style), then
 // one recorded node per op whose backward calls the matching backward kernels. Formulas
-// are in functional.h. Sums run in double for both dtypes; every sum across rows runs in
+// are in functional.h. Sums run in double for both dtypes (in a fixed lane order); every sum across rows runs in
 // row order inside one thread, so results do not depend on the thread count.
 #include "nn/functional.h"
 
@@ -11,6 +11,7 @@
 
 #include "core/kernels.h"
 #include "core/parallel.h"
+#include "core/vec.h"
 
 namespace ember::nn {
 
@@ -18,7 +19,8 @@ namespace {
 
 // ------------------------------------------------------------------ layer norm kernels
 // Two passes per row (mean, then squared deviations from it): accurate on rows far from
-// zero, where E[x^2] - E[x]^2 in float32 cancels catastrophically.
+// zero, where E[x^2] - E[x]^2 in float32 cancels catastrophically. Row sums run in double
+// in vec::lane_sum's fixed lane order; the elementwise parts run in the input's dtype.
 // out (R,C), mean (R), rstd (R) <- x (R,C), weight (C) or null, bias (C) or null
 template <class T>
 void layer_norm_forward(T* out, double* mean, double* rstd, const T* x, const T* weight, const T* bias, int64_t R,
@@ -26,23 +28,19 @@ void layer_norm_forward(T* out, double* mean, double* rstd, const T* x, const T*
   parallel_for(R, C * 4, [&](int64_t rb, int64_t re) {
     for (int64_t r = rb; r < re; r++) {
       const T* xr = x + r * C;
-      double m = 0;
-      for (int64_t c = 0; c < C; c++) m += xr[c];
-      m /= (double)C;
-      double v = 0;
-      for (int64_t c = 0; c < C; c++) {
-        double d = (double)xr[c] - m;
-        v += d * d;
-      }
-      v /= (double)C;
-      double s = 1.0 / std::sqrt(v + eps);
+      const double m = vec::lane_sum<double>(C, [&](int64_t c) { return xr[c]; }) / (double)C;
+      const T mt = (T)m;
+      const double v = vec::lane_sum<double>(C, [&](int64_t c) {
+                         double d = (double)xr[c] - m;
+                         return d * d;
+                       }) / (double)C;
+      const double s = 1.0 / std::sqrt(v + eps);
+      const T st = (T)s;
       T* o = out + r * C;
-      for (int64_t c = 0; c < C; c++) {
-        double y = ((double)xr[c] - m) * s;
-        if (weight) y *= (double)weight[c];
-        if (bias) y += (double)bias[c];
-        o[c] = (T)y;
-      }
+      if (weight && bias)
+        for (int64_t c = 0; c < C; c++) o[c] = (xr[c] - mt) * st * weight[c] + bias[c];
+      else
+        for (int64_t c = 0; c < C; c++) o[c] = ((xr[c] - mt) * st) * (weight ? weight[c] : T(1)) + (bias ? bias[c] : T(0));
       mean[r] = m;
       rstd[r] = s;
     }
@@ -58,20 +56,11 @@ void layer_norm_backward_input(T* dx, const T* dy, const T* x, const double* mea
       const T* g = dy + r * C;
       const T* xr = x + r * C;
       T* d = dx + r * C;
-      const double m = mean[r], s = rstd[r];
-      double dxhat_mean = 0, dxhat_xhat_mean = 0;
-      for (int64_t c = 0; c < C; c++) {
-        double dxhat = weight ? (double)g[c] * (double)weight[c] : (double)g[c];
-        dxhat_mean += dxhat;
-        dxhat_xhat_mean += dxhat * ((double)xr[c] - m) * s;
-      }
-      dxhat_mean /= (double)C;
-      dxhat_xhat_mean /= (double)C;
-      for (int64_t c = 0; c < C; c++) {
-        double dxhat = weight ? (double)g[c] * (double)weight[c] : (double)g[c];
-        double xhat = ((double)xr[c] - m) * s;
-        d[c] = (T)(s * (dxhat - dxhat_mean - xhat * dxhat_xhat_mean));
-      }
+      const T m = (T)mean[r], s = (T)rstd[r];
+      auto dxhat = [&](int64_t c) { return weight ? g[c] * weight[c] : g[c]; };
+      const T a = (T)(vec::lane_sum<double>(C, dxhat) / (double)C);
+      const T b = (T)(vec::lane_sum<double>(C, [&](int64_t c) { return dxhat(c) * ((xr[c] - m) * s); }) / (double)C);
+      for (int64_t c = 0; c < C; c++) d[c] = s * (dxhat(c) - a - (xr[c] - m) * s * b);
     }
   });
 }
@@ -84,12 +73,13 @@ void layer_norm_backward_params(T* dweight, T* dbias, const T* dy, const T* x, c
   parallel_for(C, R * 2, [&](int64_t cb, int64_t ce) {
     std::vector<double> dw(ce - cb, 0.0), db(ce - cb, 0.0);
     for (int64_t r = 0; r < R; r++) {
-      const T* g = dy + r * C;
-      const T* xr = x + r * C;
-      const double m = mean[r], s = rstd[r];
-      for (int64_t c = cb; c < ce; c++) {
-        db[c - cb] += (double)g[c];
-        dw[c - cb] += (double)g[c] * ((double)xr[c] - m) * s;
+      const T* g = dy + r * C + cb;
+      const T* xr = x + r * C + cb;
+      const T m = (T)mean[r], s = (T)rstd[r];
+      const int64_t n = ce - cb;
+      for (int64_t c = 0; c < n; c++) {
+        db[c] += (double)g[c];
+        dw[c] += (double)(g[c] * ((xr[c] - m) * s));
       }
     }
     for (int64_t c = cb; c < ce; c++) {
@@ -112,13 +102,9 @@ void cross_entropy_forward(double* loss_row, double* lse, const T* logits, const
         continue;
       }
       const T* z = logits + r * V;
-      T mx = -std::numeric_limits<T>::infinity();
-      for (int64_t v = 0; v < V; v++) mx = std::max(mx, z[v]);
-      double sum_exp = 0, sum_z = 0;
-      for (int64_t v = 0; v < V; v++) {
-        sum_exp += (double)std::exp(z[v] - mx);
-        sum_z += (double)z[v];
-      }
+      const T mx = vec::lane_max(z, V);
+      const double sum_exp = vec::lane_sum<double>(V, [&](int64_t v) { return vec::exp(z[v] - mx); });
+      const double sum_z = smoothing != 0.0 ? vec::lane_sum<double>(V, [&](int64_t v) { return z[v]; }) : 0.0;
       const double l = (double)mx + std::log(sum_exp);
       lse[r] = l;
       loss_row[r] = l - (1.0 - smoothing) * (double)z[target[r]] - smoothing / (double)V * sum_z;
@@ -138,12 +124,9 @@ void cross_entropy_backward(T* dlogits, const T* logits, const double* lse, cons
         continue;
       }
       const T* z = logits + r * V;
-      const double uniform = smoothing / (double)V;
-      for (int64_t v = 0; v < V; v++) {
-        double p = std::exp((double)z[v] - lse[r]);
-        double q = v == target[r] ? 1.0 - smoothing + uniform : uniform;
-        d[v] = (T)((p - q) * scale);
-      }
+      const T l = (T)lse[r], sc = (T)scale, uniform = (T)(smoothing / (double)V);
+      for (int64_t v = 0; v < V; v++) d[v] = (vec::exp(z[v] - l) - uniform) * sc;
+      d[target[r]] -= (T)((1.0 - smoothing) * scale);
     }
   });
 }

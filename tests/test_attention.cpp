@@ -323,7 +323,7 @@ TEST_CASE("AttentionMask::allowed stores the inverted mask") {
   CHECK(bools_of(AttentionMask::blocked(allowed).blocked().to(kInt64)) == bools_of(allowed.to(kInt64)));
 }
 
-TEST_CASE("AttentionMask::operator| blocks where either blocks, broadcasting; none is the identity") {
+TEST_CASE("AttentionMask::operator| blocks where either blocks, broadcasting, and none is the identity") {
   AttentionMask none;
   CHECK_FALSE(none.defined());
   CHECK_FALSE((none | none).defined());
@@ -338,7 +338,7 @@ TEST_CASE("AttentionMask::operator| blocks where either blocks, broadcasting; no
                                                                  false, true,  true, false, true, true});
 }
 
-TEST_CASE("AttentionMask::reshape keeps the values; none stays none") {
+TEST_CASE("AttentionMask::reshape keeps the values, and none stays none") {
   AttentionMask pad = padding_mask(from_vector(std::vector<int64_t>{4, 0, 4, 4}, {2, 2}), 0);
   AttentionMask r = pad.reshape({2, 1, 1, 2});
   CHECK(r.blocked().shape() == Shape{2, 1, 1, 2});

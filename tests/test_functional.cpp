@@ -17,6 +17,7 @@
 #include "core/ops.h"
 #include "core/parallel.h"
 #include "core/random.h"
+#include "core/vec.h"
 #include "nn/functional.h"
 
 using namespace ember;
@@ -331,7 +332,7 @@ TEST_CASE("cross_entropy rejects targets that are not int64") {
   CHECK_THAT(m, StartsWith("cross_entropy:") && Contains("int64") && Contains("float32") && Contains("[4]"));
 }
 
-TEST_CASE("cross_entropy rejects targets outside [0, V) that are not ignore_index") {
+TEST_CASE("cross_entropy rejects targets outside 0 .. V-1 that are not ignore_index") {
   std::string m = error_of([] { nn::cross_entropy(ones({3, 5}), from_vector(std::vector<int64_t>{0, 5, 1}, {3})); });
   CHECK_THAT(m, StartsWith("cross_entropy:") && Contains("target 5") && Contains("[0, 5)") && Contains("[3,5]"));
   m = error_of([] { nn::cross_entropy(ones({3, 5}), from_vector(std::vector<int64_t>{-1, 2, 1}, {3})); });
@@ -340,10 +341,39 @@ TEST_CASE("cross_entropy rejects targets outside [0, V) that are not ignore_inde
   CHECK_NOTHROW(nn::cross_entropy(ones({3, 5}), from_vector(std::vector<int64_t>{-1, 2, 1}, {3}), -1));
 }
 
-TEST_CASE("cross_entropy rejects label_smoothing outside [0, 1]") {
+TEST_CASE("cross_entropy rejects label_smoothing outside 0 .. 1") {
   Tensor logits = ones({2, 3}), target = zeros({2}, kInt64);
   for (double s : {-0.1, 1.5, std::nan("")}) {
     std::string m = error_of([&] { nn::cross_entropy(logits, target, -100, s); });
     CHECK_THAT(m, StartsWith("cross_entropy:") && Contains("label_smoothing") && Contains("[0, 1]"));
+  }
+}
+
+TEST_CASE("vec::exp agrees with std::exp to a few ulp, and gives 0, inf and NaN at the edges") {
+  double worst = 0;
+  for (float x = -87.0f; x <= 88.5f; x += 0.0137f) {
+    const double want = std::exp((double)x), got = ember::vec::exp(x);
+    worst = std::max(worst, std::abs(got - want) / want);
+  }
+  CHECK(worst < 4 * 1.2e-7);  // float's ulp is 2^-23 relative, about 1.2e-7
+  CHECK(ember::vec::exp(0.0f) == 1.0f);
+  CHECK(ember::vec::exp(-std::numeric_limits<float>::infinity()) == 0.0f);
+  CHECK(ember::vec::exp(-100.0f) == 0.0f);
+  CHECK(std::isinf(ember::vec::exp(89.0f)));
+  CHECK(std::isinf(ember::vec::exp(std::numeric_limits<float>::infinity())));
+  CHECK(std::isnan(ember::vec::exp(std::numeric_limits<float>::quiet_NaN())));
+  const float big = ember::vec::exp(88.7f);
+  CHECK(std::abs(big / std::exp((double)88.7f) - 1.0) < 1e-6);
+}
+
+TEST_CASE("vec::lane_sum and lane_max cover every element, tails included") {
+  for (int64_t n : {0, 1, 7, 8, 9, 31}) {
+    std::vector<float> x(n);
+    for (int64_t i = 0; i < n; i++) x[i] = float((i * 7) % 11) - 3.0f;
+    double want_sum = 0;
+    float want_max = -std::numeric_limits<float>::infinity();
+    for (float v : x) want_sum += v, want_max = std::max(want_max, v);
+    CHECK(ember::vec::lane_sum<double>(n, [&](int64_t i) { return x[i]; }) == want_sum);
+    CHECK(ember::vec::lane_max(x.data(), n) == want_max);
   }
 }

@@ -325,7 +325,9 @@ int train(const Args& a) {
   std::string last_saved;
   double best_acc = hist.eval_acc.empty() ? 0 : hist.eval_acc.back();
   bool reached = best_acc >= target_acc;
-  int64_t allocations_at_100 = -1;  // system allocations of large buffers by step 100
+  // large buffers taken from the system inside training steps after step 100 (evaluation
+  // not counted): 0 when steady-state training reuses its buffers
+  int64_t steady_allocations = 0;
   model->train();
 
   while (progress.step < max_steps && !reached) {
@@ -345,6 +347,7 @@ int train(const Args& a) {
     seq2seq::Batch b = seq2seq::make_batch(rows);
 
     const auto t0 = Clock::now();
+    const int64_t allocations_before = Storage::system_allocations();
     const double lr = sched.step(opt);
     opt.zero_grad();
     Tensor logits = model->forward(b.src, b.tgt_in);
@@ -362,7 +365,7 @@ int train(const Args& a) {
     opt.step();
     progress.step++;
     train_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
-    if (progress.step == 100) allocations_at_100 = Storage::system_allocations();
+    if (progress.step > 100) steady_allocations += Storage::system_allocations() - allocations_before;
     window_loss += loss_value, window_steps++, window_tokens += b.target_tokens;
 
     const bool log_now = tty || progress.step % log_every == 0 || progress.step == max_steps;
@@ -403,10 +406,9 @@ int train(const Args& a) {
               (long long)progress.step, train_seconds, wall, 100 * best_acc);
   struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);
-  std::printf("memory: peak %.0f MB resident; %lld large buffers taken from the system in all, %lld of them after "
-              "step 100\n",
-              double(ru.ru_maxrss) / 1024.0, (long long)Storage::system_allocations(),
-              (long long)(allocations_at_100 < 0 ? 0 : Storage::system_allocations() - allocations_at_100));
+  std::printf("memory: peak %.0f MB resident; %lld large buffers taken from the system in all, %lld of them by "
+              "training steps after step 100\n",
+              double(ru.ru_maxrss) / 1024.0, (long long)Storage::system_allocations(), (long long)steady_allocations);
   std::printf("checkpoint: %s\ncurves: %s/curves.png\n", last_saved.c_str(), out.c_str());
   return 0;
 }

@@ -1,0 +1,281 @@
+// bench_suite: the workloads of the benchmark table that are not plain matmul or
+// MultiHeadAttention at fixed shapes (bench_matmul and bench_mha do those), each timed as
+// bench/torch_suite.py times the same workload in PyTorch:
+//
+//   bench_suite ops  [--json FILE]    LayerNorm, softmax and cross-entropy forward+backward
+//                                     at training shapes; MultiHeadAttention forward+backward
+//                                     for L = 64 .. 1024 at B = 4, E = 256, H = 4
+//   bench_suite train --data DIR [--json FILE]
+//                                     one training step of the date translator (d_model 128,
+//                                     4 heads, 2+2 layers, FFN 512, batch 64) and greedy
+//                                     decoding throughput of its validation sources
+//   bench_suite attn-mem L            one MultiHeadAttention forward+backward at [4, L, 256, 4]
+//                                     in this fresh process; prints the peak resident memory
+//                                     it added, in MB
+//
+// Times are medians over at least 5 runs and 0.3 s, after 3 untimed ones.
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/autograd.h"
+#include "core/ops.h"
+#include "core/parallel.h"
+#include "core/random.h"
+#include "nn/functional.h"
+#include "nn/multihead_attention.h"
+#include "optim/optimizer.h"
+#include "text/text.h"
+#include "seq2seq.h"
+
+using namespace ember;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double median_ms(const std::function<void()>& f, int min_runs = 5, double min_seconds = 0.3) {
+  for (int i = 0; i < 3; i++) f();
+  std::vector<double> ms;
+  double total = 0;
+  while ((int)ms.size() < min_runs || total < min_seconds) {
+    auto t0 = Clock::now();
+    f();
+    double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    ms.push_back(s * 1e3);
+    total += s;
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+double peak_rss_mb() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return (double)ru.ru_maxrss / 1024.0;
+}
+
+struct Row {
+  std::string workload, shape;
+  double ms = 0, gflops = 0, extra = 0;  // extra: a workload's own figure (tokens/s, sentences/s)
+  std::string extra_name;
+};
+
+void print_row(const Row& r) {
+  std::printf("%-26s %-22s %10.3f ms", r.workload.c_str(), r.shape.c_str(), r.ms);
+  if (r.gflops > 0) std::printf("  %7.1f GF/s", r.gflops);
+  if (!r.extra_name.empty()) std::printf("  %.1f %s", r.extra, r.extra_name.c_str());
+  std::printf("\n");
+  std::fflush(stdout);
+}
+
+void write_json(const std::string& path, const std::vector<Row>& rows) {
+  if (path.empty()) return;
+  FILE* f = std::fopen(path.c_str(), "w");
+  if (!f) {
+    std::fprintf(stderr, "bench_suite: cannot write %s\n", path.c_str());
+    std::exit(1);
+  }
+  std::fprintf(f, "{\"threads\": %d, \"results\": [\n", num_threads());
+  for (size_t i = 0; i < rows.size(); i++) {
+    const Row& r = rows[i];
+    std::fprintf(f, "  {\"workload\": \"%s\", \"shape\": \"%s\", \"ms\": %.5f, \"gflops\": %.3f", r.workload.c_str(),
+                 r.shape.c_str(), r.ms, r.gflops);
+    if (!r.extra_name.empty()) std::fprintf(f, ", \"%s\": %.3f", r.extra_name.c_str(), r.extra);
+    std::fprintf(f, "}%s\n", i + 1 < rows.size() ? "," : "");
+  }
+  std::fprintf(f, "]}\n");
+  std::fclose(f);
+}
+
+std::string shape_of(std::initializer_list<int64_t> dims) {
+  std::string s = "[";
+  for (int64_t d : dims) s += (s.size() > 1 ? "," : "") + std::to_string(d);
+  return s + "]";
+}
+
+// MultiHeadAttention self-attention forward+backward, dropout 0, no weights returned.
+struct MhaCase {
+  nn::MultiHeadAttention mha;
+  Tensor x, gy;
+  MhaCase(int64_t B, int64_t L, int64_t E, int64_t H, Generator& gen)
+      : mha(E, H, 0, 0, true, 0.0, &gen), x(randn({B, L, E}, kFloat32, &gen).requires_grad_()),
+        gy(randn({B, L, E}, kFloat32, &gen)) {
+    mha.train();
+  }
+  void step() {
+    Tensor y = mha.forward(x, x, x, {}, {}, nn::AttnWeights::None).output;
+    y.backward(gy);
+    x.zero_grad();
+    for (auto& p : mha.parameters()) p.zero_grad();
+  }
+};
+
+double mha_fwd_bwd_flops(int64_t B, int64_t L, int64_t E) { return 3.0 * (8.0 * B * L * E * E + 4.0 * B * L * L * E); }
+
+std::vector<Row> run_ops() {
+  std::vector<Row> rows;
+  Generator gen(7);
+  // LayerNorm [rows, C]: the translator's activations and a wider model's
+  for (auto [N, C] : {std::pair<int64_t, int64_t>{64 * 32, 128}, {8 * 256, 512}}) {
+    Tensor x = randn({N, C}, kFloat32, &gen).requires_grad_();
+    Tensor w = ones({C}).requires_grad_(), b = zeros({C}).requires_grad_();
+    Tensor gy = randn({N, C}, kFloat32, &gen);
+    Row r{"layer_norm fwd+bwd", shape_of({N, C})};
+    r.ms = median_ms([&] {
+      nn::layer_norm(x, w, b).backward(gy);
+      x.zero_grad(), w.zero_grad(), b.zero_grad();
+    });
+    rows.push_back(r), print_row(r);
+  }
+  // softmax over the last dim of attention scores [B, H, L, S]
+  for (auto s : {Shape{64, 4, 32, 32}, Shape{8, 8, 256, 256}}) {
+    Tensor x = randn(s, kFloat32, &gen).requires_grad_();
+    Tensor gy = randn(s, kFloat32, &gen);
+    Row r{"softmax fwd+bwd", shape_of({s[0], s[1], s[2], s[3]})};
+    r.ms = median_ms([&] {
+      softmax(x, -1).backward(gy);
+      x.zero_grad();
+    });
+    rows.push_back(r), print_row(r);
+  }
+  // cross-entropy of logits [N, V] against targets, mean over rows
+  for (auto [N, V] : {std::pair<int64_t, int64_t>{64 * 11, 64}, {4096, 8192}}) {
+    Tensor z = randn({N, V}, kFloat32, &gen).requires_grad_();
+    Tensor t = randint(0, V, {N}, &gen);
+    Row r{"cross_entropy fwd+bwd", shape_of({N, V})};
+    r.ms = median_ms([&] {
+      nn::cross_entropy(z, t).backward();
+      z.zero_grad();
+    });
+    rows.push_back(r), print_row(r);
+  }
+  // attention scaling
+  for (int64_t L : {64, 128, 256, 512, 1024}) {
+    MhaCase c(4, L, 256, 4, gen);
+    Row r{"attention L-scaling", shape_of({4, L, 256, 4})};
+    r.ms = median_ms([&] { c.step(); });
+    r.gflops = mha_fwd_bwd_flops(4, L, 256) / (r.ms * 1e6);
+    rows.push_back(r), print_row(r);
+  }
+  return rows;
+}
+
+std::vector<Row> run_train(const std::string& dir) {
+  using seq2seq::Example;
+  using text::CharVocab;
+  auto train_pairs = text::read_pairs(dir + "/train.tsv");
+  auto valid_pairs = text::read_pairs(dir + "/valid.tsv");
+  std::vector<std::string> sources, targets;
+  for (auto& p : train_pairs) sources.push_back(p.source), targets.push_back(p.target);
+  CharVocab src_vocab = CharVocab::build(sources), tgt_vocab = CharVocab::build(targets);
+  auto train_set = seq2seq::encode_pairs(train_pairs, dir + "/train.tsv", src_vocab, tgt_vocab);
+  auto valid_set = seq2seq::encode_pairs(valid_pairs, dir + "/valid.tsv", src_vocab, tgt_vocab);
+
+  nn::TransformerConfig cfg;
+  cfg.src_vocab = src_vocab.size();
+  cfg.tgt_vocab = tgt_vocab.size();
+  cfg.d_model = 128, cfg.nhead = 4, cfg.num_encoder_layers = 2, cfg.num_decoder_layers = 2;
+  cfg.dim_feedforward = 512, cfg.dropout = 0.1, cfg.max_len = 64;
+  manual_seed(1);
+  Generator init_gen(1);
+  nn::Transformer model(cfg, &init_gen);
+  seq2seq::xavier_init(model, &init_gen);
+  auto params = model.named_parameters();
+  optim::Adam opt(params, {.lr = 1e-4, .beta1 = 0.9, .beta2 = 0.98, .eps = 1e-9});
+  model.train();
+
+  // batches of 64 consecutive pairs of the file, as bench/torch_suite.py takes them
+  const int64_t batch = 64;
+  std::vector<seq2seq::Batch> batches;
+  for (size_t first = 0; first + batch <= train_set.size() && batches.size() < 50; first += batch) {
+    std::vector<const Example*> rows;
+    for (int64_t k = 0; k < batch; k++) rows.push_back(&train_set[first + k]);
+    batches.push_back(seq2seq::make_batch(rows));
+  }
+  size_t next = 0;
+  int64_t tokens = 0;
+  auto step = [&] {
+    const seq2seq::Batch& b = batches[next++ % batches.size()];
+    opt.zero_grad();
+    Tensor logits = model.forward(b.src, b.tgt_in);
+    Tensor loss = nn::cross_entropy(logits.reshape({-1, cfg.tgt_vocab}), b.tgt_out.reshape({-1}), CharVocab::kPad);
+    loss.backward();
+    opt.step();
+    tokens += b.target_tokens;
+  };
+  for (int i = 0; i < 5; i++) step();
+  next = 0, tokens = 0;
+  const int steps = (int)batches.size();
+  auto t0 = Clock::now();
+  for (int i = 0; i < steps; i++) step();
+  const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+  std::vector<Row> rows;
+  Row r{"training step (batch 64)", "date model"};
+  r.ms = s * 1e3 / steps;
+  r.extra_name = "tokens_per_s";
+  r.extra = (double)tokens / s;
+  rows.push_back(r), print_row(r);
+
+  std::vector<std::vector<int64_t>> valid_sources;
+  for (auto& e : valid_set) valid_sources.push_back(e.source);
+  Row d{"greedy decoding", std::to_string(valid_sources.size()) + " sentences"};
+  d.ms = median_ms([&] { seq2seq::greedy_decode(model, valid_sources, 12); }, 3, 1.0);
+  d.extra_name = "sentences_per_s";
+  d.extra = (double)valid_sources.size() / (d.ms * 1e-3);
+  rows.push_back(d), print_row(d);
+  return rows;
+}
+
+int attention_memory(int64_t L) {
+  Generator gen(3);
+  MhaCase c(4, L, 256, 4, gen);
+  const double before = peak_rss_mb();
+  c.step();
+  std::printf("%.2f\n", peak_rss_mb() - before);
+  return 0;
+}
+
+int usage() {
+  std::fprintf(stderr, "usage: bench_suite ops [--json FILE]\n"
+                       "       bench_suite train --data DIR [--json FILE]\n"
+                       "       bench_suite attn-mem L\n");
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) return usage();
+  const std::string what = argv[1];
+  std::string json, data = "data/dates";
+  if (what == "attn-mem") {
+    if (argc != 3) return usage();
+    char* end = nullptr;
+    const long L = std::strtol(argv[2], &end, 10);
+    if (*end || L <= 0) return usage();
+    return attention_memory(L);
+  }
+  for (int i = 2; i < argc; i += 2) {
+    const std::string k = argv[i];
+    if (i + 1 >= argc) return usage();
+    if (k == "--json") json = argv[i + 1];
+    else if (k == "--data") data = argv[i + 1];
+    else return usage();
+  }
+  std::printf("threads: %d\n", num_threads());
+  try {
+    if (what == "ops") write_json(json, run_ops());
+    else if (what == "train") write_json(json, run_train(data));
+    else return usage();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_suite: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,149 @@
+#!/usr/bin/python3
+"""Merges the measurements bench/run.sh collected in WORK_DIR into one table, checks the
+performance floors, and writes both as JSON.
+
+    report.py WORK_DIR JSON_FILE
+
+Ratio = ember's time / the reference's time (below 1: ember is faster); for throughputs
+(steps/s, sentences/s) the ratio is ember's / the reference's (above 1: ember is faster).
+"""
+import json
+import os
+import platform
+import re
+import sys
+
+
+def load(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def rss_mb(path):
+    with open(path) as f:
+        for line in f:
+            if "Maximum resident" in line:
+                return int(line.split(":")[1]) / 1024
+    raise SystemExit(f"report.py: no peak RSS in {path}")
+
+
+def cpu_name():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def main():
+    work, out = sys.argv[1], sys.argv[2]
+    rows, floors = [], []
+
+    def add(group, workload, shape, ours, ref, ref_name, unit="ms", gflops=None, ref_gflops=None):
+        ratio = ours / ref if ref else float("nan")
+        rows.append(dict(group=group, workload=workload, shape=shape, ember=ours, reference=ref, reference_name=ref_name,
+                         unit=unit, ratio=ratio, ember_gflops=gflops, reference_gflops=ref_gflops))
+        return ratio
+
+    def floor(what, ok, detail):
+        floors.append(dict(floor=what, holds=bool(ok), detail=detail))
+
+    # matmul against raw sgemm
+    worst = 0.0
+    for c in load(f"{work}/matmul.json")["cases"]:
+        add("matmul", c["shape"], "", c["ember_ms"], c["sgemm_ms"], "cblas_sgemm", gflops=c["ember_gflops"],
+            ref_gflops=c["sgemm_gflops"])
+        worst = max(worst, c["ratio"])
+    floor("matmul-bound layers reach >= 80% of raw sgemm GFLOP/s", worst <= 1.25,
+          f"lowest share of sgemm's rate: {100 / worst:.0f}%")
+
+    # MultiHeadAttention
+    key = lambda r: (r["batch"], r["seq"], r["embed"], r["heads"], r["mode"])
+    ref = {key(r): r for r in load(f"{work}/torch_mha.json")["results"]}
+    mha_ok, seeds_ratio = True, None
+    for r in load(f"{work}/mha.json")["results"]:
+        t = ref.get(key(r))
+        if not t or r["mode"] == "fwd_grad":
+            continue
+        shape = str([r["batch"], r["seq"], r["embed"], r["heads"]]).replace(" ", "")
+        ratio = add("MultiHeadAttention", r["mode"].replace("fwd_nograd", "forward").replace("fwd_bwd", "fwd+bwd"), shape,
+                    r["median_ms"], t["median_ms"], "PyTorch", gflops=r["gflops"], ref_gflops=t["gflops"])
+        if r["mode"] == "fwd_bwd":
+            mha_ok = mha_ok and ratio < 1
+            if shape == "[2,5,512,8]":
+                seeds_ratio = ratio
+    floor("MultiHeadAttention fwd+bwd faster than PyTorch at every shape", mha_ok, "see the table")
+    floor("MultiHeadAttention fwd+bwd at [2,5,512,8] at most 0.5x PyTorch's time",
+          seeds_ratio is not None and seeds_ratio <= 0.5, f"ratio {seeds_ratio:.2f}" if seeds_ratio else "not measured")
+
+    # layer ops, attention scaling, training step, decoding
+    mem = {}
+    with open(f"{work}/attn_mem.txt") as f:
+        for line in f:
+            L, ours, theirs = line.split()
+            mem[int(L)] = (float(ours), float(theirs))
+    scaling_ok = True
+    for name in ("ops", "train"):
+        theirs = {(r["workload"], r["shape"]): r for r in load(f"{work}/torch_{name}.json")["results"]}
+        for r in load(f"{work}/{name}.json")["results"]:
+            t = theirs[(r["workload"], r["shape"])]
+            g = r["gflops"] or None
+            ratio = add(name, r["workload"], r["shape"], r["ms"], t["ms"], "PyTorch", gflops=g,
+                        ref_gflops=t["gflops"] or None)
+            if r["workload"] == "attention L-scaling":
+                L = int(r["shape"].strip("[]").split(",")[1])
+                m = mem[L]
+                mratio = add("ops", "attention L-scaling memory", r["shape"], m[0], m[1], "PyTorch", unit="MB")
+                scaling_ok = scaling_ok and ratio <= 1 and mratio <= 1
+            if r["workload"].startswith("training step"):
+                speedup = t["ms"] / r["ms"]
+                add("train", "training steps/s", r["shape"], 1e3 / r["ms"], 1e3 / t["ms"], "PyTorch", unit="steps/s")
+                add("train", "target tokens/s", r["shape"], r["tokens_per_s"], t["tokens_per_s"], "PyTorch",
+                    unit="tokens/s")
+                floor("training step at least 2.5x PyTorch's steps/s", speedup >= 2.5, f"{speedup:.2f}x")
+            if r["workload"] == "greedy decoding":
+                add("train", "decoding sentences/s", r["shape"], r["sentences_per_s"], t["sentences_per_s"],
+                    "PyTorch (no KV cache)", unit="sentences/s")
+    floor("attention time and memory at every L no worse than PyTorch's", scaling_ok, "see the table")
+
+    # a training run's peak memory and the allocation counter
+    ours, theirs = rss_mb(f"{work}/ember_run.time"), rss_mb(f"{work}/torch_run.time")
+    add("train", "peak RSS of a 300-step run", "date model", ours, theirs, "PyTorch", unit="MB")
+    log = open(f"{work}/ember_run.log").read()
+    m = re.search(r"(\d+) large buffers taken from the system in all, (\d+) of them by training steps after step 100", log)
+    after = int(m.group(2)) if m else -1
+    floor("peak memory of a training run at most 150 MB", ours <= 150, f"{ours:.0f} MB")
+    floor("no new large buffers per step in steady state", after == 0,
+          f"{after} large buffers from the system in training steps after step 100" if m else "counter not found")
+
+    # time to 99%
+    if os.path.exists(f"{work}/converge.json"):
+        c = load(f"{work}/converge.json")
+        add("train", "training time to 99% exact", "date model", c["ember"]["train_s"], c["torch"]["train_s"],
+            "PyTorch", unit="s")
+        add("train", "steps to 99% exact", "date model", c["ember"]["steps"], c["torch"]["steps"], "PyTorch",
+            unit="steps")
+        floor("time to 99% validation exact match at most 0.4x PyTorch's", c["ratio"]["train_s"] <= 0.4,
+              f"ratio {c['ratio']['train_s']:.2f}")
+
+    print(f"\n{'workload':<34} {'shape':<26} {'ember':>10} {'reference':>10} {'unit':<12} {'ratio':>6} {'GF/s':>7} {'ref GF/s':>8}")
+    for r in rows:
+        gf = f"{r['ember_gflops']:7.1f}" if r["ember_gflops"] else " " * 7
+        rg = f"{r['reference_gflops']:8.1f}" if r["reference_gflops"] else " " * 8
+        print(f"{r['workload']:<34} {r['shape']:<26} {r['ember']:10.3f} {r['reference']:10.3f} {r['unit']:<12} "
+              f"{r['ratio']:6.2f} {gf} {rg}")
+    print("\nfloors:")
+    for f in floors:
+        print(f"  [{'holds' if f['holds'] else 'MISSED'}] {f['floor']}: {f['detail']}")
+    machine = dict(cpu=cpu_name(), cores=os.cpu_count(), threads=2,
+                   openblas_coretype=os.environ.get("OPENBLAS_CORETYPE", "(not set)"))
+    with open(out, "w") as f:
+        json.dump(dict(machine=machine, rows=rows, floors=floors), f, indent=1)
+    print(f"\nmachine: {machine['cpu']}, {machine['cores']} cores; wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# The benchmark suite in one command: installs what is missing (PyTorch included), builds
+# the Release benchmarks, runs every workload with ember and with its reference in this
+# same invocation, prints one table of times, ratios and GFLOP/s, and writes it as JSON.
+#
+#   bench/run.sh [--quick] [JSON_FILE]      (default bench/results/suite.json)
+#
+# Workloads: matmul and a Linear layer against raw cblas_sgemm (bench_matmul);
+# MultiHeadAttention at the seeds' and larger shapes (bench_mha against
+# ../shared/bench/torch_mha_bench.py); LayerNorm, softmax and cross-entropy
+# forward+backward, attention time and memory for L = 64 .. 1024, one translator training
+# step and greedy decoding (bench_suite against bench/torch_suite.py); peak resident
+# memory of a 300-step training run and the large-buffer allocation counter (translate
+# against ../shared/bench/torch_translate_ref.py); and, unless --quick, time to 99%
+# validation exact match (bench/translate_vs_torch.sh, about 5 minutes more).
+# Everything runs on 2 threads with OMP_WAIT_POLICY=PASSIVE, PyTorch's fastest setting here.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+quick=0
+json=bench/results/suite.json
+for a in "$@"; do
+  case "$a" in
+    --quick) quick=1 ;;
+    -*) echo "usage: bench/run.sh [--quick] [JSON_FILE]" >&2; exit 2 ;;
+    *) json=$a ;;
+  esac
+done
+shared=${EMBER_SHARED_BENCH:-../shared/bench}
+[ -f "$shared/torch_mha_bench.py" ] || { echo "no PyTorch references in $shared (set EMBER_SHARED_BENCH)" >&2; exit 2; }
+
+bash scripts/install_deps.sh python3-torch python3-h5py time
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j"$(nproc)" --target bench_matmul bench_mha bench_suite translate >/dev/null
+
+export OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS=2
+py=/usr/bin/python3
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$(dirname "$json")"
+
+echo "== matmul against raw sgemm"
+build/bench/bench_matmul --json "$work/matmul.json"
+echo "== MultiHeadAttention: ember, then PyTorch"
+build/bench/bench_mha --json "$work/mha.json"
+$py "$shared/torch_mha_bench.py" --threads 2 --json "$work/torch_mha.json"
+echo "== layer ops and attention scaling: ember, then PyTorch"
+build/bench/bench_suite ops --json "$work/ops.json"
+$py bench/torch_suite.py ops --json "$work/torch_ops.json" 2>/dev/null
+echo "== attention memory (a fresh process per L)"
+for L in 64 128 256 512 1024; do
+  echo "$L $(build/bench/bench_suite attn-mem "$L") $($py bench/torch_suite.py attn-mem "$L")"
+done | tee "$work/attn_mem.txt"
+echo "== training step and decoding: ember, then PyTorch"
+build/bench/bench_suite train --data data/dates --json "$work/train.json"
+$py bench/torch_suite.py train --data data/dates --ref "$shared/torch_translate_ref.py" \
+  --json "$work/torch_train.json" 2>/dev/null
+echo "== peak memory of a 300-step training run: ember, then PyTorch"
+/usr/bin/time -v -o "$work/ember_run.time" build/examples/translate/translate train --out "$work/run" --steps 300 \
+  --eval-every 300 --save-every 1000 --threads 2 >"$work/ember_run.log"
+grep -E "^memory" "$work/ember_run.log"
+/usr/bin/time -v -o "$work/torch_run.time" $py "$shared/torch_translate_ref.py" --threads 2 --train data/dates/train.tsv \
+  --valid data/dates/valid.tsv --max-steps 300 --eval-every 300 --stop-acc 2 >/dev/null 2>&1
+if [ "$quick" = 0 ]; then
+  echo "== time to 99% validation exact match: ember, then PyTorch"
+  bash bench/translate_vs_torch.sh "$work/converge.json"
+fi
+$py bench/report.py "$work" "$json"
