@@ -54,6 +54,12 @@ double median_ms(const std::function<void()>& f, int min_runs = 5, double min_se
   return ms[ms.size() / 2];
 }
 
+long minor_faults() {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_minflt;
+}
+
 double peak_rss_mb() {
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
@@ -212,9 +218,11 @@ std::vector<Row> run_train(const std::string& dir) {
   for (int i = 0; i < 5; i++) step();
   next = 0, tokens = 0;
   const int steps = (int)batches.size();
+  const long faults0 = minor_faults();
   auto t0 = Clock::now();
   for (int i = 0; i < steps; i++) step();
   const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+  std::fprintf(stderr, "page faults per step: %.0f\n", double(minor_faults() - faults0) / steps);
   std::vector<Row> rows;
   Row r{"training step (batch 64)", "date model"};
   r.ms = s * 1e3 / steps;

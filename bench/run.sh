@@ -13,7 +13,9 @@
 # memory of a 300-step training run and the large-buffer allocation counter (translate
 # against ../shared/bench/torch_translate_ref.py); and, unless --quick, time to 99%
 # validation exact match (bench/translate_vs_torch.sh, about 5 minutes more).
-# Everything runs on 2 threads with OMP_WAIT_POLICY=PASSIVE, PyTorch's fastest setting here.
+# Everything runs on 2 threads, each side at its fastest setting here: PyTorch with
+# OMP_WAIT_POLICY=PASSIVE (spinning threads cost it up to 2.7x), ember with libgomp's
+# default policy (its OpenBLAS shares ember's OpenMP threads, so spinning never fights).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 quick=0
@@ -32,8 +34,9 @@ bash scripts/install_deps.sh python3-torch python3-h5py time
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$(nproc)" --target bench_matmul bench_mha bench_suite translate >/dev/null
 
-export OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS=2
-py=/usr/bin/python3
+unset OMP_WAIT_POLICY
+export OMP_NUM_THREADS=2
+py="env OMP_WAIT_POLICY=PASSIVE /usr/bin/python3"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$(dirname "$json")"

@@ -8,8 +8,9 @@
 #   bench/translate_vs_torch.sh [JSON_FILE]     (default bench/results/translate.json)
 #
 # Needs the Release build (`cmake --build build --target translate`), /usr/bin/python3
-# with torch (apt-get install python3-torch) and /usr/bin/time. Both runs use 2 threads
-# and OMP_WAIT_POLICY=PASSIVE (PyTorch's fastest setting here).
+# with torch (apt-get install python3-torch) and /usr/bin/time. Both runs use 2 threads,
+# each at its fastest setting: PyTorch with OMP_WAIT_POLICY=PASSIVE, ember with libgomp's
+# default.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 json=${1:-bench/results/translate.json}
@@ -20,13 +21,14 @@ translate=./build/examples/translate/translate
 mkdir -p "$(dirname "$json")"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-export OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS=2
+unset OMP_WAIT_POLICY
+export OMP_NUM_THREADS=2
 
 echo "== ember"
 /usr/bin/time -v -o "$work/ember.time" "$translate" train --out "$work/ember" --target-acc 0.99 --eval-every 200 \
   --threads 2 | tee "$work/ember.log" | grep -E "validation|done"
 echo "== PyTorch"
-/usr/bin/time -v -o "$work/torch.time" /usr/bin/python3 "$ref" --threads 2 --train data/dates/train.tsv \
+/usr/bin/time -v -o "$work/torch.time" env OMP_WAIT_POLICY=PASSIVE /usr/bin/python3 "$ref" --threads 2 --train data/dates/train.tsv \
   --valid data/dates/valid.tsv --stop-acc 0.99 --eval-every 200 --json "$work/torch.json" | tee "$work/torch.log" |
   grep -E "^step"
 

@@ -7,7 +7,15 @@
 // bytes in all), to be handed out again for any request of that class. Batches whose
 // sequence length changes from step to step then reuse the same blocks. Sanitizer builds
 // skip the cache so that use-after-free stays detectable.
+//
+// Smaller blocks come from malloc's heap. glibc would serve the ones above 128 KiB by
+// mmap and give the heap's free top back to the system past 128 KiB, so that a training
+// step would fault in fresh pages for each of its activations (a 64 x 30 x 128 float
+// tensor is just under 1 MiB); the first Storage therefore raises both thresholds, so the
+// heap keeps what it has once grown to the working set.
 #include "core/storage.h"
+
+#include <malloc.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -75,9 +83,21 @@ size_t round_size(size_t n) {
   size_t r = (n + 63) / 64 * 64;
   return r == 0 ? 64 : r;
 }
+
+void tune_malloc() {
+#if defined(__GLIBC__)
+  static const bool done = [] {
+    mallopt(M_MMAP_THRESHOLD, int(kCacheMin * 8));
+    mallopt(M_TRIM_THRESHOLD, 256 << 20);
+    return true;
+  }();
+  (void)done;
+#endif
+}
 }  // namespace
 
 Storage::Storage(size_t n, bool zero_fill) : nbytes(n) {
+  tune_malloc();
   size_t rounded = round_size(n);
   if (kUseCache && rounded >= kCacheMin) data = cache().take(rounded);
   if (!data) {

@@ -7,7 +7,6 @@ cd "$(dirname "$0")/.."
 bash scripts/install_deps.sh
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$(nproc)" --target translate
-export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 translate=./build/examples/translate/translate
 out=runs/dates-$(date +%Y%m%d-%H%M%S)
 
