@@ -28,13 +28,33 @@ MultiHeadAttention::MultiHeadAttention(int64_t E, int64_t H, int64_t kd, int64_t
 MultiHeadAttentionOutput MultiHeadAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value,
                                                      const AttentionMask& key_padding_mask,
                                                      const AttentionMask& attn_mask, AttnWeights need_weights,
-                                                     KVCache* cache, bool fixed_memory) {
+                                                     KVCache* cache, bool fixed_memory, const Packing* query_packing,
+                                                     const Packing* kv_packing) {
   const char* op = "MultiHeadAttention::forward";
-  if (query.dim() != 3 || query.size(2) != embed_dim)
-    fail(op, "expected query [B, L, ", embed_dim, "], got shape ", query.shape());
-  const int64_t B = query.size(0), L = query.size(1), H = num_heads, d = head_dim;
   const bool reuse = cache && cache->fixed && cache->k.defined();
-  if (!reuse) {
+  int64_t B, L;
+  if (query_packing) {
+    if (query.dim() != 2 || query.size(0) != query_packing->count || query.size(1) != embed_dim)
+      fail(op, "expected packed query rows [N, ", embed_dim, "] with N = ", query_packing->count, ", got shape ",
+           query.shape());
+    B = query_packing->batch, L = query_packing->length;
+  } else {
+    if (query.dim() != 3 || query.size(2) != embed_dim)
+      fail(op, "expected query [B, L, ", embed_dim, "], got shape ", query.shape());
+    B = query.size(0), L = query.size(1);
+  }
+  const int64_t H = num_heads, d = head_dim;
+  if (!reuse && kv_packing) {
+    if (key_padding_mask.defined())
+      fail(op, "packed key and value carry their padding; expected no key_padding_mask");
+    if (kv_packing->batch != B)
+      fail(op, "batch sizes differ: query batch ", B, ", packed key and value batch ", kv_packing->batch);
+    if (key.dim() != 2 || key.size(0) != kv_packing->count || key.size(1) != kdim)
+      fail(op, "expected packed key rows [M, ", kdim, "] with M = ", kv_packing->count, ", got shape ", key.shape());
+    if (value.dim() != 2 || value.size(0) != kv_packing->count || value.size(1) != vdim)
+      fail(op, "expected packed value rows [M, ", vdim, "] with M = ", kv_packing->count, ", got shape ",
+           value.shape());
+  } else if (!reuse) {
     if (key.dim() != 3 || key.size(2) != kdim) fail(op, "expected key [B, S, ", kdim, "], got shape ", key.shape());
     if (value.dim() != 3 || value.size(2) != vdim)
       fail(op, "expected value [B, S, ", vdim, "], got shape ", value.shape());
@@ -44,16 +64,20 @@ MultiHeadAttentionOutput MultiHeadAttention::forward(const Tensor& query, const 
       fail(op, "key and value must have the same length S, got key ", key.shape(), " and value ", value.shape());
   }
 
-  // [B, T, E] -> [B, H, T, d] (a view: the head split costs no copy)
-  auto heads = [&](const Tensor& x) { return x.view({B, x.size(1), H, d}).transpose(1, 2); };
-  Tensor q = heads(q_proj->forward(query));
+  // [B, T, E] -> [B, H, T, d] (a view: the head split costs no copy); packed rows are
+  // first put back in their padded places.
+  auto heads = [&](const Tensor& x, const Packing* p) {
+    Tensor padded = p ? p->unpack(x) : x;
+    return padded.view({B, padded.size(1), H, d}).transpose(1, 2);
+  };
+  Tensor q = heads(q_proj->forward(query), query_packing);
   Tensor k, v;
   if (reuse) {
     k = cache->k;
     v = cache->v;
   } else {
-    k = heads(k_proj->forward(key));
-    v = heads(v_proj->forward(value));
+    k = heads(k_proj->forward(key), kv_packing);
+    v = heads(v_proj->forward(value), kv_packing);
     if (cache) {
       if (fixed_memory) {
         cache->fixed = true;
@@ -68,6 +92,11 @@ MultiHeadAttentionOutput MultiHeadAttention::forward(const Tensor& query, const 
   const int64_t S = k.size(2);
 
   AttentionMask mask;
+  if (kv_packing) {
+    if (kv_packing->length != S)
+      fail(op, "packed key and value describe length ", kv_packing->length, ", the cached keys have ", S);
+    mask = kv_packing->padding.reshape({B, 1, 1, S});
+  }
   if (key_padding_mask.defined()) {
     const Tensor& m = key_padding_mask.blocked();
     if (m.shape() != Shape{B, S})
@@ -83,6 +112,7 @@ MultiHeadAttentionOutput MultiHeadAttention::forward(const Tensor& query, const 
 
   AttentionResult r = scaled_dot_product_attention(q, k, v, mask, dropout, is_training(), dropout_gen);
   Tensor merged = r.output.transpose(1, 2).reshape({B, L, embed_dim});
+  if (query_packing) merged = query_packing->pack(merged);
   MultiHeadAttentionOutput out;
   out.output = out_proj->forward(merged);
   if (need_weights == AttnWeights::PerHead) out.weights = r.weights;

@@ -10,6 +10,12 @@
 //
 // For token-by-token decoding, forward takes an optional KVCache: self-attention appends
 // the new keys and values to it; cross-attention projects the memory once and reuses it.
+//
+// Packed inputs: with query_packing, query holds only the kept positions of a padded
+// [B, L] batch as rows [N, E] (see Packing) and the output is rows [N, E] as well; with
+// kv_packing, key and value are rows [M, kdim] and [M, vdim] of a padded [B, S] batch,
+// and kv_packing's padding is the key padding mask. The projections then run on the rows
+// only; attention itself runs on the padded layout.
 #pragma once
 #include <memory>
 
@@ -21,7 +27,7 @@ namespace ember::nn {
 enum class AttnWeights { None, PerHead, Averaged };
 
 struct MultiHeadAttentionOutput {
-  Tensor output;   // [B, L, E]
+  Tensor output;   // [B, L, E] (rows [N, E] for a packed query)
   Tensor weights;  // [B, H, L, S] per head, [B, L, S] averaged, or undefined
 };
 
@@ -40,7 +46,8 @@ class MultiHeadAttention : public Module {
   MultiHeadAttentionOutput forward(const Tensor& query, const Tensor& key, const Tensor& value,
                                    const AttentionMask& key_padding_mask = {},
                                    const AttentionMask& attn_mask = {}, AttnWeights need_weights = AttnWeights::None,
-                                   KVCache* cache = nullptr, bool fixed_memory = false);
+                                   KVCache* cache = nullptr, bool fixed_memory = false,
+                                   const Packing* query_packing = nullptr, const Packing* kv_packing = nullptr);
 
   int64_t embed_dim, num_heads, kdim, vdim, head_dim;
   double dropout;

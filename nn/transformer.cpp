@@ -29,19 +29,30 @@ EncoderLayer::EncoderLayer(const LayerConfig& c, Generator* gen, DType dtype) : 
   dropout2 = register_module("dropout2", std::make_shared<Dropout>(c.dropout));
 }
 
-Tensor EncoderLayer::forward(const Tensor& x, const AttentionMask& pad, const AttentionMask& mask) {
-  AttnWeights w = keep_weights ? AttnWeights::PerHead : AttnWeights::None;
-  auto attend = [&](const Tensor& h) {
-    auto r = self_attn->forward(h, h, h, pad, mask, w);
+Tensor EncoderLayer::sublayers(const Tensor& x, const std::function<MultiHeadAttentionOutput(const Tensor&)>& attend) {
+  auto self = [&](const Tensor& h) {
+    auto r = attend(h);
     if (keep_weights) last_weights = r.weights;
     return r.output;
   };
   if (cfg.norm_first) {
-    Tensor y = add(x, dropout1->forward(attend(norm1->forward(x))));
+    Tensor y = add(x, dropout1->forward(self(norm1->forward(x))));
     return add(y, dropout2->forward(ffn->forward(norm2->forward(y))));
   }
-  Tensor y = norm1->forward(add(x, dropout1->forward(attend(x))));
+  Tensor y = norm1->forward(add(x, dropout1->forward(self(x))));
   return norm2->forward(add(y, dropout2->forward(ffn->forward(y))));
+}
+
+Tensor EncoderLayer::forward(const Tensor& x, const AttentionMask& pad, const AttentionMask& mask) {
+  AttnWeights w = keep_weights ? AttnWeights::PerHead : AttnWeights::None;
+  return sublayers(x, [&](const Tensor& h) { return self_attn->forward(h, h, h, pad, mask, w); });
+}
+
+Tensor EncoderLayer::forward(const Tensor& rows, const Packing& packing) {
+  AttnWeights w = keep_weights ? AttnWeights::PerHead : AttnWeights::None;
+  return sublayers(rows, [&](const Tensor& h) {
+    return self_attn->forward(h, h, h, {}, {}, w, nullptr, false, &packing, &packing);
+  });
 }
 
 // ------------------------------------------------------------------ DecoderLayer
@@ -62,7 +73,8 @@ DecoderLayer::DecoderLayer(const LayerConfig& c, Generator* gen, DType dtype) : 
 }
 
 Tensor DecoderLayer::forward(const Tensor& x, const Tensor& memory, const AttentionMask& tgt_pad,
-                             const AttentionMask& mem_pad, bool causal, LayerCache* cache) {
+                             const AttentionMask& mem_pad, bool causal, LayerCache* cache,
+                             const Packing* memory_packing) {
   AttnWeights w = keep_weights ? AttnWeights::PerHead : AttnWeights::None;
   const int64_t T = x.size(1);
   auto self = [&](const Tensor& h) {
@@ -74,7 +86,7 @@ Tensor DecoderLayer::forward(const Tensor& x, const Tensor& memory, const Attent
   };
   auto cross = [&](const Tensor& h) {
     auto r = cross_attn->forward(h, memory, memory, mem_pad, {}, w, cache ? &cache->cross : nullptr,
-                                 /*fixed_memory=*/true);
+                                 /*fixed_memory=*/true, nullptr, memory_packing);
     if (keep_weights) last_cross_weights = r.weights;
     return r.output;
   };
@@ -102,6 +114,12 @@ Tensor Encoder::forward(const Tensor& x, const AttentionMask& pad, const Attenti
   return norm ? norm->forward(h) : h;
 }
 
+Tensor Encoder::forward(const Tensor& rows, const Packing& packing) {
+  Tensor h = rows;
+  for (size_t i = 0; i < layers->size(); i++) h = layer(i)->forward(h, packing);
+  return norm ? norm->forward(h) : h;
+}
+
 Decoder::Decoder(const LayerConfig& c, int64_t n, Generator* gen, DType dtype) {
   if (n <= 0) fail("Decoder", "num_layers must be positive, got ", n);
   layers = register_module("layers", std::make_shared<ModuleList>());
@@ -110,11 +128,12 @@ Decoder::Decoder(const LayerConfig& c, int64_t n, Generator* gen, DType dtype) {
 }
 
 Tensor Decoder::forward(const Tensor& x, const Tensor& memory, const AttentionMask& tgt_pad,
-                        const AttentionMask& mem_pad, std::vector<LayerCache>* caches) {
+                        const AttentionMask& mem_pad, std::vector<LayerCache>* caches,
+                        const Packing* memory_packing) {
   if (caches && caches->size() != layers->size()) caches->resize(layers->size());
   Tensor h = x;
   for (size_t i = 0; i < layers->size(); i++)
-    h = layer(i)->forward(h, memory, tgt_pad, mem_pad, true, caches ? &(*caches)[i] : nullptr);
+    h = layer(i)->forward(h, memory, tgt_pad, mem_pad, true, caches ? &(*caches)[i] : nullptr, memory_packing);
   return norm ? norm->forward(h) : h;
 }
 
@@ -144,10 +163,20 @@ Tensor Transformer::embed(const std::shared_ptr<Embedding>& table, const Tensor&
   return dropout->forward(pos->forward(x, start));
 }
 
+Tensor Transformer::encode_rows(const Tensor& src, const Packing& packing) {
+  if (src.size(1) > cfg.max_len)
+    fail("Transformer::encode", "source length ", src.size(1), " exceeds max_len ", cfg.max_len);
+  // embeddings of the kept tokens only, each with the positional encoding of its place
+  Tensor x = mul(src_embed->forward(packing.pack(src)), std::sqrt((double)cfg.d_model));
+  x = dropout->forward(add(x, index_select(pos->pe, 0, packing.positions)));
+  return encoder->forward(x, packing);
+}
+
 Tensor Transformer::encode(const Tensor& src) {
   if (src.dim() != 2 || src.dtype() != kInt64)
     fail("Transformer::encode", "expected int64 source ids [B, S], got ", dtype_name(src.dtype()), " ", src.shape());
-  return encoder->forward(embed(src_embed, src, 0), padding_mask(src, cfg.pad_id));
+  Packing packing = Packing::of(src, cfg.pad_id);
+  return packing.unpack(encode_rows(src, packing));
 }
 
 Tensor Transformer::decode(const Tensor& tgt, const Tensor& memory, const AttentionMask& memory_padding) {
@@ -161,25 +190,33 @@ Tensor Transformer::forward(const Tensor& src, const Tensor& tgt) {
   if (src.dim() != 2 || tgt.dim() != 2 || src.size(0) != tgt.size(0))
     fail("Transformer::forward", "expected src [B, S] and tgt [B, T] with the same B, got ", src.shape(), " and ",
          tgt.shape());
-  Tensor memory = encode(src);
-  return decode(tgt, memory, padding_mask(src, cfg.pad_id));
+  if (src.dtype() != kInt64) fail("Transformer::forward", "expected int64 source ids [B, S], got ", dtype_name(src.dtype()));
+  if (tgt.dtype() != kInt64) fail("Transformer::forward", "expected int64 target ids [B, T], got ", dtype_name(tgt.dtype()));
+  Packing packing = Packing::of(src, cfg.pad_id);
+  Tensor memory = encode_rows(src, packing);
+  Tensor h = decoder->forward(embed(tgt_embed, tgt, 0), memory, padding_mask(tgt, cfg.pad_id), {}, nullptr, &packing);
+  return out_proj->forward(h);
 }
 
 DecoderState Transformer::start_decoding(const Tensor& src) {
   DecoderState s;
-  s.memory = encode(src);
-  s.memory_padding = padding_mask(src, cfg.pad_id);
+  if (src.dim() != 2 || src.dtype() != kInt64)
+    fail("Transformer::start_decoding", "expected int64 source ids [B, S], got ", dtype_name(src.dtype()), " ",
+         src.shape());
+  s.memory_packing = Packing::of(src, cfg.pad_id);
+  s.memory = encode_rows(src, s.memory_packing);
   s.caches.resize(decoder->layers->size());
   return s;
 }
 
 Tensor Transformer::decode_step(DecoderState& s, const Tensor& tokens) {
-  if (tokens.dim() != 1 || tokens.dtype() != kInt64 || tokens.size(0) != s.memory.size(0))
-    fail("Transformer::decode_step", "expected int64 tokens [B] with B = ", s.memory.size(0), ", got ",
+  const int64_t B = s.memory_packing.batch;
+  if (tokens.dim() != 1 || tokens.dtype() != kInt64 || tokens.size(0) != B)
+    fail("Transformer::decode_step", "expected int64 tokens [B] with B = ", B, ", got ",
          dtype_name(tokens.dtype()), " ", tokens.shape());
   Tensor x = embed(tgt_embed, tokens.unsqueeze(1), s.position);
   // padding is never fed while decoding, so no target padding mask is needed
-  Tensor h = decoder->forward(x, s.memory, {}, s.memory_padding, &s.caches);
+  Tensor h = decoder->forward(x, s.memory, {}, {}, &s.caches, &s.memory_packing);
   s.position++;
   return out_proj->forward(h).select(1, 0);
 }

@@ -13,6 +13,7 @@
 // DecoderState that caches every layer's keys and values; it gives the same logits as the
 // teacher-forced forward pass on the same prefix.
 #pragma once
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -36,6 +37,9 @@ class EncoderLayer : public Module {
   // x [B, S, d_model]; src_key_padding_mask [B, S]; src_mask [S, S] or [B, S, S].
   Tensor forward(const Tensor& x, const AttentionMask& src_key_padding_mask = {},
                  const AttentionMask& src_mask = {});
+  // The same on packed rows [N, d_model] of a padded batch (see Packing): equal to the
+  // padded forward at every kept position, with no work spent on padding.
+  Tensor forward(const Tensor& rows, const Packing& packing);
   // The self-attention weights of the last forward, per head [B, H, S, S], when kept.
   bool keep_weights = false;
   Tensor last_weights;
@@ -45,6 +49,9 @@ class EncoderLayer : public Module {
   std::shared_ptr<FeedForward> ffn;
   std::shared_ptr<LayerNorm> norm1, norm2;
   std::shared_ptr<Dropout> dropout1, dropout2;
+
+ private:
+  Tensor sublayers(const Tensor& x, const std::function<MultiHeadAttentionOutput(const Tensor&)>& attend);
 };
 
 // Keys and values cached per decoder layer while decoding token by token.
@@ -56,10 +63,12 @@ class DecoderLayer : public Module {
  public:
   explicit DecoderLayer(const LayerConfig& cfg, Generator* gen = nullptr, DType dtype = kFloat32);
   // x [B, T, d_model], memory [B, S, d_model]. tgt_mask defaults to causal when
-  // causal is set. With a cache, x holds only the newest positions.
+  // causal is set. With a cache, x holds only the newest positions. With memory_packing,
+  // memory is packed rows [N, d_model] (see Packing) whose padding is the memory's key
+  // padding mask (memory_key_padding_mask must then be none).
   Tensor forward(const Tensor& x, const Tensor& memory, const AttentionMask& tgt_key_padding_mask = {},
                  const AttentionMask& memory_key_padding_mask = {}, bool causal = true,
-                 LayerCache* cache = nullptr);
+                 LayerCache* cache = nullptr, const Packing* memory_packing = nullptr);
   bool keep_weights = false;
   Tensor last_self_weights, last_cross_weights;  // [B, H, T, T] and [B, H, T, S]
 
@@ -75,6 +84,7 @@ class Encoder : public Module {
   Encoder(const LayerConfig& cfg, int64_t num_layers, Generator* gen = nullptr, DType dtype = kFloat32);
   Tensor forward(const Tensor& x, const AttentionMask& src_key_padding_mask = {},
                  const AttentionMask& src_mask = {});
+  Tensor forward(const Tensor& rows, const Packing& packing);  // packed rows [N, d_model]
   std::shared_ptr<ModuleList> layers;
   std::shared_ptr<LayerNorm> norm;  // only with norm_first
   std::shared_ptr<EncoderLayer> layer(size_t i) const { return layers->at<EncoderLayer>(i); }
@@ -84,8 +94,10 @@ class Decoder : public Module {
  public:
   Decoder(const LayerConfig& cfg, int64_t num_layers, Generator* gen = nullptr, DType dtype = kFloat32);
   // caches: one per layer when decoding token by token (resized as needed), else null.
+  // memory_packing: memory is packed rows, as for DecoderLayer.
   Tensor forward(const Tensor& x, const Tensor& memory, const AttentionMask& tgt_key_padding_mask = {},
-                 const AttentionMask& memory_key_padding_mask = {}, std::vector<LayerCache>* caches = nullptr);
+                 const AttentionMask& memory_key_padding_mask = {}, std::vector<LayerCache>* caches = nullptr,
+                 const Packing* memory_packing = nullptr);
   std::shared_ptr<ModuleList> layers;
   std::shared_ptr<LayerNorm> norm;  // only with norm_first
   std::shared_ptr<DecoderLayer> layer(size_t i) const { return layers->at<DecoderLayer>(i); }
@@ -108,8 +120,8 @@ struct TransformerConfig {
 
 // What token-by-token decoding carries from one step to the next.
 struct DecoderState {
-  Tensor memory;                 // encoder output [B, S, d_model]
-  AttentionMask memory_padding;  // [B, S]
+  Tensor memory;                 // encoder output as packed rows [N, d_model]
+  Packing memory_packing;        // the source's kept positions
   std::vector<LayerCache> caches;
   int64_t position = 0;          // tokens decoded so far
 };
@@ -120,8 +132,9 @@ class Transformer : public Module {
 
   // src [B, S], tgt [B, T] int64 token ids (pad_id pads) -> logits [B, T, tgt_vocab],
   // position t predicting token t+1 (teacher forcing: tgt starts with the begin token).
+  // The encoder runs on the source's non-padding positions only (see Packing).
   Tensor forward(const Tensor& src, const Tensor& tgt);
-  Tensor encode(const Tensor& src);  // -> memory [B, S, d_model]
+  Tensor encode(const Tensor& src);  // -> memory [B, S, d_model], zeros at padding
   Tensor decode(const Tensor& tgt, const Tensor& memory, const AttentionMask& memory_padding);
 
   DecoderState start_decoding(const Tensor& src);
@@ -139,6 +152,7 @@ class Transformer : public Module {
 
  private:
   Tensor embed(const std::shared_ptr<Embedding>& table, const Tensor& ids, int64_t start);
+  Tensor encode_rows(const Tensor& src, const Packing& packing);  // -> memory rows [N, d_model]
 };
 
 }  // namespace ember::nn

@@ -320,6 +320,118 @@ TEST_CASE("gradcheck: EncoderLayer and DecoderLayer, post-norm and pre-norm") {
   }
 }
 
+TEST_CASE("Packing keeps the non-padding positions in order and puts them back with zeros at padding") {
+  Tensor ids = from_vector(std::vector<int64_t>{3, 4, 0, 0, 5, 0, 6, 7}, {2, 4});
+  Packing p = Packing::of(ids, 0);
+  CHECK(p.batch == 2);
+  CHECK(p.length == 4);
+  CHECK(p.count == 5);
+  CHECK(equal(p.rows, from_vector(std::vector<int64_t>{0, 1, 4, 6, 7}, {5})));
+  CHECK(equal(p.positions, from_vector(std::vector<int64_t>{0, 1, 0, 2, 3}, {5})));
+  CHECK(equal(p.padding.blocked(), eq(ids, from_vector(std::vector<int64_t>{0}, Shape{}))));
+  Tensor x = randn({2, 4, 3}, kFloat64);
+  Tensor rows = p.pack(x);
+  REQUIRE(rows.shape() == Shape{5, 3});
+  CHECK(equal(rows.select(0, 3), x.select(0, 1).select(0, 2)));
+  Tensor back = p.unpack(rows);
+  REQUIRE(back.shape() == Shape{2, 4, 3});
+  Tensor kept = logical_not(p.padding.blocked()).unsqueeze(-1).to(kFloat64);
+  CHECK(allclose(back, mul(x, kept), 0.0, 0.0));
+  // no padding at all: views, no copies
+  Packing full = Packing::of(from_vector(std::vector<int64_t>{1, 2, 3, 4}, {2, 2}), 0);
+  CHECK(full.count == 4);
+  Tensor y = randn({2, 2, 3});
+  CHECK(full.pack(y).data<float>() == y.data<float>());
+  CHECK_THAT(error_of([&] { p.pack(randn({2, 3, 3})); }), Contains("Packing::pack") && Contains("[2,3,3]"));
+  CHECK_THAT(error_of([&] { p.unpack(randn({4, 3})); }), Contains("Packing::unpack") && Contains("N = 5"));
+  CHECK_THAT(error_of([&] { Packing::of(ids.to(kFloat32), 0); }), Contains("int64"));
+}
+
+TEST_CASE("gradcheck: Packing::pack and unpack, on contiguous and non-contiguous inputs") {
+  Tensor ids = from_vector(std::vector<int64_t>{3, 0, 4, 5, 0, 0}, {2, 3});
+  Packing p = Packing::of(ids, 0);
+  Tensor padded = randn({2, 3, 4}, kFloat64).requires_grad_();
+  Tensor padded_t = randn({4, 3, 2}, kFloat64).permute({2, 1, 0}).detach().requires_grad_();
+  Tensor rows = randn({3, 4}, kFloat64).requires_grad_();
+  Tensor rows_t = randn({4, 3}, kFloat64).t().detach().requires_grad_();
+  for (const Tensor& x : {padded, padded_t}) {
+    auto r = gradcheck([&](const std::vector<Tensor>& in) { return p.pack(in[0]); }, {x});
+    INFO(r.to_string());
+    CHECK(r.passed);
+  }
+  for (const Tensor& x : {rows, rows_t}) {
+    auto r = gradcheck([&](const std::vector<Tensor>& in) { return p.unpack(in[0]); }, {x});
+    INFO(r.to_string());
+    CHECK(r.passed);
+  }
+}
+
+// Gradients of every parameter of m after backward of sum(out * u).
+static std::vector<Tensor> parameter_grads(Module& m, const Tensor& out, const Tensor& u) {
+  m.zero_grad();
+  sum(mul(out, u)).backward();
+  std::vector<Tensor> g;
+  for (auto& [n, p] : m.named_parameters()) g.push_back(p.grad().defined() ? p.grad().clone() : zeros_like(p));
+  return g;
+}
+
+TEST_CASE("packed encoder and decoder layers equal the padded ones at every kept position, gradients included") {
+  for (bool pre : {false, true}) {
+    INFO("norm_first " << pre);
+    LayerConfig c{8, 2, 12, 0.0, Activation::ReLU, pre, 1e-5};
+    Generator g(5);
+    Tensor ids = from_vector(std::vector<int64_t>{3, 4, 5, 0, 6, 0, 0, 0, 7, 8, 9, 1}, {3, 4});
+    Packing p = Packing::of(ids, 0);
+    Tensor x = normal({3, 4, 8}, 0.0, 1.0, kFloat64, &g);
+    EncoderLayer enc(c, &g, kFloat64);
+    Tensor padded_out = p.pack(enc.forward(x, p.padding));
+    Tensor u = normal(padded_out.shape(), 0.0, 1.0, kFloat64, &g);
+    auto padded_grads = parameter_grads(enc, padded_out, u);
+    Tensor packed_out = enc.forward(p.pack(x), p);
+    CHECK(allclose(packed_out, padded_out, 1e-12, 1e-12));
+    auto packed_grads = parameter_grads(enc, packed_out, u);
+    for (size_t i = 0; i < packed_grads.size(); i++) CHECK(allclose(packed_grads[i], padded_grads[i], 1e-10, 1e-12));
+
+    DecoderLayer dec(c, &g, kFloat64);
+    Tensor y = normal({3, 2, 8}, 0.0, 1.0, kFloat64, &g);
+    Tensor mem = normal({3, 4, 8}, 0.0, 1.0, kFloat64, &g);
+    Tensor a = dec.forward(y, mem, {}, p.padding);
+    Tensor w = normal(a.shape(), 0.0, 1.0, kFloat64, &g);
+    auto grads_a = parameter_grads(dec, a, w);
+    Tensor b = dec.forward(y, p.pack(mem), {}, {}, true, nullptr, &p);
+    CHECK(allclose(a, b, 1e-12, 1e-12));
+    auto grads_b = parameter_grads(dec, b, w);
+    for (size_t i = 0; i < grads_b.size(); i++) CHECK(allclose(grads_a[i], grads_b[i], 1e-10, 1e-12));
+    CHECK_THAT(error_of([&] { dec.forward(y, p.pack(mem), {}, p.padding, true, nullptr, &p); }),
+               Contains("expected no key_padding_mask"));
+    CHECK_THAT(error_of([&] { dec.forward(y, mem, {}, {}, true, nullptr, &p); }),
+               Contains("expected packed key rows [M, 8] with M = 8") && Contains("[3,4,8]"));
+  }
+}
+
+TEST_CASE("Transformer's packed encoder gives the logits of the padded computation") {
+  for (bool pre : {false, true}) {
+    TransformerConfig c = tiny_config();
+    c.norm_first = pre;
+    c.dropout = 0.0;
+    Generator g(4);
+    Transformer model(c, &g, kFloat64);
+    Tensor src = from_vector(std::vector<int64_t>{3, 4, 5, 0, 6, 0, 0, 0, 7, 8, 9, 10}, {3, 4});
+    Tensor tgt = from_vector(std::vector<int64_t>{1, 2, 3, 1, 4, 0, 1, 5, 6}, {3, 3});
+    Tensor logits = model.forward(src, tgt);
+    // the padded path: encoder on [B, S, E] with a key padding mask, decoder on padded memory
+    AttentionMask pad = padding_mask(src, c.pad_id);
+    Tensor x = add(mul(model.src_embed->forward(src), std::sqrt((double)c.d_model)), model.pos->pe.narrow(0, 0, 4));
+    Tensor memory = model.encoder->forward(x, pad);
+    Tensor expected = model.decode(tgt, memory, pad);
+    INFO("norm_first " << pre);
+    CHECK(allclose(logits, expected, 1e-12, 1e-12));
+    Tensor encoded = model.encode(src);  // padded, zeros at padding
+    CHECK(allclose(encoded.select(0, 0).narrow(0, 0, 3), memory.select(0, 0).narrow(0, 0, 3), 1e-12, 1e-12));
+    CHECK(equal(encoded.select(0, 1).narrow(0, 1, 3), zeros({3, c.d_model}, kFloat64)));
+  }
+}
+
 TEST_CASE("Transformer maps src [B,S] and tgt [B,T] to logits [B,T,V]") {
   Transformer model(tiny_config());
   Tensor src = from_vector(std::vector<int64_t>{3, 4, 5, 0, 6, 7, 8, 9}, {2, 4});
