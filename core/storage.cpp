@@ -1,18 +1,18 @@
-// Storage allocation with process-wide counters, and a cache of large blocks.
+// Storage allocation with process-wide counters.
 //
-// Training allocates the same large buffers every step; returning them to the system and
-// asking again costs a page fault per 4 KiB on first touch. Blocks of kCacheMin bytes or
-// more are therefore rounded up to a size class - four classes per doubling, so at most
-// a quarter is wasted - and kept, on free, in a free list per class (up to kCacheCap
-// bytes in all), to be handed out again for any request of that class. Batches whose
-// sequence length changes from step to step then reuse the same blocks. Sanitizer builds
-// skip the cache so that use-after-free stays detectable.
-//
-// Smaller blocks come from malloc's heap. glibc would serve the ones above 128 KiB by
-// mmap and give the heap's free top back to the system past 128 KiB, so that a training
-// step would fault in fresh pages for each of its activations (a 64 x 30 x 128 float
-// tensor is just under 1 MiB); the first Storage therefore raises both thresholds, so the
-// heap keeps what it has once grown to the working set.
+// Training allocates much the same buffers every step. Returning them to the system and
+// asking again costs a page fault per 4 KiB on first touch, which on a virtual machine
+// costs more than the arithmetic of a small layer. So nothing is returned:
+//  - blocks below kCacheMin come from malloc's heap, tuned by the first Storage so that it
+//    serves them all (glibc would mmap each block over 128 KiB and unmap it on free) and
+//    keeps its free memory (no trimming): a step's tensors reuse the memory the previous
+//    step freed, whatever their sizes, as the heap coalesces and splits free chunks;
+//  - larger blocks (a [4096, 8192] logits tensor) are rounded up to a size class - four
+//    classes per doubling, so at most a quarter is wasted - and kept, on free, in a free
+//    list per class (up to kCacheCap bytes in all), for any later request of that class.
+// system_bytes() tells how much memory all of it holds; a training loop checks that it
+// stops growing. Sanitizer builds skip the class cache so that use-after-free stays
+// detectable.
 #include "core/storage.h"
 
 #include <malloc.h>
@@ -34,8 +34,21 @@ constexpr bool kUseCache = false;
 #else
 constexpr bool kUseCache = true;
 #endif
-constexpr size_t kCacheMin = size_t(1) << 20;
+constexpr size_t kCacheMin = size_t(32) << 20;
 constexpr size_t kCacheCap = size_t(1) << 30;
+
+// 64-byte aligned blocks from plain malloc, the address malloc gave kept just before the
+// aligned one. (aligned_alloc leaves the heap's free chunks split around each block;
+// repeated steps then fragment it to several times their working set.)
+void* aligned_block(size_t n) {
+  void* raw = std::malloc(n + 64);
+  if (!raw) return nullptr;
+  // malloc aligns to 16, so there are at least 16 bytes before the next multiple of 64
+  auto* p = reinterpret_cast<void**>((reinterpret_cast<uintptr_t>(raw) + 64) & ~uintptr_t(63));
+  p[-1] = raw;
+  return p;
+}
+void free_block(void* p) { std::free(static_cast<void**>(p)[-1]); }
 
 struct BlockCache {
   std::mutex mu;
@@ -61,7 +74,7 @@ struct BlockCache {
   void clear() {
     std::lock_guard<std::mutex> lock(mu);
     for (auto& [size, list] : free_lists)
-      for (void* p : list) std::free(p);
+      for (void* p : list) free_block(p);
     free_lists.clear();
     cached = 0;
   }
@@ -87,13 +100,14 @@ size_t round_size(size_t n) {
 void tune_malloc() {
 #if defined(__GLIBC__)
   static const bool done = [] {
-    mallopt(M_MMAP_THRESHOLD, int(kCacheMin * 8));
-    mallopt(M_TRIM_THRESHOLD, 256 << 20);
+    mallopt(M_MMAP_THRESHOLD, int(kCacheMin));
+    mallopt(M_TRIM_THRESHOLD, int(kCacheCap));
     return true;
   }();
   (void)done;
 #endif
 }
+
 }  // namespace
 
 Storage::Storage(size_t n, bool zero_fill) : nbytes(n) {
@@ -101,7 +115,7 @@ Storage::Storage(size_t n, bool zero_fill) : nbytes(n) {
   size_t rounded = round_size(n);
   if (kUseCache && rounded >= kCacheMin) data = cache().take(rounded);
   if (!data) {
-    data = std::aligned_alloc(64, rounded);
+    data = aligned_block(rounded);
     if (!data) throw std::bad_alloc();
     if (rounded >= kCacheMin) g_system++;
   }
@@ -113,7 +127,7 @@ Storage::Storage(size_t n, bool zero_fill) : nbytes(n) {
 
 Storage::~Storage() {
   size_t rounded = round_size(nbytes);
-  if (!(kUseCache && rounded >= kCacheMin && cache().give(data, rounded))) std::free(data);
+  if (!(kUseCache && rounded >= kCacheMin && cache().give(data, rounded))) free_block(data);
   g_live--;
   g_bytes -= (int64_t)nbytes;
 }
@@ -122,6 +136,15 @@ int64_t Storage::live_count() { return g_live.load(); }
 int64_t Storage::live_bytes() { return g_bytes.load(); }
 int64_t Storage::total_allocations() { return g_total.load(); }
 int64_t Storage::system_allocations() { return g_system.load(); }
+int64_t Storage::system_bytes() {
+#if defined(__GLIBC__)
+  struct mallinfo2 m = mallinfo2();  // the heaps, and the blocks mmapped one by one
+  return (int64_t)(m.arena + m.hblkhd);
+#else
+  return -1;
+#endif
+}
+
 int64_t Storage::cached_bytes() {
   std::lock_guard<std::mutex> lock(cache().mu);
   return (int64_t)cache().cached;

@@ -1,5 +1,6 @@
 // A flat, 64-byte aligned buffer shared by a tensor and all of its views. The counters
-// let tests and benchmarks see that dropped graphs give their memory back.
+// let tests and benchmarks see that dropped graphs give their memory back, and that
+// training reuses memory instead of asking the system for more (storage.cpp says how).
 #pragma once
 #include <atomic>
 #include <cstddef>
@@ -23,7 +24,10 @@ struct Storage {
   static int64_t live_count();   // storages alive now
   static int64_t live_bytes();   // bytes they hold
   static int64_t total_allocations();  // storages ever created
-  static int64_t system_allocations(); // large blocks (1 MiB or more) asked of the system
+  static int64_t system_allocations(); // large blocks (32 MiB or more) asked of the system
+  // Bytes of memory malloc holds from the system (its heaps and separately mapped
+  // blocks, in use or free, including the cache below); -1 where unknown (not glibc).
+  static int64_t system_bytes();
   static int64_t cached_bytes();       // freed large blocks kept for reuse
   static void empty_cache();           // returns them to the system
 };

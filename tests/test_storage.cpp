@@ -1,6 +1,8 @@
 // Storage: counters and the cache of large blocks.
 #include <catch2/catch.hpp>
 
+#include <vector>
+
 #include "core/ops.h"
 
 using namespace ember;
@@ -34,11 +36,11 @@ TEST_CASE("a freed large block is reused for the next storage of the same size")
   CHECK(Storage::cached_bytes() == 0);
   const void* first;
   {
-    Tensor a = empty({512, 1024});  // 2 MiB
+    Tensor a = empty({16 * 1024, 1024});  // 64 MiB
     first = a.storage()->data;
   }
-  CHECK(Storage::cached_bytes() >= 2 * 1024 * 1024);
-  Tensor b = empty({512, 1024});
+  CHECK(Storage::cached_bytes() >= 64 * 1024 * 1024);
+  Tensor b = empty({16 * 1024, 1024});
   CHECK(b.storage()->data == first);
   CHECK(Storage::cached_bytes() == 0);
   Tensor small = empty({16});
@@ -48,15 +50,32 @@ TEST_CASE("a freed large block is reused for the next storage of the same size")
 
 TEST_CASE("large storages of slightly different sizes share a size class and reuse its blocks") {
   Storage::empty_cache();
-  { Tensor warm = empty({300, 1024}); }  // 1.17 MiB: the 1.25 MiB class
+  { Tensor warm = empty({300 * 32, 1024}); }  // 37.5 MiB: the 40 MiB class
   const int64_t before = Storage::system_allocations();
-  for (int64_t rows : {260, 280, 300, 310, 320}) {  // 1.02 to 1.25 MiB, like batches of varying length
-    Tensor t = empty({rows, 1024});
-    CHECK(t.numel() == rows * 1024);
+  for (int64_t rows : {260, 280, 300, 310, 320}) {  // 32.5 to 40 MiB, like batches of varying length
+    Tensor t = empty({rows * 32, 1024});
+    CHECK(t.numel() == rows * 32 * 1024);
   }
   CHECK(Storage::system_allocations() == before);  // all served by the one cached block
-  { Tensor bigger = empty({330, 1024}); }          // 1.29 MiB: the next class, a new block
+  { Tensor bigger = empty({330 * 32, 1024}); }     // 41.25 MiB: the next class, a new block
   CHECK(Storage::system_allocations() == before + 1);
   Storage::empty_cache();
 }
+
+#if defined(__GLIBC__)
+TEST_CASE("steps that allocate the same buffers again take no more memory from the system") {
+  // like training steps: a few hundred KiB to a few MiB each, of varying sizes, all freed
+  // at the end of the step; the first step grows the heap, the next ones reuse it
+  auto step = [](int64_t scale) {
+    std::vector<Tensor> live;
+    for (int64_t rows : {40, 200, 130, 800, 75, 800, 260, 30})
+      live.push_back(full({rows * scale, 1024}, 1.0));  // touched, as a step's tensors are
+  };
+  step(4);
+  const int64_t grown = Storage::system_bytes();
+  CHECK(grown > 8 * 1024 * 1024);
+  for (int i = 0; i < 5; i++) step(i % 2 ? 4 : 3);  // shorter and longer batches
+  CHECK(Storage::system_bytes() == grown);
+}
+#endif
 #endif

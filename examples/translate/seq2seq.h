@@ -45,7 +45,7 @@ void xavier_init(ember::nn::Transformer& model, ember::Generator* gen);
 // specials. In eval mode; the model's mode is restored.
 std::vector<std::vector<int64_t>> greedy_decode(ember::nn::Transformer& model,
                                                 const std::vector<std::vector<int64_t>>& sources, int64_t max_len,
-                                                int64_t batch_size = 500);
+                                                int64_t batch_size = 256);
 
 struct Accuracy {
   double exact = 0;     // fraction of outputs equal to their target

@@ -327,7 +327,8 @@ int train(const Args& a) {
   bool reached = best_acc >= target_acc;
   // large buffers taken from the system inside training steps after step 100 (evaluation
   // not counted): 0 when steady-state training reuses its buffers
-  int64_t steady_allocations = 0;
+  // steps after step 100, those of them in which the allocator took memory from the system, and how much
+  int64_t steady_steps = 0, steady_grew = 0, steady_growth = 0;
   model->train();
 
   while (progress.step < max_steps && !reached) {
@@ -347,7 +348,7 @@ int train(const Args& a) {
     seq2seq::Batch b = seq2seq::make_batch(rows);
 
     const auto t0 = Clock::now();
-    const int64_t allocations_before = Storage::system_allocations();
+    const int64_t held_before = Storage::system_bytes();
     const double lr = sched.step(opt);
     opt.zero_grad();
     Tensor logits = model->forward(b.src, b.tgt_in);
@@ -365,7 +366,10 @@ int train(const Args& a) {
     opt.step();
     progress.step++;
     train_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
-    if (progress.step > 100) steady_allocations += Storage::system_allocations() - allocations_before;
+    if (progress.step > 100) {
+      const int64_t grown = Storage::system_bytes() - held_before;
+      steady_steps++, steady_grew += grown > 0, steady_growth += grown;
+    }
     window_loss += loss_value, window_steps++, window_tokens += b.target_tokens;
 
     const bool log_now = tty || progress.step % log_every == 0 || progress.step == max_steps;
@@ -406,9 +410,11 @@ int train(const Args& a) {
               (long long)progress.step, train_seconds, wall, 100 * best_acc);
   struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);
-  std::printf("memory: peak %.0f MB resident; %lld large buffers taken from the system in all, %lld of them by "
-              "training steps after step 100\n",
-              double(ru.ru_maxrss) / 1024.0, (long long)Storage::system_allocations(), (long long)steady_allocations);
+  std::printf("memory: peak %.0f MB resident; the allocator holds %.0f MB; %lld of %lld training steps after step 100 "
+              "took no memory from the system (the other %lld: %.0f KB in all)\n",
+              double(ru.ru_maxrss) / 1024.0, double(Storage::system_bytes()) / 1048576.0,
+              (long long)(steady_steps - steady_grew), (long long)steady_steps, (long long)steady_grew,
+              double(steady_growth) / 1024.0);
   std::printf("checkpoint: %s\ncurves: %s/curves.png\n", last_saved.c_str(), out.c_str());
   return 0;
 }
