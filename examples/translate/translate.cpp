@@ -601,7 +601,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "translate: %s\n%s", e.message.c_str(), kUsage);
     return 2;
   } catch (const Error& e) {
-    std::fprintf(stderr, "translate %s: %s\n", cmd.c_str(), e.what());
+    // errors raised here already name "translate ..."; others get the command in front
+    const std::string what = e.what();
+    if (what.rfind("translate", 0) == 0) std::fprintf(stderr, "%s\n", what.c_str());
+    else std::fprintf(stderr, "translate %s: %s\n", cmd.c_str(), what.c_str());
     return 1;
   }
 }
