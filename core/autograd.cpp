@@ -120,9 +120,15 @@ Tensor sum_to(const Tensor& g, const Shape& shape) {
 
 namespace {
 
-void accumulate_leaf(TensorImpl* leaf, const Tensor& g) {
+// The leaf's first gradient is g itself when nothing else can see g's memory (the only
+// reference to a dense tensor, of a storage no view shares), else a copy: g may alias
+// another gradient, or a tensor a backward function keeps.
+void accumulate_leaf(TensorImpl* leaf, Tensor g) {
   if (!leaf->grad) {
-    leaf->grad = g.clone().impl_ptr();  // own copy: g may alias another gradient
+    const bool owned = g.impl_ptr().use_count() == 1 && g.storage().use_count() == 1 && !g.impl()->grad_fn &&
+                       !g.impl()->requires_grad && g.is_contiguous() && g.impl()->offset == 0 &&
+                       (size_t)(g.numel() * dtype_size(g.dtype())) == g.storage()->nbytes;
+    leaf->grad = owned ? g.impl_ptr() : g.clone().impl_ptr();
   } else {
     Tensor acc(leaf->grad);
     kernel::add_inplace(acc, g);
@@ -206,7 +212,8 @@ void run_backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) 
         Tensor gi = sum_to(in_grads[i], e.shape);
         if (gi.dtype() != e.dtype) gi = gi.to(e.dtype);
         if (e.leaf) {
-          accumulate_leaf(e.leaf.get(), gi);
+          in_grads[i] = Tensor();  // so that gi may be the only reference
+          accumulate_leaf(e.leaf.get(), std::move(gi));
         } else {
           auto it = grads.find(e.fn.get());
           if (it == grads.end()) grads.emplace(e.fn.get(), gi);

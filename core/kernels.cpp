@@ -419,6 +419,131 @@ GemmTiles gemm_tiles(int64_t M, int64_t N, int64_t K) {
   return t;
 }
 
+// Skinny GEMMs - few rows of C (M <= kSkinny: a Linear layer on a handful of tokens) or a
+// short sum (K <= kSkinny: its weight gradient) - are mostly the streaming of one big
+// operand. OpenBLAS first copies that operand into its packed layout, and cannot split
+// such a product over threads without changing its sums, so these run here instead:
+// over column blocks of C (each element summed over k in order, whatever the threads),
+// with the big operand read once, straight from where it lies.
+constexpr int64_t kSkinny = 16;
+
+// C[m, n] (+)= sum_k A(m, k) B[k, n] for m in [m0, m0 + R), n in [n0, n0 + w), with B's rows
+// contiguous (ldb apart) and A(m, k) at pa[m * ar + k * ac].
+template <int R, class T>
+void axpy_block(T* c, int64_t ldc, const T* pa, int64_t ar, int64_t ac, const T* pb, int64_t ldb, int64_t m0,
+                int64_t n0, int64_t w, int64_t K, bool accumulate) {
+  constexpr int64_t W = 64;
+  T acc[R][W];
+  for (int r = 0; r < R; r++)
+    for (int64_t j = 0; j < W; j++) acc[r][j] = accumulate && j < w ? c[(m0 + r) * ldc + n0 + j] : T(0);
+  if (w == W) {
+    for (int64_t k = 0; k < K; k++) {
+      const T* b = pb + k * ldb + n0;
+      for (int r = 0; r < R; r++) {
+        const T a = pa[(m0 + r) * ar + k * ac];
+        for (int64_t j = 0; j < W; j++) acc[r][j] += a * b[j];
+      }
+    }
+  } else {
+    for (int64_t k = 0; k < K; k++) {
+      const T* b = pb + k * ldb + n0;
+      for (int r = 0; r < R; r++) {
+        const T a = pa[(m0 + r) * ar + k * ac];
+        for (int64_t j = 0; j < w; j++) acc[r][j] += a * b[j];
+      }
+    }
+  }
+  for (int r = 0; r < R; r++)
+    for (int64_t j = 0; j < w; j++) c[(m0 + r) * ldc + n0 + j] = acc[r][j];
+}
+
+// C[m, n] (+)= dot(A[m, :], Bt[n, :]) for m in [m0, m0 + R), n in [n0, n0 + NC), the rows
+// contiguous; each dot in 16 lanes (R * NC independent chains), the lanes then added
+// pairwise, then the tail.
+template <int R, int NC, class T>
+void dot_block(T* c, int64_t ldc, const T* pa, int64_t lda, const T* pb, int64_t ldb, int64_t m0, int64_t n0,
+               int64_t K, bool accumulate) {
+  constexpr int L = 16;
+  T acc[R][NC][L] = {};
+  int64_t k = 0;
+  for (; k + L <= K; k += L)
+    for (int r = 0; r < R; r++)
+      for (int q = 0; q < NC; q++) {
+        const T* a = pa + (m0 + r) * lda + k;
+        const T* b = pb + (n0 + q) * ldb + k;
+        for (int l = 0; l < L; l++) acc[r][q][l] += a[l] * b[l];
+      }
+  for (int r = 0; r < R; r++)
+    for (int q = 0; q < NC; q++) {
+      T* v = acc[r][q];
+      for (int h = L / 2; h >= 1; h /= 2)
+        for (int l = 0; l < h; l++) v[l] += v[l + h];
+      T sum = v[0];
+      for (int64_t t = k; t < K; t++) sum += pa[(m0 + r) * lda + t] * pb[(n0 + q) * ldb + t];
+      T& out = c[(m0 + r) * ldc + n0 + q];
+      out = accumulate ? out + sum : sum;
+    }
+}
+
+// Rows [m_begin, m_end) in blocks of `block` rows, then the rest one at a time.
+template <class FB, class F1>
+void by_rows(int64_t m_begin, int64_t m_end, FB&& blocked, F1&& one, int64_t block = 4) {
+  int64_t m = m_begin;
+  for (; m + block <= m_end; m += block) blocked(m);
+  for (; m < m_end; m++) one(m);
+}
+
+// One skinny product (one batch element); false when its layout is not one of ours.
+// tasks() and run(task) split it into column (or row) blocks of a size fixed by the shape.
+template <class T>
+struct Skinny {
+  const T* pa;
+  const T* pb;
+  T* pc;
+  MatLayout la, lb;
+  int64_t M, N, K;
+  bool accumulate;
+  bool dot;          // B transposed and A not: dot products of rows
+  int64_t cols = 0;  // columns of C per task (axpy form with few rows, and dot form)
+  int64_t rows = 0;  // rows of C per task (axpy form with many rows)
+
+  static bool usable(const MatLayout& la, const MatLayout& lb, int64_t M, int64_t K) {
+    if (!(M <= kSkinny || K <= kSkinny)) return false;
+    if (!lb.trans) return true;          // B's rows contiguous: axpy form, any A
+    return !la.trans && M <= kSkinny;    // dot form
+  }
+  void plan() {
+    dot = lb.trans;
+    if (dot) cols = 32;
+    else if (M <= kSkinny) cols = 64;
+    else rows = 32;
+  }
+  int64_t tasks() const { return cols ? (N + cols - 1) / cols : (M + rows - 1) / rows; }
+  void run(int64_t task) const {
+    // A(m, k): pa[m * ar + k * ac]
+    const int64_t ar = la.trans ? 1 : la.ld, ac = la.trans ? la.ld : 1;
+    if (dot) {
+      const int64_t n_end = std::min(N, (task + 1) * cols);
+      int64_t n = task * cols;
+      for (; n + 4 <= n_end; n += 4)
+        by_rows(0, M, [&](int64_t m) { dot_block<2, 4>(pc, N, pa, la.ld, pb, lb.ld, m, n, K, accumulate); },
+                [&](int64_t m) { dot_block<1, 4>(pc, N, pa, la.ld, pb, lb.ld, m, n, K, accumulate); }, 2);
+      for (; n < n_end; n++)
+        by_rows(0, M, [&](int64_t m) { dot_block<2, 1>(pc, N, pa, la.ld, pb, lb.ld, m, n, K, accumulate); },
+                [&](int64_t m) { dot_block<1, 1>(pc, N, pa, la.ld, pb, lb.ld, m, n, K, accumulate); }, 2);
+      return;
+    }
+    const int64_t n_begin = cols ? task * cols : 0, n_end = cols ? std::min(N, n_begin + cols) : N;
+    const int64_t m_begin = rows ? task * rows : 0, m_end = rows ? std::min(M, m_begin + rows) : M;
+    for (int64_t n0 = n_begin; n0 < n_end; n0 += 64) {
+      const int64_t w = std::min<int64_t>(64, n_end - n0);
+      by_rows(m_begin, m_end,
+              [&](int64_t m) { axpy_block<4>(pc, N, pa, ar, ac, pb, lb.ld, m, n0, w, K, accumulate); },
+              [&](int64_t m) { axpy_block<1>(pc, N, pa, ar, ac, pb, lb.ld, m, n0, w, K, accumulate); });
+    }
+  }
+};
+
 }  // namespace
 
 void gemm_batched(const Tensor& c, const Tensor& a_in, const Tensor& b_in, bool accumulate) {
@@ -448,6 +573,20 @@ void gemm_batched(const Tensor& c, const Tensor& a_in, const Tensor& b_in, bool 
     T* pc = c.data<T>();
     if (K == 0) {
       if (!accumulate) std::fill(pc, pc + nb * M * N, T(0));
+      return;
+    }
+    if (Skinny<T>::usable(la, lb, M, K)) {
+      Skinny<T> sk{pa, pb, pc, la, lb, M, N, K, accumulate, false};
+      sk.plan();
+      const int64_t per = sk.tasks();
+      parallel_for(nb * per, 2 * (M * N * K) / std::max<int64_t>(per, 1) / 16, [&](int64_t begin, int64_t end) {
+        for (int64_t task = begin; task < end; task++) {
+          const int64_t i = task / per;
+          Skinny<T> one = sk;
+          one.pa = pa + offset(a, i), one.pb = pb + offset(b, i), one.pc = pc + i * M * N;
+          one.run(task % per);
+        }
+      });
       return;
     }
     const T beta = accumulate ? T(1) : T(0);

@@ -3,10 +3,12 @@
 // random tensors, printing, and element access.
 #include <catch2/catch.hpp>
 
+#include <array>
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <sstream>
+#include <vector>
 
 #include "core/ops.h"
 #include "core/random.h"
@@ -965,4 +967,42 @@ TEST_CASE("the integer Bernoulli test agrees with uniform(i) < p") {
     CHECK((double)(thr - 1) * 0x1.0p-53 < p);
     CHECK(!((double)thr * 0x1.0p-53 < p));
   }
+}
+
+// C = A B by the textbook loop in float64, for A [M, K] and B [K, N] given as float32.
+static Tensor naive_matmul(const Tensor& a, const Tensor& b) {
+  const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
+  std::vector<double> av = a.contiguous().to(kFloat64).to_vector<double>(), bv = b.contiguous().to(kFloat64).to_vector<double>(),
+                      c((size_t)(M * N), 0.0);
+  for (int64_t m = 0; m < M; m++)
+    for (int64_t n = 0; n < N; n++)
+      for (int64_t k = 0; k < K; k++) c[(size_t)(m * N + n)] += av[(size_t)(m * K + k)] * bv[(size_t)(k * N + n)];
+  return from_vector(c, {M, N});
+}
+
+TEST_CASE("matmul and linear agree with a float64 loop at skinny and regular shapes, in every layout") {
+  // few rows (M <= 16) or a short sum (K <= 16) take ember's own kernels; the rest BLAS.
+  // Odd sizes exercise the blocks' tails.
+  const std::vector<std::array<int64_t, 3>> shapes = {{1, 1, 1},   {1, 37, 5},   {3, 17, 65},  {4, 512, 130},
+                                                      {10, 64, 64}, {16, 33, 200}, {17, 40, 31}, {70, 16, 129},
+                                                      {45, 3, 66},  {64, 64, 64}};
+  for (auto [M, K, N] : shapes)
+    for (int layout = 0; layout < 4; layout++) {
+      INFO("M " << M << " K " << K << " N " << N << " layout " << layout);
+      const bool ta = layout & 1, tb = layout & 2;
+      Tensor a = ta ? randn({K, M}).t() : randn({M, K});
+      Tensor b = tb ? randn({N, K}).t() : randn({K, N});
+      Tensor expected = naive_matmul(a, b);
+      const double tol = 1e-5 * std::sqrt((double)K);
+      CHECK(allclose(matmul(a, b).to(kFloat64), expected, tol, tol));
+      // batched, with the batch as a leading dim of a strided view
+      Tensor ab = stack({a, mul(a, 2.0)}, 0), bb = stack({b, b}, 0);
+      Tensor cb = matmul(ab, bb).to(kFloat64);
+      CHECK(allclose(cb.select(0, 0), expected, tol, tol));
+      CHECK(allclose(cb.select(0, 1), mul(expected, 2.0), 2 * tol, 2 * tol));
+      // linear: x W^T + bias, the bias summed by the GEMM itself
+      Tensor w = b.t(), bias = randn({N});
+      Tensor y = linear(a, w, bias).to(kFloat64);
+      CHECK(allclose(y, add(expected, bias.to(kFloat64)), tol, tol));
+    }
 }

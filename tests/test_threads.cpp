@@ -132,7 +132,9 @@ TEST_CASE("matmul gives the same bits with 1 and 2 threads at shapes that split 
   // [M, K] x [K, N]: tall, wide, odd sizes, a long K, and shapes near BLAS's own
   // small-matrix thresholds.
   const std::vector<std::array<int64_t, 3>> shapes = {
-      {640, 64, 64}, {40, 512, 1000}, {333, 257, 129}, {64, 2048, 96}, {1000, 8, 1000}, {17, 300, 700}};
+      {640, 64, 64}, {40, 512, 1000}, {333, 257, 129}, {64, 2048, 96}, {1000, 8, 1000}, {17, 300, 700},
+      // few rows or a short sum: ember's own skinny kernels, not OpenBLAS
+      {10, 512, 512}, {3, 1000, 333}, {16, 77, 1030}, {900, 16, 700}, {500, 5, 129}};
   for (auto [M, K, N] : shapes) {
     for (int transposed = 0; transposed < 4; transposed++) {
       INFO("M " << M << " K " << K << " N " << N << " transposed " << transposed);
