@@ -621,6 +621,33 @@ void gemm_batched(const Tensor& c, const Tensor& a_in, const Tensor& b_in, bool 
   });
 }
 
+template <class T>
+void gemm_serial_impl(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* a, int64_t lda, const T* b,
+                      int64_t ldb, T* c, int64_t ldc, bool accumulate) {
+  if (M == 0 || N == 0) return;
+  if (K == 0) {
+    if (!accumulate)
+      for (int64_t m = 0; m < M; m++) std::fill(c + m * ldc, c + m * ldc + N, T(0));
+    return;
+  }
+  if (in_parallel_region()) {  // OpenBLAS runs on one thread inside our parallel regions
+    blas_gemm(ta, tb, M, N, K, a, lda, b, ldb, c, ldc, T(accumulate ? 1 : 0));
+    return;
+  }
+  blas_single_threaded();
+  OneBlasThread one;
+  blas_gemm(ta, tb, M, N, K, a, lda, b, ldb, c, ldc, T(accumulate ? 1 : 0));
+}
+
+void gemm_serial(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int64_t lda, const float* b,
+                 int64_t ldb, float* c, int64_t ldc, bool accumulate) {
+  gemm_serial_impl(ta, tb, M, N, K, a, lda, b, ldb, c, ldc, accumulate);
+}
+void gemm_serial(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const double* a, int64_t lda, const double* b,
+                 int64_t ldb, double* c, int64_t ldc, bool accumulate) {
+  gemm_serial_impl(ta, tb, M, N, K, a, lda, b, ldb, c, ldc, accumulate);
+}
+
 // --- index kernels
 namespace {
 void outer_inner(const Tensor& t, int64_t dim, int64_t& outer, int64_t& inner) {

@@ -89,6 +89,19 @@ AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
                                              bool training = false, Generator* gen = nullptr, double scale = 0.0,
                                              Loc loc = Loc::current());
 
+// The same attention computed in tiles with an online softmax (Milakov and Gimelshein
+// 2018; Dao et al. 2022), for when the weights are not wanted: the [..., L, S] weights
+// never exist whole. The forward keeps per query a running maximum and sum over blocks of
+// keys, and saves only their log-sum-exp [..., L]; the backward recomputes each block of
+// weights from q, k and it. Memory beyond the inputs and output grows as L + S, not L * S.
+// Same arguments, masks, zero-row policy and dropout draws as scaled_dot_product_attention
+// (the same keep/drop decisions from the same generator state); the sums run in another
+// order, so results agree to rounding. Returns the output [..., L, Dv].
+Tensor scaled_dot_product_attention_tiled(const Tensor& q, const Tensor& k, const Tensor& v,
+                                          const AttentionMask& mask = {}, double dropout_p = 0.0,
+                                          bool training = false, Generator* gen = nullptr, double scale = 0.0,
+                                          Loc loc = Loc::current());
+
 // The same computation composed of primitive ops (matmul, mul, masked_fill, softmax,
 // where, matmul) with autograd through them; same shapes, mask and zero-row policy, no
 // dropout.

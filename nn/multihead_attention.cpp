@@ -110,7 +110,14 @@ MultiHeadAttentionOutput MultiHeadAttention::forward(const Tensor& query, const 
     else fail(op, "expected attn_mask [L, S] = [", L, ",", S, "] or [B, L, S] = [", B, ",", L, ",", S, "], got shape ", m.shape());
   }
 
-  AttentionResult r = scaled_dot_product_attention(q, k, v, mask, dropout, is_training(), dropout_gen);
+  // Without weights to return, longer sequences take the tiled op: its memory grows as
+  // L + S rather than L * S, at much the same speed (below 128 x 128 pairs the weights
+  // are small, and the fused op a little faster).
+  AttentionResult r;
+  if (need_weights == AttnWeights::None && L * S >= kTiledMinPairs)
+    r.output = scaled_dot_product_attention_tiled(q, k, v, mask, dropout, is_training(), dropout_gen);
+  else
+    r = scaled_dot_product_attention(q, k, v, mask, dropout, is_training(), dropout_gen);
   Tensor merged = r.output.transpose(1, 2).reshape({B, L, embed_dim});
   if (query_packing) merged = query_packing->pack(merged);
   MultiHeadAttentionOutput out;

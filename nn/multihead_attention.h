@@ -16,6 +16,9 @@
 // kv_packing, key and value are rows [M, kdim] and [M, vdim] of a padded [B, S] batch,
 // and kv_packing's padding is the key padding mask. The projections then run on the rows
 // only; attention itself runs on the padded layout.
+//
+// When no weights are asked for and L * S >= kTiledMinPairs, attention runs tiled (see
+// scaled_dot_product_attention_tiled): its memory then grows linearly in L and S.
 #pragma once
 #include <memory>
 
@@ -39,6 +42,10 @@ struct KVCache {
 
 class MultiHeadAttention : public Module {
  public:
+  // From this many (query, key) pairs on, forward without weights runs
+  // scaled_dot_product_attention_tiled, whose memory is linear in L and S.
+  static constexpr int64_t kTiledMinPairs = 128 * 128;
+
   // kdim and vdim of 0 mean embed_dim.
   MultiHeadAttention(int64_t embed_dim, int64_t num_heads, int64_t kdim = 0, int64_t vdim = 0, bool bias = true,
                      double dropout = 0.0, Generator* gen = nullptr, DType dtype = kFloat32);

@@ -511,3 +511,130 @@ TEST_CASE("attention with no keys or no queries gives empty or zero results") {
                                                       seeded_randn({2, 3, 5}, 102));
   CHECK(none.output.shape() == Shape{2, 0, 5});
 }
+
+// ------------------------------------------------------------------ the tiled op
+namespace {
+
+struct TiledCase {
+  const char* name;
+  Shape q, k, v;
+  AttentionMask mask;
+};
+
+// Shapes that span several query blocks (64) and key blocks (128), with tails; masks
+// that block whole rows; k and v broadcast over heads.
+std::vector<TiledCase> tiled_cases() {
+  Generator gen(71);
+  Tensor pad = lt(uniform({3, 1, 1, 150}, 0.0, 1.0, kFloat32, &gen), 0.3);
+  // sample 1 blocks every key: its queries get zero weights
+  pad = logical_or(pad, eq(from_vector(std::vector<int64_t>{0, 1, 0}, {3, 1, 1, 1}), 1.0));
+  return {
+      {"no mask, L 70, S 150", {3, 2, 70, 8}, {3, 2, 150, 8}, {3, 2, 150, 6}, {}},
+      {"padding mask with a fully blocked sample", {3, 2, 70, 8}, {3, 2, 150, 8}, {3, 2, 150, 6},
+       AttentionMask::blocked(pad)},
+      {"causal, L = S = 140", {2, 140, 4}, {2, 140, 4}, {2, 140, 4}, causal_mask(140, 140)},
+      {"k and v shared by the heads", {2, 3, 20, 4}, {2, 1, 130, 4}, {2, 1, 130, 5}, {}},
+  };
+}
+
+}  // namespace
+
+TEST_CASE("tiled attention equals the fused op: output and gradients, masks, broadcast, float32 and float64") {
+  for (DType dt : {kFloat32, kFloat64}) {
+    for (const auto& c : tiled_cases()) {
+      INFO(c.name << ", " << dtype_name(dt));
+      Generator gen(5);
+      Tensor qv = normal(c.q, 0.0, 2.0, dt, &gen), kv = normal(c.k, 0.0, 2.0, dt, &gen), vv = normal(c.v, 0.0, 1.0, dt, &gen);
+      Shape os = c.q;
+      os.back() = c.v.back();
+      Tensor u = normal(os, 0.0, 1.0, dt, &gen);
+      auto run = [&](bool tiled) {
+        Tensor q = qv.detach().requires_grad_(), k = kv.detach().requires_grad_(), v = vv.detach().requires_grad_();
+        Tensor out = tiled ? scaled_dot_product_attention_tiled(q, k, v, c.mask)
+                           : scaled_dot_product_attention(q, k, v, c.mask).output;
+        sum(mul(out, u)).backward();
+        return std::vector<Tensor>{out, q.grad(), k.grad(), v.grad()};
+      };
+      auto a = run(false), b = run(true);
+      const double tol = dt == kFloat32 ? 2e-5 : 1e-12;
+      for (size_t i = 0; i < a.size(); i++) {
+        INFO("tensor " << i << " max diff " << max_abs_diff(a[i], b[i]));
+        CHECK(allclose(a[i], b[i], tol, tol));
+      }
+    }
+  }
+}
+
+TEST_CASE("tiled attention drops the same weights as the fused op from the same generator state") {
+  Generator init(8);
+  Tensor qv = randn({2, 2, 70, 8}, kFloat64, &init), kv = randn({2, 2, 150, 8}, kFloat64, &init),
+         vv = randn({2, 2, 150, 8}, kFloat64, &init), u = randn({2, 2, 70, 8}, kFloat64, &init);
+  auto run = [&](bool tiled) {
+    Generator gen(99);
+    Tensor q = qv.detach().requires_grad_(), k = kv.detach().requires_grad_(), v = vv.detach().requires_grad_();
+    Tensor out = tiled ? scaled_dot_product_attention_tiled(q, k, v, {}, 0.3, true, &gen)
+                       : scaled_dot_product_attention(q, k, v, {}, 0.3, true, &gen).output;
+    sum(mul(out, u)).backward();
+    CHECK(gen.get_state()[1] == 2u * 2 * 70 * 150);  // both reserve one draw per weight
+    return std::vector<Tensor>{out, q.grad(), k.grad(), v.grad()};
+  };
+  auto a = run(false), b = run(true);
+  for (size_t i = 0; i < a.size(); i++) {
+    INFO("tensor " << i);
+    CHECK(allclose(a[i], b[i], 1e-12, 1e-12));
+  }
+  // and dropout is really on: without it the output differs
+  Tensor plain = scaled_dot_product_attention_tiled(qv, kv, vv);
+  CHECK_FALSE(allclose(plain, a[0], 1e-3, 1e-3));
+}
+
+TEST_CASE("gradcheck: tiled attention with a mask, on contiguous and non-contiguous inputs") {
+  Generator gen(12);
+  // S spans two key blocks; a query whose keys are all blocked among them
+  Tensor blocked = lt(uniform({2, 1, 3, 130}, 0.0, 1.0, kFloat32, &gen), 0.5);
+  blocked = logical_or(blocked, eq(from_vector(std::vector<int64_t>{0, 1, 0}, {1, 1, 3, 1}), 1.0));
+  AttentionMask mask = AttentionMask::blocked(blocked);
+  Tensor q = normal({2, 2, 3, 4}, 0.0, 1.0, kFloat64, &gen).requires_grad_();
+  Tensor k = normal({2, 2, 130, 4}, 0.0, 1.0, kFloat64, &gen).requires_grad_();
+  Tensor v = normal({2, 2, 130, 3}, 0.0, 1.0, kFloat64, &gen).requires_grad_();
+  // the same shapes as transposed views
+  Tensor qt = normal({2, 2, 4, 3}, 0.0, 1.0, kFloat64, &gen).transpose(-1, -2).detach().requires_grad_();
+  Tensor kt = normal({4, 130, 2, 2}, 0.0, 1.0, kFloat64, &gen).permute({2, 3, 1, 0}).detach().requires_grad_();
+  Tensor vt = normal({2, 2, 3, 130}, 0.0, 1.0, kFloat64, &gen).transpose(-1, -2).detach().requires_grad_();
+  REQUIRE_FALSE(kt.is_contiguous());
+  for (auto inputs : {std::vector<Tensor>{q, k, v}, std::vector<Tensor>{qt, kt, vt}}) {
+    auto r = gradcheck([&](const std::vector<Tensor>& in) {
+      return scaled_dot_product_attention_tiled(in[0], in[1], in[2], mask);
+    }, inputs, {}, {"q", "k", "v"});
+    INFO(r.to_string());
+    CHECK(r.passed);
+  }
+}
+
+TEST_CASE("tiled attention keeps no L x S tensor for backward, unlike the fused op") {
+  const int64_t L = 512;
+  Generator gen(3);
+  Tensor q = randn({1, 2, L, 16}, kFloat32, &gen).requires_grad_();
+  Tensor k = randn({1, 2, L, 16}, kFloat32, &gen).requires_grad_();
+  Tensor v = randn({1, 2, L, 16}, kFloat32, &gen).requires_grad_();
+  const int64_t weights = 2 * L * L * 4;  // bytes of the [1, 2, L, L] weights
+  const int64_t before = Storage::live_bytes();
+  Tensor tiled = scaled_dot_product_attention_tiled(q, k, v);
+  const int64_t tiled_kept = Storage::live_bytes() - before;
+  CHECK(tiled_kept < weights / 16);
+  Tensor fused = scaled_dot_product_attention(q, k, v).output;
+  CHECK(Storage::live_bytes() - before - tiled_kept >= weights);
+  CHECK(allclose(tiled, fused, 1e-5, 1e-5));
+}
+
+TEST_CASE("tiled attention checks its inputs like the fused op") {
+  CHECK_THAT(error_of([] { scaled_dot_product_attention_tiled(randn({2, 3, 4}), randn({2, 5, 3}), randn({2, 5, 4})); }),
+             Contains("scaled_dot_product_attention_tiled") && Contains("feature size D"));
+  CHECK_THAT(error_of([] {
+               scaled_dot_product_attention_tiled(randn({2, 3, 4}), randn({2, 5, 4}), randn({2, 5, 4}),
+                                                  AttentionMask::blocked(zeros({3, 4}, kBool)));
+             }),
+             Contains("cannot be broadcast"));
+  CHECK_THAT(error_of([] { scaled_dot_product_attention_tiled(randn({2, 3, 4}), randn({2, 5, 4}), randn({2, 5, 4}), {}, 1.5); }),
+             Contains("dropout_p must be in [0, 1], got 1.5"));
+}

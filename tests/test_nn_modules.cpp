@@ -508,3 +508,29 @@ TEST_CASE("registering a name twice or a dotted name is an error") {
   CHECK_THAT(error_of([&] { b1.twice(); }), Contains("'w' is already registered"));
   CHECK_THAT(error_of([&] { b2.dotted(); }), Contains("contain no '.'"));
 }
+
+TEST_CASE("MultiHeadAttention without weights runs tiled from kTiledMinPairs on: same result, no L x S memory") {
+  const int64_t L = 130;
+  REQUIRE(L * L >= MultiHeadAttention::kTiledMinPairs);
+  Generator gen(6);
+  MultiHeadAttention mha(16, 2, 0, 0, true, 0.0, &gen, kFloat64);
+  Tensor x = normal({2, L, 16}, 0.0, 1.0, kFloat64, &gen);
+  AttentionMask pad = AttentionMask::blocked(gt(uniform({2, L}, 0.0, 1.0, kFloat32, &gen), 0.8));
+  Tensor u = normal({2, L, 16}, 0.0, 1.0, kFloat64, &gen);
+  std::vector<Tensor> out, grads[2];
+  int64_t kept[2];
+  for (int w = 0; w < 2; w++) {
+    Tensor xi = x.detach().requires_grad_();
+    const int64_t before = Storage::live_bytes();
+    auto r = mha.forward(xi, xi, xi, pad, causal_mask(L, L), w ? AttnWeights::PerHead : AttnWeights::None);
+    kept[w] = Storage::live_bytes() - before;
+    CHECK(r.weights.defined() == (w == 1));
+    grads[w] = parameter_grads(mha, r.output, u);
+    out.push_back(r.output);
+  }
+  CHECK(allclose(out[0], out[1], 1e-12, 1e-12));
+  for (size_t i = 0; i < grads[0].size(); i++) CHECK(allclose(grads[0][i], grads[1][i], 1e-10, 1e-12));
+  // the [2, 2, L, L] float64 weights are kept only when asked for (the tiled op keeps the
+  // bool mask it was given, 1/16 of them)
+  CHECK(kept[1] - kept[0] >= 2 * 2 * L * L * 8 * 3 / 4);
+}

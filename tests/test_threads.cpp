@@ -12,6 +12,7 @@
 #include "core/autograd.h"
 #include "core/ops.h"
 #include "core/parallel.h"
+#include "nn/attention.h"
 
 using namespace ember;
 using namespace ember::testing;
@@ -224,5 +225,17 @@ TEST_CASE("a two-layer MLP's forward and backward give the same bits with 1 and 
     Tensor loss = neg(mean(gather(logp, 1, targets.unsqueeze(1))));
     loss.backward();
     return std::vector<Tensor>{loss, w1.grad(), b1.grad(), w2.grad(), b2.grad()};
+  });
+}
+
+TEST_CASE("tiled attention gives the same bits with 1 and 2 threads, forward and backward, with dropout") {
+  Tensor qv = big_randn({4, 4, 200, 48}, 60), kv = big_randn({4, 4, 200, 48}, 61), vv = big_randn({4, 4, 200, 48}, 62);
+  Tensor gy = big_randn({4, 4, 200, 48}, 63);
+  check_same_with_1_and_2_threads([&] {
+    Generator gen(64);
+    Tensor q = fresh_leaf(qv), k = fresh_leaf(kv), v = fresh_leaf(vv);
+    Tensor out = nn::scaled_dot_product_attention_tiled(q, k, v, nn::causal_mask(200, 200), 0.1, true, &gen);
+    out.backward(gy);
+    return std::vector<Tensor>{out, q.grad(), k.grad(), v.grad()};
   });
 }
