@@ -426,6 +426,8 @@ GemmTiles gemm_tiles(int64_t M, int64_t N, int64_t K) {
 // over column blocks of C (each element summed over k in order, whatever the threads),
 // with the big operand read once, straight from where it lies.
 constexpr int64_t kSkinny = 16;
+// elements of the streamed operand below which BLAS is as fast (attention's per-head tiles)
+constexpr int64_t kSkinnyMinStream = 32768;
 
 // C[m, n] (+)= sum_k A(m, k) B[k, n] for m in [m0, m0 + R), n in [n0, n0 + w), with B's rows
 // contiguous (ldb apart) and A(m, k) at pa[m * ar + k * ac].
@@ -507,8 +509,11 @@ struct Skinny {
   int64_t cols = 0;  // columns of C per task (axpy form with few rows, and dot form)
   int64_t rows = 0;  // rows of C per task (axpy form with many rows)
 
-  static bool usable(const MatLayout& la, const MatLayout& lb, int64_t M, int64_t K) {
-    if (!(M <= kSkinny || K <= kSkinny)) return false;
+  static bool usable(const MatLayout& la, const MatLayout& lb, int64_t M, int64_t N, int64_t K) {
+    // only where the streamed operand is large; small products are BLAS's
+    const bool few_rows = M <= kSkinny && N * K >= kSkinnyMinStream;
+    const bool short_sum = K <= kSkinny && M * N >= kSkinnyMinStream;
+    if (!(few_rows || short_sum)) return false;
     if (!lb.trans) return true;          // B's rows contiguous: axpy form, any A
     return !la.trans && M <= kSkinny;    // dot form
   }
@@ -575,7 +580,7 @@ void gemm_batched(const Tensor& c, const Tensor& a_in, const Tensor& b_in, bool 
       if (!accumulate) std::fill(pc, pc + nb * M * N, T(0));
       return;
     }
-    if (Skinny<T>::usable(la, lb, M, K)) {
+    if (Skinny<T>::usable(la, lb, M, N, K)) {
       Skinny<T> sk{pa, pb, pc, la, lb, M, N, K, accumulate, false};
       sk.plan();
       const int64_t per = sk.tasks();
