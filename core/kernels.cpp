@@ -393,6 +393,7 @@ inline void blas_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const d
 // cost more - and up to kGemmMaxTiles for GEMMs of kGemmFlopsPerTile flops a tile.
 constexpr int64_t kGemmMaxTiles = 8;
 constexpr double kGemmSplitFlops = 8e6;
+constexpr double kBatchSplitFlops = 5e5;
 constexpr double kGemmFlopsPerTile = 128e6;
 constexpr int64_t kGemmTileAlign = 16;
 
@@ -616,7 +617,9 @@ void gemm_batched(const Tensor& c, const Tensor& a_in, const Tensor& b_in, bool 
     // threads only change which core computes it, never its bits.
     const int64_t tasks = nb * tiles.count;
     const double flops = 2.0 * double(M) * double(N) * double(K) * double(nb);
-    if (tasks >= 2 && flops >= kGemmSplitFlops && num_threads() > 1 && !in_parallel_region()) {
+    // a batch of products shares out without extra cost (no tile repacks an operand)
+    const double min_flops = nb > 1 ? kBatchSplitFlops : kGemmSplitFlops;
+    if (tasks >= 2 && flops >= min_flops && num_threads() > 1 && !in_parallel_region()) {
 #pragma omp parallel for schedule(static)
       for (int64_t task = 0; task < tasks; task++) tile(task);
     } else {

@@ -821,30 +821,46 @@ Tensor embedding_lookup(const Tensor& weight, const Tensor& ids, Loc loc) {
 }
 
 // ------------------------------------------------------------------ dropout
+// One pass each way and no mask in memory: element i of a (in row-major order) is kept
+// unless draw first + i of the generator falls below p, and the backward makes the same
+// decisions again from (seed, first).
+namespace {
+template <class T>
+void dropout_apply(T* out, const T* in, int64_t n, const Generator& g, uint64_t first, uint64_t thr, T scale) {
+  parallel_for(n, 8, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; i++) {
+      const T kept = in[i] * scale;  // read unconditionally, so that the loop vectorises
+      out[i] = g.below(first + (uint64_t)i, thr) ? T(0) : kept;
+    }
+  });
+}
+}  // namespace
+
 Tensor dropout(const Tensor& a, double p, bool training, Generator* gen, Loc loc) {
   need_float("dropout", a);
   if (!(p >= 0.0 && p <= 1.0)) fail("dropout", "probability must be in [0, 1], got ", p);
   if (!training || p == 0.0) return a;
-  Generator& g = gen ? *gen : default_generator();
+  const Generator g(gen ? gen->seed() : default_generator().seed());
   const int64_t n = a.numel();
-  const uint64_t first = g.reserve(n);
+  const uint64_t first = (gen ? *gen : default_generator()).reserve(n);
+  const uint64_t thr = Generator::below_threshold(p);
   const double scale = p < 1.0 ? 1.0 / (1.0 - p) : 0.0;
-  Tensor mask = empty(a.shape(), a.dtype());
-  dispatch_float(a.dtype(), "dropout", [&](auto tag) {
-    using T = decltype(tag);
-    T* m = mask.data<T>();
-    const uint64_t thr = Generator::below_threshold(p);
-    parallel_for(n, 8, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; i++) m[i] = g.below(first + i, thr) ? T(0) : T(scale);
-    });
-  });
+  Tensor x = a.detach().contiguous();
   Tensor out = empty(a.shape(), a.dtype());
   dispatch_float(a.dtype(), "dropout", [&](auto tag) {
     using T = decltype(tag);
-    map2<T, T, T>(out, a.detach(), mask, [](T x, T m) { return x * m; });
+    dropout_apply<T>(out.data<T>(), x.data<T>(), n, g, first, thr, T(scale));
   });
   BackwardFn bw;
-  if (wants_grad(a)) bw = [mask](const Tensor& gr) { return std::vector<Tensor>{mul(gr, mask)}; };
+  if (wants_grad(a))
+    bw = [g, n, first, thr, scale](const Tensor& gr) {
+      Tensor gc = gr.contiguous(), gx = empty(gr.shape(), gr.dtype());
+      dispatch_float(gr.dtype(), "dropout", [&](auto tag) {
+        using T = decltype(tag);
+        dropout_apply<T>(gx.data<T>(), gc.data<T>(), n, g, first, thr, T(scale));
+      });
+      return std::vector<Tensor>{gx};
+    };
   return record("dropout", loc, out, {a}, std::move(bw));
 }
 
