@@ -445,6 +445,18 @@ TEST_CASE("dropout with a fixed mask scales the gradient of the kept elements") 
   });
 }
 
+TEST_CASE("dropout's backward drops what its forward dropped, whatever the generator draws in between") {
+  Generator g(11);
+  Tensor x = normal({6, 7}, 0.0, 1.0, kFloat64, &g).t().detach().requires_grad_();  // non-contiguous
+  Tensor y = dropout(x, 0.4, true, &g);
+  Tensor later = dropout(ones({100}), 0.4, true, &g);  // moves the generator on
+  Tensor u = normal(y.shape(), 0.0, 1.0, kFloat64, &g);
+  sum(mul(y, u)).backward();
+  Tensor kept = ne(y, 0.0).to(kFloat64);  // x has no zeros
+  CHECK(allclose(x.grad(), mul(mul(u, kept), 1.0 / 0.6), 1e-15, 1e-15));
+  CHECK(allclose(y, mul(mul(x.detach(), kept), 1.0 / 0.6), 1e-15, 1e-15));
+}
+
 TEST_CASE("view ops pass the gradient back through the inverse view") {
   check_ops({
       unary("view splitting dim 0", [](const Tensor& x) { return x.view({2, 2, 6}); }, {4, 6}),
