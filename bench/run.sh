@@ -30,7 +30,9 @@ done
 shared=${EMBER_SHARED_BENCH:-../shared/bench}
 [ -f "$shared/torch_mha_bench.py" ] || { echo "no PyTorch references in $shared (set EMBER_SHARED_BENCH)" >&2; exit 2; }
 
-bash scripts/install_deps.sh python3-torch python3-h5py time
+# libopenblas0-pthread: PyTorch finds its BLAS through Debian's alternatives, and runs fastest
+# here on the pthread build (ember links the OpenMP build by path, whatever they say)
+bash scripts/install_deps.sh python3-torch python3-h5py time libopenblas0-pthread
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$(nproc)" --target bench_matmul bench_mha bench_suite translate >/dev/null
 

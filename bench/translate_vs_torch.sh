@@ -10,7 +10,8 @@
 # Needs the Release build (`cmake --build build --target translate`), /usr/bin/python3
 # with torch (apt-get install python3-torch) and /usr/bin/time. Both runs use 2 threads,
 # each at its fastest setting: PyTorch with OMP_WAIT_POLICY=PASSIVE, ember with libgomp's
-# default.
+# default. Install libopenblas0-pthread first: PyTorch, which finds its BLAS through Debian's
+# alternatives, runs fastest here on the pthread build (bench/run.sh does this).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 json=${1:-bench/results/translate.json}

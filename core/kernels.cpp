@@ -439,7 +439,7 @@ void axpy_block(T* c, int64_t ldc, const T* pa, int64_t ar, int64_t ac, const T*
   T acc[R][W];
   for (int r = 0; r < R; r++)
     for (int64_t j = 0; j < W; j++) acc[r][j] = accumulate && j < w ? c[(m0 + r) * ldc + n0 + j] : T(0);
-  if (w == W) {
+  if (w == W) {  // the loop below with a constant width, which the compiler unrolls
     for (int64_t k = 0; k < K; k++) {
       const T* b = pb + k * ldb + n0;
       for (int r = 0; r < R; r++) {
