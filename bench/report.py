@@ -7,6 +7,7 @@ performance floors, and writes both as JSON.
 Ratio = ember's time / the reference's time (below 1: ember is faster); for throughputs
 (steps/s, sentences/s) the ratio is ember's / the reference's (above 1: ember is faster).
 """
+import datetime
 import json
 import os
 import platform
@@ -145,10 +146,25 @@ def main():
     for f in floors:
         print(f"  [{'holds' if f['holds'] else 'MISSED'}] {f['floor']}: {f['detail']}")
     machine = dict(cpu=cpu_name(), cores=os.cpu_count(), threads=2,
-                   openblas_coretype=os.environ.get("OPENBLAS_CORETYPE", "(not set)"))
+                   openblas_coretype=os.environ.get("OPENBLAS_CORETYPE", "(not set)"),
+                   date=datetime.date.today().isoformat())
     with open(out, "w") as f:
         json.dump(dict(machine=machine, rows=rows, floors=floors), f, indent=1)
-    print(f"\nmachine: {machine['cpu']}, {machine['cores']} cores; wrote {out}")
+    # the same table in Markdown, for the README
+    md = os.path.splitext(out)[0] + ".md"
+    with open(md, "w") as f:
+        f.write(f"{machine['cpu']}, {machine['cores']} cores, 2 threads, {machine['date']}\n\n")
+        f.write("| workload | shape | ember | reference | unit | ratio | GFLOP/s | ref GFLOP/s |\n")
+        f.write("|---|---|---:|---:|---|---:|---:|---:|\n")
+        for r in rows:
+            gf = f"{r['ember_gflops']:.0f}" if r["ember_gflops"] else ""
+            rg = f"{r['reference_gflops']:.0f}" if r["reference_gflops"] else ""
+            f.write(f"| {r['workload']} | {r['shape']} | {r['ember']:.4g} | {r['reference']:.4g} "
+                    f"({r['reference_name']}) | {r['unit']} | {r['ratio']:.2f} | {gf} | {rg} |\n")
+        f.write("\n")
+        for fl in floors:
+            f.write(f"- {'holds' if fl['holds'] else '**missed**'}: {fl['floor']} ({fl['detail']})\n")
+    print(f"\nmachine: {machine['cpu']}, {machine['cores']} cores; wrote {out} and {md}")
 
 
 if __name__ == "__main__":
