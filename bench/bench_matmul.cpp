@@ -18,6 +18,7 @@ extern "C" void openblas_set_num_threads(int);
 #include <vector>
 
 #include "core/ops.h"
+#include "cli/cli.h"
 #include "core/parallel.h"
 
 using namespace ember;
@@ -59,8 +60,14 @@ int main(int argc, char** argv) {
   std::string json;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string k = argv[i];
-    if (k == "--reps") reps = std::atoi(argv[i + 1]);
-    else if (k == "--json") json = argv[i + 1];
+    try {
+      if (k == "--reps") reps = (int)cli::parse_int(k, argv[i + 1], 1);
+      else if (k == "--json") json = argv[i + 1];
+      else throw cli::UsageError{"unknown option " + k};
+    } catch (const cli::UsageError& e) {
+      std::fprintf(stderr, "bench_matmul: %s\nusage: bench_matmul [--reps N] [--json FILE]\n", e.message.c_str());
+      return 2;
+    }
   }
   const std::vector<Case> cases = {
       {"[4096x512]x[512x512]", 1, 4096, 512, 512, false, false},

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/cli.h"
 #include "core/autograd.h"
 #include "core/ops.h"
 #include "core/parallel.h"
@@ -52,11 +53,13 @@ int main(int argc, char** argv) {
   std::string json;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i];
-    if (a == "--runs") runs = std::atoi(argv[i + 1]);
-    else if (a == "--warmup") warmup = std::atoi(argv[i + 1]);
-    else if (a == "--json") json = argv[i + 1];
-    else {
-      std::fprintf(stderr, "bench_mha: unknown option %s\nusage: bench_mha [--runs N] [--warmup N] [--json FILE]\n", a.c_str());
+    try {
+      if (a == "--runs") runs = (int)cli::parse_int(a, argv[i + 1], 1);
+      else if (a == "--warmup") warmup = (int)cli::parse_int(a, argv[i + 1], 0);
+      else if (a == "--json") json = argv[i + 1];
+      else throw cli::UsageError{"unknown option " + a};
+    } catch (const cli::UsageError& e) {
+      std::fprintf(stderr, "bench_mha: %s\nusage: bench_mha [--runs N] [--warmup N] [--json FILE]\n", e.message.c_str());
       return 2;
     }
   }

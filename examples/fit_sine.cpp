@@ -10,6 +10,7 @@
 #include <cstring>
 #include <string>
 
+#include "cli/cli.h"
 #include "core/ops.h"
 
 using namespace ember;
@@ -18,16 +19,21 @@ int main(int argc, char** argv) {
   int steps = 2000, hidden = 32;
   double lr = 0.05, momentum = 0.9;
   uint64_t seed = 0;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string k = argv[i];
-    if (k == "--steps") steps = std::atoi(argv[i + 1]);
-    else if (k == "--hidden") hidden = std::atoi(argv[i + 1]);
-    else if (k == "--lr") lr = std::atof(argv[i + 1]);
-    else if (k == "--seed") seed = std::strtoull(argv[i + 1], nullptr, 10);
-    else {
-      std::fprintf(stderr, "fit_sine: unknown flag %s (flags: --steps --hidden --lr --seed)\n", argv[i]);
-      return 2;
+  try {
+    for (int i = 1; i + 1 < argc; i += 2) {
+      std::string k = argv[i], v = argv[i + 1];
+      if (k == "--steps") steps = (int)cli::parse_int(k, v, 1);
+      else if (k == "--hidden") hidden = (int)cli::parse_int(k, v, 1);
+      else if (k == "--lr") lr = cli::parse_real(k, v, 0.0);
+      else if (k == "--seed") seed = (uint64_t)cli::parse_int(k, v, 0);
+      else {
+        std::fprintf(stderr, "fit_sine: unknown flag %s (flags: --steps --hidden --lr --seed)\n", argv[i]);
+        return 2;
+      }
     }
+  } catch (const cli::UsageError& e) {
+    std::fprintf(stderr, "fit_sine: %s\n", e.message.c_str());
+    return 2;
   }
   if (argc % 2 == 0) {
     std::fprintf(stderr, "fit_sine: flag %s needs a value\n", argv[argc - 1]);

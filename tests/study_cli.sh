@@ -29,6 +29,12 @@ contains "$dir/lab5.out" "--trials must be at least 1"
 "$bin/attention_walkthrough" --seed x1 >"$dir/walk_bad.out" 2>&1
 [ $? -eq 2 ] || fail "attention_walkthrough --seed x1 should exit 2"
 contains "$dir/walk_bad.out" "--seed needs an integer"
+"$bin/fit_sine" --steps 10x >"$dir/sine_bad.out" 2>&1
+[ $? -eq 2 ] || fail "fit_sine --steps 10x should exit 2"
+contains "$dir/sine_bad.out" "--steps needs an integer, got '10x'"
+"$bin/fit_sine" --lr -1 >"$dir/sine_bad2.out" 2>&1
+[ $? -eq 2 ] || fail "fit_sine --lr -1 should exit 2"
+contains "$dir/sine_bad2.out" "--lr must be at least"
 
 "$bin/attention_walkthrough" --out "$dir/walk" >"$dir/walk.out" 2>&1 || fail "attention_walkthrough exited $?"
 # the seeds' sequence of shapes
