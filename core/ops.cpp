@@ -840,9 +840,10 @@ Tensor dropout(const Tensor& a, double p, bool training, Generator* gen, Loc loc
   need_float("dropout", a);
   if (!(p >= 0.0 && p <= 1.0)) fail("dropout", "probability must be in [0, 1], got ", p);
   if (!training || p == 0.0) return a;
-  const Generator g(gen ? gen->seed() : default_generator().seed());
+  Generator& source = gen ? *gen : default_generator();
+  const Generator g(source.seed());  // a copy for the loops: a draw depends on seed and index only
   const int64_t n = a.numel();
-  const uint64_t first = (gen ? *gen : default_generator()).reserve(n);
+  const uint64_t first = source.reserve(n);
   const uint64_t thr = Generator::below_threshold(p);
   const double scale = p < 1.0 ? 1.0 / (1.0 - p) : 0.0;
   Tensor x = a.detach().contiguous();
