@@ -15,10 +15,24 @@ class Error : public std::runtime_error {
   explicit Error(const std::string& what) : std::runtime_error(what) {}
 };
 
+// A request for memory the system refused: what was asked for, in the message
+// ("out of memory: a [4096,8192] float32 tensor of 134217728 bytes").
+class OutOfMemory : public Error {
+ public:
+  explicit OutOfMemory(const std::string& what) : Error(what) {}
+};
+
 using Shape = std::vector<int64_t>;
 
 // "[2,3,4]"
 std::string shape_str(const Shape& s);
+
+// Text from a user's file or command line, fit for a message: quoted, printable ASCII and
+// valid UTF-8 kept, every control or invisible character (NUL, tab, a byte-order mark,
+// zero-width spaces) shown as U+XXXX, bytes that are not UTF-8 as \xNN, and text past
+// max_chars characters cut with the total length named:
+//   printable("ab\tc") == "\"abU+0009c\""
+std::string printable(const std::string& text, size_t max_chars = 60);
 
 namespace detail {
 inline void put(std::ostringstream&) {}

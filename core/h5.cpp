@@ -2,10 +2,17 @@
 // printing is silenced and each failure becomes an ember::Error naming file and key.
 #include "core/h5.h"
 
+#include <fcntl.h>
 #include <hdf5.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
+
+#include "core/file_io.h"
 
 namespace ember::h5 {
 
@@ -313,13 +320,55 @@ std::string attr_string(const std::string& file, const std::string& object, cons
 
 // ---------------------------------------------------------------- Writer
 
-Writer::Writer(const std::string& file, size_t userblock) : file_(file) {
+// A file on disk is built in memory too and written at close() with every system call
+// checked: a full disk then fails one write with its reason, and HDF5 is never left
+// holding a file it could not close (its exit handler would retry, and crash).
+Writer::Writer(const std::string& file, size_t userblock) : Writer(in_memory(file, userblock)) {
+  in_memory_ = false;
+  int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);  // fail early, not at close
+  if (fd < 0) fail("h5::Writer", "cannot create '", file, "': ", std::strerror(errno));
+  ::close(fd);
+}
+
+Writer Writer::in_memory(const std::string& name, size_t userblock) {
   quiet();
-  Handle fcpl(H5Pcreate(H5P_FILE_CREATE), H5Pclose);
+  Writer w;
+  w.file_ = name;
+  w.in_memory_ = true;
+  w.userblock_ = userblock;
+  Handle fcpl(H5Pcreate(H5P_FILE_CREATE), H5Pclose), fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
   if (userblock > 0 && H5Pset_userblock(fcpl.id, userblock) < 0)
     fail("h5::Writer", "a user block must be a power of two of at least 512 bytes, got ", userblock);
-  id_ = H5Fcreate(file.c_str(), H5F_ACC_TRUNC, fcpl.id, H5P_DEFAULT);
-  if (id_ < 0) fail("h5::Writer", "cannot create '", file, "'");
+  if (H5Pset_fapl_core(fapl.id, 1 << 20, 0) < 0) fail("h5::Writer", "cannot prepare an in-memory file for '", name, "'");
+  // the core driver without a backing store never opens the name, which only has to be unique
+  static std::atomic<uint64_t> counter{0};
+  const std::string unique = cat_str("ember-image-", counter++);
+  w.id_ = H5Fcreate(unique.c_str(), H5F_ACC_EXCL, fcpl.id, fapl.id);
+  if (w.id_ < 0) fail("h5::Writer", "cannot create an in-memory file for '", name, "'");
+  return w;
+}
+
+Writer::Writer(Writer&& o) noexcept
+    : file_(std::move(o.file_)), id_(o.id_), in_memory_(o.in_memory_), userblock_(o.userblock_) {
+  o.id_ = -1;
+}
+
+std::vector<uint8_t> Writer::image() {
+  const char* op = "h5::Writer::image";
+  if (id_ < 0) fail(op, "'", file_, "' is closed");
+  if (H5Fflush(id_, H5F_SCOPE_GLOBAL) < 0) fail(op, "cannot flush the in-memory file for '", file_, "'");
+  ssize_t n = H5Fget_file_image(id_, nullptr, 0);
+  if (n < 0) fail(op, "cannot size the in-memory file for '", file_, "'");
+  // HDF5 1.10's core driver leaves the user block out of the image (the superblock
+  // records it as the base address): put it back in front, zeroed.
+  std::vector<uint8_t> bytes(userblock_ + (size_t)n, 0);
+  if (H5Fget_file_image(id_, bytes.data() + userblock_, (size_t)n) != n)
+    fail(op, "cannot copy the in-memory file for '", file_, "'");
+  static const uint8_t kSignature[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
+  if (userblock_ > 0 && (size_t)n >= userblock_ + 8 && std::memcmp(bytes.data() + userblock_, kSignature, 8) != 0 &&
+      std::memcmp(bytes.data() + 2 * userblock_, kSignature, 8) == 0)
+    bytes.erase(bytes.begin(), bytes.begin() + (ptrdiff_t)userblock_);  // a library that keeps it
+  return bytes;
 }
 
 Writer::~Writer() {
@@ -331,9 +380,11 @@ Writer::~Writer() {
 
 void Writer::close() {
   if (id_ < 0) return;
-  herr_t rc = H5Fclose(id_);
+  std::vector<uint8_t> bytes;
+  if (!in_memory_) bytes = image();
+  H5Fclose(id_);  // in memory: nothing to fail on
   id_ = -1;
-  if (rc < 0) fail("h5::Writer::close", "cannot close '", file_, "' (is the disk full?)");
+  if (!in_memory_) io::write_file(file_, bytes.data(), bytes.size(), "h5::Writer::close");
 }
 
 void Writer::make_groups(const std::string& path) {
@@ -354,13 +405,14 @@ namespace {
 
 void write_dataset(hid_t f, const std::string& file, const std::string& dataset, hid_t file_type, hid_t mem_type,
                    const std::vector<hsize_t>& dims, const void* data, bool scalar) {
+  if (f < 0) fail("h5::Writer::write", "'", file, "' is closed");
   Handle space(scalar ? H5Screate(H5S_SCALAR) : H5Screate_simple((int)dims.size(), dims.data(), nullptr), H5Sclose);
   Handle d(H5Dcreate2(f, dataset.c_str(), file_type, space.id, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Dclose);
   if (d.id < 0) fail("h5::Writer::write", "cannot create dataset '", dataset, "' in '", file, "'");
   uint64_t n = 1;
   for (hsize_t x : dims) n *= x;
   if (n > 0 && H5Dwrite(d.id, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
-    fail("h5::Writer::write", "cannot write dataset '", dataset, "' in '", file, "' (is the disk full?)");
+    fail("h5::Writer::write", "cannot write dataset '", dataset, "' in '", file, "'");
 }
 
 }  // namespace

@@ -56,16 +56,25 @@ Tensor read(const std::string& file, const std::string& dataset);
 double attr_double(const std::string& file, const std::string& object, const std::string& name);
 std::string attr_string(const std::string& file, const std::string& object, const std::string& name);
 
-// Writes a new HDF5 file (replacing any file at that path). Datasets are stored
+// Writes a new HDF5 file (replacing any file at that path). The file is built in memory
+// and written by close(), which throws with the system's reason when the write fails
+// (call it: the destructor writes too, but cannot report). Datasets are stored
 // little-endian in the tensor's own type (bool as uint8); intermediate groups are
 // created. userblock reserves that many bytes (0, or a power of two >= 512) at the start
 // of the file for the caller's own header; HDF5 readers skip it.
 class Writer {
  public:
   explicit Writer(const std::string& file, size_t userblock = 0);
+  // A file built in memory only (HDF5's core driver): nothing touches the disk, and
+  // image() hands over its bytes for the caller to write as it sees fit (checkpoints do,
+  // checking every system call). name is used in messages.
+  static Writer in_memory(const std::string& name, size_t userblock = 0);
   ~Writer();
+  Writer(Writer&& other) noexcept;
   Writer(const Writer&) = delete;
   Writer& operator=(const Writer&) = delete;
+  Writer& operator=(Writer&&) = delete;
+  std::vector<uint8_t> image();  // the whole file, user block included (in_memory only)
   void group(const std::string& path);  // creates a (possibly empty) group
   void write(const std::string& dataset, const Tensor& t);
   void write_u64(const std::string& dataset, const std::vector<uint64_t>& values);
@@ -73,12 +82,15 @@ class Writer {
   void attr(const std::string& object, const std::string& name, double value);
   void attr_int(const std::string& object, const std::string& name, int64_t value);
   void attr(const std::string& object, const std::string& name, const std::string& value);
-  void close();  // flushes; also done by the destructor
+  void close();  // writes the file (a file on disk); also done by the destructor
 
  private:
+  Writer() = default;
   void make_groups(const std::string& path);
   std::string file_;
   int64_t id_ = -1;
+  bool in_memory_ = false;
+  size_t userblock_ = 0;
 };
 
 }  // namespace ember::h5

@@ -87,6 +87,7 @@ BlockCache& cache() {
 
 // Large sizes round up to the next of 2^k * {1, 1.25, 1.5, 1.75}; small ones to 64 bytes.
 size_t round_size(size_t n) {
+  if (n > (SIZE_MAX >> 2)) throw std::bad_alloc();  // no rounding below overflows
   if (n >= kCacheMin) {
     size_t top = kCacheMin;
     while (top * 2 < n) top *= 2;  // top < n <= 2 top, or n == kCacheMin

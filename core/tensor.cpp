@@ -29,6 +29,24 @@ int64_t numel_of(const Shape& shape) {
   return n;
 }
 
+// The largest tensor, in elements and in bytes: far beyond any memory, and small enough
+// that sizes, byte counts and their roundings never overflow 64 bits.
+constexpr int64_t kMaxElements = int64_t(1) << 56;
+
+int64_t checked_numel(const Shape& shape, const char* op) {
+  int64_t n = 1;
+  bool zero = false;
+  for (int64_t s : shape) {
+    if (s < 0) fail(op, "sizes must be non-negative, got ", shape);
+    zero = zero || s == 0;
+  }
+  if (zero) return 0;
+  for (int64_t s : shape)
+    if (__builtin_mul_overflow(n, s, &n) || n > kMaxElements)
+      fail(op, "a tensor of shape ", shape, " would have more than 2^56 elements");
+  return n;
+}
+
 Shape contiguous_strides(const Shape& shape) {
   Shape st(shape.size());
   int64_t acc = 1;
@@ -58,13 +76,8 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
            " vs ", db, ")");
     out[i] = da == 1 ? db : da;
   }
+  checked_numel(out, op);
   return out;
-}
-
-static Shape check_shape(const Shape& shape, const char* op) {
-  for (int64_t s : shape)
-    if (s < 0) fail(op, "sizes must be non-negative, got ", shape);
-  return shape;
 }
 
 // Replaces a single -1 by the size that keeps numel.
@@ -422,6 +435,7 @@ Tensor Tensor::expand(Shape shape) const {
     else fail("expand", "cannot expand shape ", this->shape(), " to ", shape, " (dim ", i, ": ", have,
               " is not 1)");
   }
+  checked_numel(shape, "expand");
   Tensor out = make_view(*this, shape, st, offset());
   // the engine sums the gradient back to the input shape
   return record("expand", kNoLoc, out, {*this},
@@ -463,22 +477,26 @@ Tensor& Tensor::copy_(const Tensor& src) {
 }
 
 // ---------------------------------------------------------------- creation
-static Tensor allocate(const Shape& shape, DType dtype, bool zero_fill) {
-  check_shape(shape, "empty");
+static Tensor allocate(const Shape& shape, DType dtype, bool zero_fill, const char* op) {
+  const int64_t bytes = checked_numel(shape, op) * (int64_t)dtype_size(dtype);
   auto p = std::make_shared<TensorImpl>();
-  p->storage = std::make_shared<Storage>(numel_of(shape) * dtype_size(dtype), zero_fill);
+  try {
+    p->storage = std::make_shared<Storage>((size_t)bytes, zero_fill);
+  } catch (const std::bad_alloc&) {
+    throw OutOfMemory(cat_str("out of memory: a ", shape, " ", dtype_name(dtype), " tensor of ", bytes, " bytes"));
+  }
   p->shape = shape;
   p->strides = contiguous_strides(shape);
   p->dtype = dtype;
   return Tensor(p);
 }
 
-Tensor empty(const Shape& shape, DType dtype) { return allocate(shape, dtype, false); }
-Tensor zeros(const Shape& shape, DType dtype) { return allocate(shape, dtype, true); }
+Tensor empty(const Shape& shape, DType dtype) { return allocate(shape, dtype, false, "empty"); }
+Tensor zeros(const Shape& shape, DType dtype) { return allocate(shape, dtype, true, "zeros"); }
 Tensor ones(const Shape& shape, DType dtype) { return full(shape, 1.0, dtype); }
 Tensor full(const Shape& shape, double v, DType dtype) {
   if (v == 0) return zeros(shape, dtype);
-  Tensor t = empty(shape, dtype);
+  Tensor t = allocate(shape, dtype, false, "full");
   t.fill_(v);
   return t;
 }
@@ -503,9 +521,8 @@ Tensor arange(int64_t end, DType dtype) { return arange(0.0, (double)end, 1.0, d
 
 template <class T>
 static Tensor from_values(const std::vector<T>& v, const Shape& shape, DType dt, const char* op = "from_vector") {
-  check_shape(shape, op);
-  if ((int64_t)v.size() != numel_of(shape))
-    fail(op, "shape ", shape, " needs ", numel_of(shape), " values, got ", (int64_t)v.size());
+  const int64_t n = checked_numel(shape, op);
+  if ((int64_t)v.size() != n) fail(op, "shape ", shape, " needs ", n, " values, got ", (int64_t)v.size());
   Tensor t = empty(shape, dt);
   dispatch_all(dt, [&](auto tag) {
     using S = decltype(tag);
@@ -533,7 +550,7 @@ Tensor rand(const Shape& shape, DType dtype, Generator* gen) {
 }
 
 Tensor uniform(const Shape& shape, double lo, double hi, DType dtype, Generator* g) {
-  Tensor t = empty(shape, dtype);
+  Tensor t = allocate(shape, dtype, false, "uniform");
   Generator& gen = gen_or_default(g);
   const int64_t n = t.numel();
   const uint64_t first = gen.reserve(n);
@@ -551,7 +568,7 @@ Tensor uniform(const Shape& shape, double lo, double hi, DType dtype, Generator*
 }
 
 Tensor normal(const Shape& shape, double mean, double std, DType dtype, Generator* g) {
-  Tensor t = empty(shape, dtype);
+  Tensor t = allocate(shape, dtype, false, "normal");
   Generator& gen = gen_or_default(g);
   const int64_t n = t.numel();
   const uint64_t first = gen.reserve(2 * ((n + 1) / 2));
@@ -578,7 +595,7 @@ Tensor randn(const Shape& shape, DType dtype, Generator* gen) {
 
 Tensor randint(int64_t low, int64_t high, const Shape& shape, Generator* g) {
   if (high <= low) fail("randint", "expected low < high, got low ", low, " and high ", high);
-  Tensor t = empty(shape, kInt64);
+  Tensor t = allocate(shape, kInt64, false, "randint");
   Generator& gen = gen_or_default(g);
   const int64_t n = t.numel();
   const uint64_t first = gen.reserve(n);

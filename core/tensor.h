@@ -164,6 +164,9 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, Generator* gen = n
 
 // --- shape helpers
 int64_t numel_of(const Shape& shape);
+// The number of elements of a new tensor of this shape; throws naming op when a size is
+// negative or the product would pass 2^56 (no multiplication overflows).
+int64_t checked_numel(const Shape& shape, const char* op);
 Shape contiguous_strides(const Shape& shape);
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op);
 // NumPy broadcasting of two shapes; throws naming op when they do not broadcast.

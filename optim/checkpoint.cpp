@@ -3,13 +3,9 @@
 // checksum first, then parses the HDF5 image from memory, then checks every key.
 #include "optim/checkpoint.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -20,6 +16,7 @@
 
 #include "core/autograd.h"
 #include "core/error.h"
+#include "core/file_io.h"
 #include "core/h5.h"
 
 namespace ember::optim {
@@ -116,51 +113,6 @@ void write_contents(h5::Writer& w, const Checkpoint& c) {
     check_key("extra tensor", name);
     w.write("/extra/" + name, t);
   }
-}
-
-[[noreturn]] void io_fail(const char* op, const std::string& what, const std::string& file) {
-  fail(op, what, " '", file, "': ", std::strerror(errno));
-}
-
-// Computes the checksum of everything after the header and writes the header, then
-// flushes the file to the disk.
-void seal(const std::string& tmp) {
-  const char* op = "save_checkpoint";
-  int fd = ::open(tmp.c_str(), O_RDWR | O_CLOEXEC);
-  if (fd < 0) io_fail(op, "cannot reopen", tmp);
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
-  struct stat st;
-  if (fstat(fd, &st) != 0) io_fail(op, "cannot stat", tmp);
-  uint64_t size = (uint64_t)st.st_size;
-  if (size < kHeaderBytes) fail(op, "'", tmp, "' is shorter than its header");
-  std::vector<uint8_t> buf(1 << 20);
-  uLong crc = crc32(0L, Z_NULL, 0);
-  for (uint64_t off = kHeaderBytes; off < size;) {
-    ssize_t n = ::pread(fd, buf.data(), std::min<uint64_t>(buf.size(), size - off), (off_t)off);
-    if (n <= 0) io_fail(op, "cannot read back", tmp);
-    crc = crc32(crc, buf.data(), (uInt)n);
-    off += (uint64_t)n;
-  }
-  std::string header = header_text(size, (uint32_t)crc);
-  std::vector<char> block(kHeaderBytes, '\0');
-  std::memcpy(block.data(), header.data(), header.size());
-  if (::pwrite(fd, block.data(), block.size(), 0) != (ssize_t)block.size()) io_fail(op, "cannot write header of", tmp);
-  if (::fsync(fd) != 0) io_fail(op, "cannot flush", tmp);
-}
-
-void fsync_dir(const std::string& dir) {
-  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return;  // best effort: the rename itself has happened
-  ::fsync(fd);
-  ::close(fd);
-}
-
-std::string dir_of(const std::string& path) {
-  fs::path p(path);
-  return p.has_parent_path() ? p.parent_path().string() : std::string(".");
 }
 
 // ---------------------------------------------------------------- reading
@@ -331,24 +283,19 @@ std::string to_string(const ConfigValue& v) {
 }
 
 void save_checkpoint(const std::string& path, const Checkpoint& ckpt) {
-  static std::atomic<uint64_t> counter{0};
-  fs::path target(path);
-  if (target.filename().empty()) fail("save_checkpoint", "'", path, "' names a directory, not a file");
-  std::string tmp_name = cat_str(".", target.filename().string(), ".tmp-", ::getpid(), "-", counter++);
-  std::string tmp = (fs::path(dir_of(path)) / tmp_name).string();
-  try {
-    {
-      h5::Writer w(tmp, kHeaderBytes);
-      write_contents(w, ckpt);
-      w.close();
-    }
-    seal(tmp);
-    if (std::rename(tmp.c_str(), path.c_str()) != 0) io_fail("save_checkpoint", "cannot rename into", path);
-    fsync_dir(dir_of(path));
-  } catch (...) {
-    std::remove(tmp.c_str());
-    throw;
+  // The whole file is built in memory, sealed with its header, then written in one
+  // checked pass: HDF5 itself never writes to the disk.
+  std::vector<uint8_t> bytes;
+  {
+    h5::Writer w = h5::Writer::in_memory(path, kHeaderBytes);
+    write_contents(w, ckpt);
+    bytes = w.image();
   }
+  if (bytes.size() < kHeaderBytes) fail("save_checkpoint", "the HDF5 image of '", path, "' is shorter than its header");
+  const std::string header = header_text(bytes.size(), crc_of(bytes.data() + kHeaderBytes, bytes.size() - kHeaderBytes));
+  std::memset(bytes.data(), 0, kHeaderBytes);
+  std::memcpy(bytes.data(), header.data(), header.size());
+  io::replace_file(path, bytes.data(), bytes.size(), "save_checkpoint");
 }
 
 Checkpoint read_checkpoint_bytes(const std::string& name, const std::vector<uint8_t>& bytes) {

@@ -4,7 +4,7 @@
 # names given as arguments are installed too (the test command adds the fuzzing tools).
 set -euo pipefail
 pkgs=(g++ cmake make pkg-config libopenblas-openmp-dev libhdf5-dev hdf5-tools zlib1g-dev catch2
-  libcairo2-dev fonts-dejavu-core "$@")
+  libcairo2-dev fonts-dejavu-core libcli11-dev "$@")
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,0 +1,116 @@
+// Whole-file writes through POSIX calls, each one's result checked, errno carried into
+// the message.
+#include "core/file_io.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+#include "core/error.h"
+
+namespace ember::io {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+[[noreturn]] void os_fail(const char* op, const std::string& what, const std::string& file, int err) {
+  fail(op, what, " '", file, "': ", std::strerror(err));
+}
+
+// Writes everything, retrying short writes and interruptions; returns 0 or an errno.
+int write_all(int fd, const void* data, size_t size) {
+  const char* p = static_cast<const char*>(data);
+  while (size > 0) {
+    ssize_t n = ::write(fd, p, size > (size_t(1) << 30) ? (size_t(1) << 30) : size);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    if (n == 0) return EIO;
+    p += n;
+    size -= (size_t)n;
+  }
+  return 0;
+}
+
+// Creates path and writes the bytes, flushed; on failure removes it and throws.
+void write_new(const std::string& path, const void* data, size_t size, const char* op, int flags) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | flags, 0644);
+  if (fd < 0) os_fail(op, "cannot create", path, errno);
+  int err = write_all(fd, data, size);
+  const char* what = "cannot write";
+  if (!err && ::fsync(fd) != 0) err = errno, what = "cannot flush";
+  if (::close(fd) != 0 && !err) err = errno, what = "cannot close";
+  if (err) {
+    ::unlink(path.c_str());
+    os_fail(op, what, path, err);
+  }
+}
+
+std::string dir_of(const std::string& path) {
+  fs::path p(path);
+  return p.has_parent_path() ? p.parent_path().string() : std::string(".");
+}
+
+constexpr const char* kTmpTag = ".tmp-";
+
+}  // namespace
+
+void write_file(const std::string& path, const void* data, size_t size, const char* op) {
+  write_new(path, data, size, op, O_TRUNC);
+}
+
+void replace_file(const std::string& path, const void* data, size_t size, const char* op) {
+  static std::atomic<uint64_t> counter{0};
+  const fs::path target(path);
+  if (target.filename().empty()) fail(op, "'", path, "' names a directory, not a file");
+  const std::string dir = dir_of(path);
+  const std::string tmp =
+      (fs::path(dir) / cat_str(".", target.filename().string(), kTmpTag, ::getpid(), "-", counter++)).string();
+  write_new(tmp, data, size, op, O_EXCL);
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    int err = errno;
+    ::unlink(tmp.c_str());
+    os_fail(op, "cannot rename a temporary file over", path, err);
+  }
+  // The rename is done; flushing the directory makes it survive a power cut. Where the
+  // file system cannot flush a directory, there is nothing more to do.
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+}
+
+std::vector<std::string> stale_temporary_files(const std::string& dir) {
+  std::vector<std::string> stale;
+  std::error_code ec;
+  for (auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    // .<name>.tmp-<pid>-<n>
+    size_t tag = name.rfind(kTmpTag);
+    if (name.empty() || name[0] != '.' || tag == std::string::npos) continue;
+    const std::string rest = name.substr(tag + std::strlen(kTmpTag));
+    size_t dash = rest.find('-');
+    if (dash == 0 || dash == std::string::npos || dash > 9) continue;
+    const std::string pid_text = rest.substr(0, dash), count = rest.substr(dash + 1);
+    auto digits = [](const std::string& s) {
+      return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
+    };
+    if (!digits(pid_text) || !digits(count)) continue;
+    const pid_t pid = (pid_t)std::stol(pid_text);
+    // dead: no such process (a live process of another user answers EPERM)
+    if (pid != ::getpid() && ::kill(pid, 0) != 0 && errno == ESRCH) stale.push_back(entry.path().string());
+  }
+  return stale;
+}
+
+}  // namespace ember::io

@@ -1,0 +1,157 @@
+// The command-line helpers of cli.h.
+#include "cli/cli.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <new>
+
+#include "core/error.h"
+
+namespace cli {
+
+namespace {
+
+std::string got(const std::string& text) { return ember::printable(text, 40); }
+
+std::string range_text(int64_t lo, int64_t hi) {
+  auto show = [](int64_t v) {
+    if (v == std::numeric_limits<int64_t>::max()) return std::string("2^63-1");
+    if (v > 0 && (v & (v - 1)) == 0 && v >= (int64_t(1) << 20)) return "2^" + std::to_string(__builtin_ctzll((unsigned long long)v));
+    return std::to_string(v);
+  };
+  return "[" + show(lo) + ", " + show(hi) + "]";
+}
+
+std::string real_range_text(double lo, double hi) {
+  auto show = [](double v) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%g", v);
+    return std::string(b);
+  };
+  if (std::isinf(lo) && std::isinf(hi)) return "any finite number";
+  if (std::isinf(hi)) return "at least " + show(lo);
+  if (std::isinf(lo)) return "at most " + show(hi);
+  return "in [" + show(lo) + ", " + show(hi) + "]";
+}
+
+}  // namespace
+
+int64_t parse_int(const std::string& flag, const std::string& text, int64_t lo, int64_t hi) {
+  const std::string need = flag + " needs an integer in " + range_text(lo, hi) + ", got " + got(text);
+  size_t i = 0;
+  bool negative = false;
+  if (i < text.size() && (text[i] == '-' || text[i] == '+')) negative = text[i++] == '-';
+  if (i == text.size()) throw UsageError{need};
+  // decimal digits only, whole: no spaces, no exponent, no hex or octal prefixes
+  unsigned __int128 v = 0;
+  for (; i < text.size(); i++) {
+    if (text[i] < '0' || text[i] > '9') throw UsageError{need};
+    v = v * 10 + unsigned(text[i] - '0');
+    if (v > (unsigned __int128)1 << 64) break;  // certainly out of range; keep scanning for junk below
+  }
+  for (; i < text.size(); i++)
+    if (text[i] < '0' || text[i] > '9') throw UsageError{need};
+  const __int128 s = negative ? -(__int128)v : (__int128)v;
+  if (v > (unsigned __int128)1 << 64 || s < lo || s > hi) throw UsageError{need};
+  return (int64_t)s;
+}
+
+double parse_real(const std::string& flag, const std::string& text, double lo, double hi) {
+  const std::string need = flag + " needs a number " + real_range_text(lo, hi) + ", got " + got(text);
+  if (text.empty() || std::isspace((unsigned char)text[0])) throw UsageError{need};
+  char* end = nullptr;
+  errno = 0;
+  const double v = std::strtod(text.c_str(), &end);
+  const bool hex = text.find_first_of("xX") != std::string::npos;
+  if (*end != '\0' || hex || !std::isfinite(v) || errno == ERANGE || v < lo || v > hi) throw UsageError{need};
+  return v;
+}
+
+CLI::Option* integer(CLI::App& app, const std::string& name, int64_t& value, int64_t lo, int64_t hi,
+                     const std::string& help) {
+  auto* o = app.add_option_function<std::string>(
+      name, [&value, name, lo, hi](const std::string& s) { value = parse_int(name, s, lo, hi); }, help);
+  return o->type_name("INT in " + range_text(lo, hi))->default_str(std::to_string(value));
+}
+
+CLI::Option* integer(CLI::App& app, const std::string& name, int& value, int lo, int hi, const std::string& help) {
+  auto* o = app.add_option_function<std::string>(
+      name, [&value, name, lo, hi](const std::string& s) { value = (int)parse_int(name, s, lo, hi); }, help);
+  return o->type_name("INT in " + range_text(lo, hi))->default_str(std::to_string(value));
+}
+
+CLI::Option* real(CLI::App& app, const std::string& name, double& value, double lo, double hi,
+                  const std::string& help) {
+  auto* o = app.add_option_function<std::string>(
+      name, [&value, name, lo, hi](const std::string& s) { value = parse_real(name, s, lo, hi); }, help);
+  char b[32];
+  std::snprintf(b, sizeof b, "%g", value);
+  return o->type_name("NUMBER " + real_range_text(lo, hi))->default_str(b);
+}
+
+CLI::Option* text(CLI::App& app, const std::string& name, std::string& value, const std::string& help) {
+  auto* o = app.add_option(name, value, help)->type_name("TEXT");
+  if (!value.empty()) o->default_str(value);
+  return o;
+}
+
+void parse(CLI::App& app, int argc, char** argv) {
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    throw Exit{app.exit(e)};
+  } catch (const CLI::CallForAllHelp& e) {
+    throw Exit{app.exit(e)};
+  } catch (const CLI::ParseError& e) {
+    // the innermost subcommand that was named, for the message and the help pointer
+    const CLI::App* where = &app;
+    for (auto subs = where->get_subcommands(); !subs.empty(); subs = where->get_subcommands()) where = subs.back();
+    std::string name = where->get_name();
+    for (const CLI::App* p = where->get_parent(); p; p = p->get_parent()) name = p->get_name() + " " + name;
+    std::fprintf(stderr, "%s: %s\nRun '%s --help' for the options.\n", name.c_str(), e.what(), name.c_str());
+    throw Exit{2};
+  }
+}
+
+int run(const std::string& program, const std::function<int()>& body) {
+  auto say = [&](const std::string& what) {
+    std::fflush(stdout);
+    if (what.rfind(program, 0) == 0) std::fprintf(stderr, "%s\n", what.c_str());
+    else std::fprintf(stderr, "%s: %s\n", program.c_str(), what.c_str());
+  };
+  try {
+    return body();
+  } catch (const Exit& e) {
+    return e.code;
+  } catch (const UsageError& e) {
+    say(e.message);
+    std::fprintf(stderr, "Run '%s --help' for the options.\n", program.c_str());
+    return 2;
+  } catch (const std::bad_alloc&) {
+    say("out of memory (a request for more memory than the system could give)");
+    return 1;
+  } catch (const std::length_error& e) {
+    say(std::string("out of memory: a size too large for this machine (") + e.what() + ")");
+    return 1;
+  } catch (const std::exception& e) {  // ember::Error and OutOfMemory included
+    say(e.what());
+    return 1;
+  }
+}
+
+int64_t physical_memory() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? int64_t(pages) * int64_t(page) : 0;
+}
+
+void check_fits_in_memory(const char* op, double bytes, const std::string& what) {
+  const int64_t have = physical_memory();
+  if (have > 0 && bytes > double(have))
+    ember::fail(op, what, " would need about ", std::llround(bytes / 1e9), " GB, more than this machine's ",
+                std::llround(double(have) / 1e9), " GB of memory");
+}
+
+}  // namespace cli
