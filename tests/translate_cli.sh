@@ -95,7 +95,7 @@ last=$(ls "$dir/run4"/ckpt-*.h5 | tail -n 1)
 run 0 nan_last_good "$bin" eval --checkpoint "$last" --data "$dir/valid.tsv"
 
 run 2 bad_option "$bin" train --stepz 3
-contains "$dir/bad_option.err" "unknown option --stepz"
+contains "$dir/bad_option.err" 'unknown option "--stepz"'
 run 2 bad_value "$bin" train --steps three
 contains "$dir/bad_value.err" "--steps needs an integer"
 run 2 no_command "$bin"
@@ -108,8 +108,161 @@ kill -INT "$pid"
 wait "$pid"
 code=$?
 [ "$code" -eq 130 ] || fail "Ctrl-C: exit $code, expected 130"
-contains "$dir/sigint.out" "interrupted at step"
+contains "$dir/sigint.out" "stopped by SIGINT at step"
 ls "$dir/run3"/ckpt-*.h5 >/dev/null 2>&1 || fail "Ctrl-C saved no checkpoint"
+
+
+# SIGTERM (what schedulers send) and SIGHUP save as Ctrl-C does, with the conventional
+# exit codes, and the run resumes from what they saved
+for sig in TERM HUP; do
+  out="$dir/run_$sig"
+  "$bin" train "${small[@]}" --out "$out" --steps 100000 --save-every 100000 >"$dir/sig$sig.out" 2>"$dir/sig$sig.err" &
+  pid=$!
+  for _ in $(seq 1 100); do grep -q "step 5/" "$dir/sig$sig.out" && break; sleep 0.1; done
+  kill -"$sig" "$pid"
+  wait "$pid"
+  code=$?
+  want=$((128 + $(kill -l "$sig")))
+  [ "$code" -eq "$want" ] || fail "SIG$sig: exit $code, expected $want"
+  contains "$dir/sig$sig.out" "stopped by SIG$sig at step"
+  ls "$out"/ckpt-*.h5 >/dev/null 2>&1 || fail "SIG$sig saved no checkpoint"
+  saved=$(sed -n 's/^stopped by SIG[A-Z]* at step \([0-9]*\).*/\1/p' "$dir/sig$sig.out")
+  run 0 "sig${sig}_resume" "$bin" train "${small[@]}" --out "$out" --steps $((saved + 2)) --resume auto
+  contains "$dir/sig${sig}_resume.out" "at step $saved"
+done
+
+# two runs on one directory: the second refuses, naming the first one's process, with
+# or without --resume auto; the lock goes with the first run
+"$bin" train "${small[@]}" --out "$dir/shared" --steps 100000 --save-every 100000 >"$dir/first.out" 2>&1 &
+first=$!
+for _ in $(seq 1 100); do grep -q "step 2/" "$dir/first.out" && break; sleep 0.1; done
+run 1 second "$bin" train "${small[@]}" --out "$dir/shared" --steps 5
+contains "$dir/second.err" "in use by another run (process $first"
+run 1 second_resume "$bin" train "${small[@]}" --out "$dir/shared" --steps 5 --resume auto
+contains "$dir/second_resume.err" "in use by another run (process $first"
+kill -TERM "$first"
+wait "$first"
+run 0 after_first "$bin" train "${small[@]}" --out "$dir/shared" --steps 20 --resume auto
+# a run killed outright leaves its lock to the kernel: the next run proceeds
+"$bin" train "${small[@]}" --out "$dir/shared" --steps 100000 --resume auto >"$dir/killed.out" 2>&1 &
+victim=$!
+for _ in $(seq 1 100); do grep -q "resumed from" "$dir/killed.out" && break; sleep 0.1; done
+kill -KILL "$victim"
+wait "$victim" 2>/dev/null
+# ...and so does the temporary file of a save it was killed in: the next run removes it
+# (a process that has ended is proven dead; its pid names the file)
+sh -c 'exit 0' &
+dead=$!
+wait "$dead"
+head -c 5000 /dev/urandom >"$dir/shared/.ckpt-00000021.h5.tmp-$dead-0"
+run 0 after_kill "$bin" train "${small[@]}" --out "$dir/shared" --steps 22 --resume auto
+# (the run killed above may have left one of its own, if the kill landed in a save)
+grep -qE "removed [12] temporary file" "$dir/after_kill.out" || fail "after_kill: no stale temporary file removed"
+ls -a "$dir/shared" | grep -q "tmp-" && fail "a temporary file is left in $dir/shared: $(ls -a "$dir/shared")"
+
+# --resume auto skips a damaged newest checkpoint, names it, and resumes from the newest
+# intact one
+cp -r "$dir/run" "$dir/damaged"
+rm -f "$dir/damaged/.lock"
+printf 'garbage' | dd of="$dir/damaged/ckpt-00000040.h5" bs=1 seek=5000 conv=notrunc 2>/dev/null
+run 0 damaged "$bin" train "${small[@]}" --out "$dir/damaged" --steps 45 --resume auto
+contains "$dir/damaged.err" "ckpt-00000040.h5 is damaged"
+contains "$dir/damaged.out" "resumed from $dir/damaged/ckpt-00000030.h5 at step 30"
+
+# options on resume: the model's shape, the schedule and the seed are the checkpoint's;
+# a different value is refused by its option's name; the others apply and are named
+run 1 resume_shape "$bin" train "${small[@]}" --out "$dir/run" --steps 50 --resume auto --d-model 32 --lr 0.002 --seed 9
+contains "$dir/resume_shape.err" "--d-model 32 (the checkpoint's d_model is 16)"
+contains "$dir/resume_shape.err" "--lr 0.002 (the checkpoint's peak learning rate is 0.001)"
+contains "$dir/resume_shape.err" "--seed 9 (the checkpoint's seed is 1)"
+run 0 resume_applies "$bin" train "${small[@]}" --out "$dir/run" --steps 42 --resume auto --d-model 16
+contains "$dir/resume_applies.out" "--steps 42"
+contains "$dir/resume_applies.out" "apply from here on"
+contains "$dir/resume_applies.out" "on resume: --d-model 16, --heads 2"
+contains "$dir/resume_applies.out" "match the checkpoint"
+
+# an unwritable figure is a warning: training goes on and saves
+mkdir -p "$dir/figs/curves.png"
+run 0 figure "$bin" train "${small[@]}" --out "$dir/figs" --steps 10
+contains "$dir/figure.err" "warning: training goes on without the curves"
+[ -f "$dir/figs/ckpt-00000010.h5" ] || fail "no checkpoint after a failing figure"
+
+# an output directory that cannot be written is found before training
+printf 'x' >"$dir/a_file"
+run 1 out_under_file "$bin" train "${small[@]}" --out "$dir/a_file/run" --steps 10
+contains "$dir/out_under_file.err" "cannot create the directory"
+grep -q "^step" "$dir/out_under_file.out" && fail "training started on an unusable --out"
+if [ "$(id -u)" -eq 0 ]; then
+  mkdir -p "$dir/readonly" && chmod 755 "$dir/readonly" && chmod o+rx "$dir"
+  setpriv --reuid=nobody --regid=nogroup --clear-groups "$bin" train "${small[@]}" --out "$dir/readonly" --steps 10 \
+    >"$dir/readonly.out" 2>"$dir/readonly.err"
+  code=$?
+else
+  mkdir -p "$dir/readonly" && chmod 555 "$dir/readonly"
+  "$bin" train "${small[@]}" --out "$dir/readonly" --steps 10 >"$dir/readonly.out" 2>"$dir/readonly.err"
+  code=$?
+fi
+[ "$code" -eq 1 ] || fail "read-only --out: exit $code, expected 1"
+contains "$dir/readonly.err" "Permission denied"
+
+# a file-size limit during a save: exit 1 with the reason, the previous checkpoint intact,
+# no temporary file left
+mkdir -p "$dir/fsize"
+run 0 fsize_first "$bin" train "${small[@]}" --out "$dir/fsize" --steps 10
+before=$(md5sum <"$dir/fsize/ckpt-00000010.h5")
+(ulimit -f 100; exec "$bin" train "${small[@]}" --out "$dir/fsize" --steps 20 --resume auto) >"$dir/fsize.out" 2>"$dir/fsize.err"
+code=$?
+[ "$code" -eq 1 ] || fail "save past the file-size limit: exit $code, expected 1"
+contains "$dir/fsize.err" "File too large"
+contains "$dir/fsize.err" "The last good checkpoint is $dir/fsize/ckpt-00000010.h5"
+[ "$(md5sum <"$dir/fsize/ckpt-00000010.h5")" = "$before" ] || fail "the previous checkpoint changed"
+ls -a "$dir/fsize" | grep -q "tmp-" && fail "a temporary file is left: $(ls -a "$dir/fsize")"
+run 0 fsize_intact "$bin" eval --checkpoint "$dir/fsize/ckpt-00000010.h5" --data "$dir/valid.tsv"
+
+# a full disk (a small tmpfs; needs root): the same, with "No space left on device"
+if [ "$(id -u)" -eq 0 ] && mkdir -p "$dir/full" && mount -t tmpfs -o size=400k tmpfs "$dir/full" 2>/dev/null; then
+  run 1 disk_full "$bin" train "${small[@]}" --out "$dir/full" --steps 30
+  contains "$dir/disk_full.err" "No space left on device"
+  contains "$dir/disk_full.err" "The last good checkpoint is $dir/full/ckpt-00000010.h5"
+  ls -a "$dir/full" | grep -q "tmp-" && fail "a temporary file is left on the full disk: $(ls -a "$dir/full")"
+  run 0 disk_full_intact "$bin" eval --checkpoint "$dir/full/ckpt-00000010.h5" --data "$dir/valid.tsv"
+  umount "$dir/full"
+else
+  echo "skipped: the full-disk test needs root (to mount a small tmpfs)"
+fi
+
+# numbers out of range are refused with the range, not clamped or wrapped
+run 2 huge_steps "$bin" train --steps 99999999999999999999999
+contains "$dir/huge_steps.err" "--steps needs an integer in [1, 2^40]"
+run 2 huge_threads "$bin" train --threads 2147483648
+contains "$dir/huge_threads.err" "--threads needs an integer in [1, 1024]"
+run 2 huge_keep "$bin" train --keep 2147483648
+contains "$dir/huge_keep.err" "--keep needs an integer"
+run 2 huge_pad "$bin" attention --checkpoint "$ckpt" --out "$dir/att2" --pad 9223372036854775807 "1/2/2000"
+contains "$dir/huge_pad.err" "--pad needs an integer in [0, 2^20]"
+run 2 nan_lr "$bin" train --lr nan
+contains "$dir/nan_lr.err" "--lr needs a number"
+# absurd model sizes are refused before anything is allocated
+run 1 huge_model "$bin" train "${small[@]}" --out "$dir/huge" --d-model 65536 --heads 1 --ffn 1048576
+contains "$dir/huge_model.err" "more than this machine's"
+run 1 zero_device "$bin" decode --checkpoint /dev/zero "1/2/2000"
+contains "$dir/zero_device.err" "not a regular file"
+run 2 heads_divide "$bin" train "${small[@]}" --out "$dir/heads" --d-model 16 --heads 3
+contains "$dir/heads_divide.err" "--heads 3 must divide --d-model 16"
+
+# a pair too long for the model names the file, the line and the side
+{ cat "$dir/train.tsv"; printf '%s\t2000-01-01\n' "$(printf '1%.0s' $(seq 1 70))"; } >"$dir/long.tsv"
+run 1 long_pair "$bin" train "${small[@]}" --train "$dir/long.tsv" --out "$dir/long" --steps 2
+contains "$dir/long_pair.err" "long.tsv:401: the source has 70 characters, but --max-len 64"
+
+# --help for the program and every command
+for cmd in "" train eval decode attention; do
+  run 0 "help_${cmd:-top}" "$bin" $cmd --help
+  contains "$dir/help_${cmd:-top}.out" "Usage:"
+done
+run 0 help_word "$bin" help
+run 2 unknown_cmd "$bin" trian
+contains "$dir/unknown_cmd.err" 'unknown command "trian"'
 
 if [ "$failures" -gt 0 ]; then
   echo "$failures check(s) failed"

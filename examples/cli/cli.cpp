@@ -1,11 +1,14 @@
 // The command-line helpers of cli.h.
 #include "cli/cli.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <new>
 
 #include "core/error.h"
@@ -98,7 +101,43 @@ CLI::Option* text(CLI::App& app, const std::string& name, std::string& value, co
   return o;
 }
 
+namespace {
+
+// Every (sub)command keeps what it does not know, so that parse() can name it plainly;
+// a repeated option takes its last value, as in most command lines.
+void prepare(CLI::App* app) {
+  app->allow_extras(true);
+  for (CLI::Option* o : app->get_options()) o->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  for (CLI::App* sub : app->get_subcommands([](CLI::App*) { return true; })) prepare(sub);
+}
+
+}  // namespace
+
 void parse(CLI::App& app, int argc, char** argv) {
+  prepare(&app);
+  const auto commands = app.get_subcommands([](CLI::App*) { return true; });
+  if (!commands.empty() && argc > 1 && argv[1][0] != '-') {
+    std::string names;
+    bool known = false;
+    for (CLI::App* c : commands) known = known || c->check_name(argv[1]), names += (names.empty() ? "" : ", ") + c->get_name();
+    if (!known) {
+      std::fprintf(stderr, "%s: unknown command %s (the commands: %s)\nRun '%s --help' for the options.\n",
+                   app.get_name().c_str(), ember::printable(argv[1], 40).c_str(), names.c_str(), app.get_name().c_str());
+      throw Exit{2};
+    }
+  }
+  // the innermost subcommand that was named, for messages and the help pointer
+  auto innermost = [&] {
+    CLI::App* where = &app;
+    for (auto subs = where->get_subcommands(); !subs.empty(); subs = where->get_subcommands()) where = subs.back();
+    std::string name = where->get_name();
+    for (const CLI::App* p = where->get_parent(); p; p = p->get_parent()) name = p->get_name() + " " + name;
+    return std::pair<CLI::App*, std::string>{where, name};
+  };
+  auto refuse = [](const std::string& name, const std::string& what) {
+    std::fprintf(stderr, "%s: %s\nRun '%s --help' for the options.\n", name.c_str(), what.c_str(), name.c_str());
+    throw Exit{2};
+  };
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -106,13 +145,20 @@ void parse(CLI::App& app, int argc, char** argv) {
   } catch (const CLI::CallForAllHelp& e) {
     throw Exit{app.exit(e)};
   } catch (const CLI::ParseError& e) {
-    // the innermost subcommand that was named, for the message and the help pointer
-    const CLI::App* where = &app;
-    for (auto subs = where->get_subcommands(); !subs.empty(); subs = where->get_subcommands()) where = subs.back();
-    std::string name = where->get_name();
-    for (const CLI::App* p = where->get_parent(); p; p = p->get_parent()) name = p->get_name() + " " + name;
-    std::fprintf(stderr, "%s: %s\nRun '%s --help' for the options.\n", name.c_str(), e.what(), name.c_str());
-    throw Exit{2};
+    refuse(innermost().second, e.what());
+  } catch (const UsageError& e) {  // a value refused by integer() or real()
+    refuse(innermost().second, e.message);
+  }
+  auto [where, name] = innermost();
+  std::vector<std::string> extra = where->remaining();
+  for (CLI::App* p = where->get_parent(); p; p = p->get_parent())
+    for (auto& r : p->remaining()) extra.push_back(r);
+  if (!extra.empty()) {
+    const std::string& first = extra.front();
+    if (first.size() > 1 && first[0] == '-' && !(first.size() > 1 && std::isdigit((unsigned char)first[1])))
+      refuse(name, "unknown option " + ember::printable(first, 40));
+    refuse(name, "unexpected argument " + ember::printable(first, 40) +
+                     (where->get_subcommands([](CLI::App*) { return true; }).empty() ? "" : " (not a command)"));
   }
 }
 
@@ -152,6 +198,47 @@ void check_fits_in_memory(const char* op, double bytes, const std::string& what)
   if (have > 0 && bytes > double(have))
     ember::fail(op, what, " would need about ", std::llround(bytes / 1e9), " GB, more than this machine's ",
                 std::llround(double(have) / 1e9), " GB of memory");
+}
+
+CLI::Option* choice(CLI::App& app, const std::string& name, std::string& value, const std::vector<std::string>& choices,
+                    const std::string& help) {
+  std::string list;
+  for (size_t i = 0; i < choices.size(); i++)
+    list += (i == 0 ? "" : i + 1 == choices.size() ? " or " : ", ") + choices[i];
+  auto* o = app.add_option_function<std::string>(
+      name,
+      [&value, name, choices, list](const std::string& s) {
+        for (const std::string& c : choices)
+          if (s == c) {
+            value = s;
+            return;
+          }
+        throw UsageError{name + " needs " + list + ", got " + got(s)};
+      },
+      help);
+  o->type_name(list);
+  if (!value.empty()) o->default_str(value);
+  return o;
+}
+
+void make_output_dir(const std::string& flag, const std::string& dir) {
+  if (dir.empty()) throw UsageError{flag + " needs a directory name, got \"\""};
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (!ec && !fs::is_directory(dir, ec)) ec = std::make_error_code(std::errc::not_a_directory);
+  if (ec)
+    throw ember::Error(
+        ember::cat_str("cannot create the directory ", ember::printable(dir), " (", flag, "): ", ec.message()));
+  const std::string probe = dir + "/.write-test-" + std::to_string(::getpid());
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    const int err = errno;
+    throw ember::Error(
+        ember::cat_str("cannot write into the directory ", ember::printable(dir), " (", flag, "): ", std::strerror(err)));
+  }
+  ::close(fd);
+  ::unlink(probe.c_str());
 }
 
 }  // namespace cli

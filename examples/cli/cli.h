@@ -21,6 +21,7 @@
 #include <functional>
 #include <limits>
 #include <string>
+#include <vector>
 
 namespace cli {
 
@@ -73,5 +74,14 @@ int64_t physical_memory();
 // Refuses (ember::Error naming op) a job that would need more than the machine's memory
 // before any of it is allocated: bytes is an estimate, what says what it is for.
 void check_fits_in_memory(const char* op, double bytes, const std::string& what);
+
+// An option whose value is one of choices; anything else is a UsageError listing them.
+CLI::Option* choice(CLI::App& app, const std::string& name, std::string& value, const std::vector<std::string>& choices,
+                    const std::string& help);
+
+// Makes dir and its parents for a program's output, before any work, and checks that a
+// file can be created in it: an empty name is a UsageError naming flag; a directory that
+// cannot be made or written into is an ember::Error naming it and the system's reason.
+void make_output_dir(const std::string& flag, const std::string& dir);
 
 }  // namespace cli

@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "core/error.h"
+#include "core/file_io.h"
 
 namespace plot {
 
@@ -232,6 +233,9 @@ void save_png(const std::string& path, const std::vector<Panel>& panels, int col
   const int rows = int((panels.size() + columns - 1) / columns);
   const int cols = std::min<int>(columns, (int)panels.size());
   const int head = title.empty() ? 0 : 34;
+  if (double(cols) * width > 32767 || double(rows) * height + head > 32767)  // Cairo's largest image side
+    ember::fail(op, "a figure of ", panels.size(), " panels of ", width, "x", height, " pixels in ", columns,
+                " columns is too large to draw into '", path, "' (at most 32767 pixels a side)");
   cairo_surface_t* surface = cairo_image_surface_create(CAIRO_FORMAT_RGB24, cols * width, rows * height + head);
   cairo_t* cr = cairo_create(surface);
   cairo_set_source_rgb(cr, 1, 1, 1);
@@ -252,9 +256,20 @@ void save_png(const std::string& path, const std::vector<Panel>& panels, int col
   }
   cairo_status_t st = cairo_status(cr);
   cairo_destroy(cr);
-  if (st == CAIRO_STATUS_SUCCESS) st = cairo_surface_write_to_png(surface, path.c_str());
+  // encoded in memory, then written whole (a full disk names its reason, and an old
+  // figure stays until the new one is complete)
+  std::string png;
+  if (st == CAIRO_STATUS_SUCCESS)
+    st = cairo_surface_write_to_png_stream(
+        surface,
+        [](void* out, const unsigned char* data, unsigned int n) {
+          static_cast<std::string*>(out)->append(reinterpret_cast<const char*>(data), n);
+          return CAIRO_STATUS_SUCCESS;
+        },
+        &png);
   cairo_surface_destroy(surface);
-  if (st != CAIRO_STATUS_SUCCESS) ember::fail(op, "cannot write '", path, "': ", cairo_status_to_string(st));
+  if (st != CAIRO_STATUS_SUCCESS) ember::fail(op, "cannot draw '", path, "': ", cairo_status_to_string(st));
+  ember::io::replace_file(path, png.data(), png.size(), op);
 }
 
 }  // namespace plot

@@ -54,6 +54,19 @@ struct Accuracy {
 };
 Accuracy accuracy(const std::vector<std::vector<int64_t>>& outputs, const std::vector<std::vector<int64_t>>& targets);
 
+// Upper bounds of a model's sizes, for command lines and checkpoints: far past any
+// model a CPU trains, and small enough that products of them cannot overflow.
+constexpr int64_t kMaxVocab = int64_t(1) << 21;  // every Unicode code point
+constexpr int64_t kMaxWidth = int64_t(1) << 16;  // d_model; the feed-forward may be 16x wider
+constexpr int64_t kMaxLayers = 1024;
+constexpr int64_t kMaxLength = int64_t(1) << 20;
+
+// The number of parameters of a Transformer of this configuration, and an estimate of
+// the memory a training step at this batch size needs (parameters, gradients, Adam's
+// moments and activations), to refuse absurd sizes before allocating anything.
+double parameter_count(const ember::nn::TransformerConfig& c);
+double training_bytes(const ember::nn::TransformerConfig& c, int64_t batch);
+
 // The model's configuration as checkpoint attributes, and back (checked: every key
 // present, of the right type, in range).
 ember::optim::Config to_config(const ember::nn::TransformerConfig& c);

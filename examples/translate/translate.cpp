@@ -6,15 +6,13 @@
 //   translate decode    --checkpoint C [TEXT ...]        one translation a line (stdin without TEXT)
 //   translate attention --checkpoint C --out DIR TEXT    PNG heatmaps of the attention weights
 //
-// `translate help` lists every option.
+// `translate --help` and `translate COMMAND --help` list every option.
 #include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cmath>
-#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -34,6 +32,7 @@
 #include "nn/functional.h"
 #include "optim/checkpoint.h"
 #include "optim/schedule.h"
+#include "optim/training_run.h"
 #include "plot/plot.h"
 #include "seq2seq.h"
 
@@ -45,70 +44,55 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const char* kUsage = R"(usage:
-  translate train [options]
-      --train FILE        training pairs (default data/dates/train.tsv)
-      --valid FILE        validation pairs (default data/dates/valid.tsv)
-      --out DIR           checkpoints, curves.png and log (default runs/dates)
-      --resume C|auto     continue from checkpoint C, or from the newest one in --out
-      --steps N           at most N optimizer steps (default 3000)
-      --target-acc A      stop once validation exact match reaches A (default 0.995; 2 = never)
-      --batch N           pairs per batch (default 64)
-      --d-model N --heads N --enc-layers N --dec-layers N --ffn N --dropout P --max-len N
-                          model shape (defaults 128, 4, 2, 2, 512, 0.1, 64)
-      --lr X --warmup N   Adam's peak learning rate, reached after N warmup steps, then
-                          decaying as 1/sqrt(step) (defaults 1e-3, 400)
-      --clip X            clip the gradient norm to X (default 0: no clipping)
-      --eval-every N      validation exact match every N steps (default 200)
-      --save-every N      checkpoint every N steps (default 500; also at the end and on Ctrl-C)
-      --keep N            keep the newest N checkpoints (default 3)
-      --log-every N       a progress line every N steps when not on a terminal (default 50)
-      --seed N            initialisation, dropout and data order (default 1)
-      --threads N         threads (default: OMP_NUM_THREADS, else every core)
-  translate eval --checkpoint C --data FILE [--show N]
-  translate decode --checkpoint C [TEXT ...]        (reads lines from stdin without TEXT)
-  translate attention --checkpoint C --out DIR [--pad N] TEXT
-)";
-
-// A bad command line: the message and the usage, exit code 2.
 using cli::UsageError;
 
-// Options as --name value pairs, plus positional arguments.
-struct Args {
-  std::map<std::string, std::string> options;
-  std::vector<std::string> positional;
+// ---------------------------------------------------------------- options
 
-  Args(int argc, char** argv, int first, const std::vector<std::string>& known) {
-    for (int i = first; i < argc; i++) {
-      std::string a = argv[i];
-      if (a.rfind("--", 0) == 0 && a.size() > 2) {
-        if (std::find(known.begin(), known.end(), a.substr(2)) == known.end())
-          throw UsageError{"unknown option " + a};
-        if (i + 1 >= argc) throw UsageError{"missing value after " + a};
-        options[a.substr(2)] = argv[++i];
-      } else {
-        positional.push_back(a);
-      }
-    }
-  }
-  bool has(const std::string& k) const { return options.count(k) > 0; }
-  std::string str(const std::string& k, const std::string& def) const {
-    auto it = options.find(k);
-    return it == options.end() ? def : it->second;
-  }
-  std::string required(const std::string& k) const {
-    if (!has(k)) throw UsageError{"--" + k + " is required"};
-    return options.at(k);
-  }
-  int64_t integer(const std::string& k, int64_t def, int64_t lo = 0) const {
-    if (!has(k)) return def;
-    return cli::parse_int("--" + k, options.at(k), lo);
-  }
-  double real(const std::string& k, double def, double lo = 0) const {
-    if (!has(k)) return def;
-    return cli::parse_real("--" + k, options.at(k), lo);
-  }
+struct TrainOptions {
+  std::string train = "data/dates/train.tsv", valid = "data/dates/valid.tsv", out = "runs/dates", resume;
+  int64_t steps = 3000, batch = 64, warmup = 400, eval_every = 200, save_every = 500, keep = 3, log_every = 50;
+  int64_t seed = 1;
+  double target_acc = 0.995, lr = 1e-3, clip = 0;
+  int threads = 0;
+  // the model's shape
+  int64_t d_model = 128, heads = 4, enc_layers = 2, dec_layers = 2, ffn = 512, max_len = 64;
+  double dropout = 0.1;
+  std::map<std::string, CLI::Option*> given;  // by flag, to tell which were on the command line
 };
+
+void add_train_options(CLI::App* app, TrainOptions& o) {
+  using namespace cli;
+  using seq2seq::kMaxLayers, seq2seq::kMaxLength, seq2seq::kMaxWidth;
+  auto& g = o.given;
+  g["--train"] = cli::text(*app, "--train", o.train, "training pairs, source<TAB>target a line");
+  g["--valid"] = cli::text(*app, "--valid", o.valid, "validation pairs");
+  g["--out"] = cli::text(*app, "--out", o.out, "directory for checkpoints, curves.png and the lock");
+  g["--resume"] = cli::text(*app, "--resume", o.resume, "continue from checkpoint C, or 'auto': the newest intact one in --out");
+  g["--steps"] = integer(*app, "--steps", o.steps, 1, kMaxSteps, "at most this many optimizer steps");
+  g["--target-acc"] = real(*app, "--target-acc", o.target_acc, 0, 2, "stop once validation exact match reaches this (2: never)");
+  g["--batch"] = integer(*app, "--batch", o.batch, 1, kMaxSize, "pairs per batch");
+  g["--d-model"] = integer(*app, "--d-model", o.d_model, 1, kMaxWidth, "model width");
+  g["--heads"] = integer(*app, "--heads", o.heads, 1, kMaxWidth, "attention heads (must divide --d-model)");
+  g["--enc-layers"] = integer(*app, "--enc-layers", o.enc_layers, 0, kMaxLayers, "encoder layers");
+  g["--dec-layers"] = integer(*app, "--dec-layers", o.dec_layers, 1, kMaxLayers, "decoder layers");
+  g["--ffn"] = integer(*app, "--ffn", o.ffn, 1, kMaxWidth * 16, "feed-forward width");
+  g["--dropout"] = real(*app, "--dropout", o.dropout, 0, 0.99, "dropout probability");
+  g["--max-len"] = integer(*app, "--max-len", o.max_len, 2, kMaxLength, "longest sequence, </s> included");
+  g["--lr"] = real(*app, "--lr", o.lr, 0, 1e300,
+                   "Adam's peak learning rate, reached after --warmup steps, then decaying as 1/sqrt(step)");
+  g["--warmup"] = integer(*app, "--warmup", o.warmup, 1, kMaxSteps, "warmup steps");
+  g["--clip"] = real(*app, "--clip", o.clip, 0, 1e12, "clip the gradient norm to this (0: no clipping)");
+  g["--eval-every"] = integer(*app, "--eval-every", o.eval_every, 1, kMaxSteps, "validation exact match every N steps");
+  g["--save-every"] = integer(*app, "--save-every", o.save_every, 1, kMaxSteps,
+                              "checkpoint every N steps (also at the end and on SIGINT, SIGTERM, SIGHUP)");
+  g["--keep"] = integer(*app, "--keep", o.keep, 1, 1000000, "keep the newest N checkpoints");
+  g["--log-every"] = integer(*app, "--log-every", o.log_every, 1, kMaxSteps,
+                             "a progress line every N steps when not on a terminal");
+  g["--seed"] = integer(*app, "--seed", o.seed, 0, int64_t(1) << 53, "initialisation, dropout and data order");
+  g["--threads"] = integer(*app, "--threads", o.threads, 1, kMaxThreads, "threads (default: OMP_NUM_THREADS, else every core)");
+}
+
+bool given(const TrainOptions& o, const std::string& flag) { return o.given.at(flag)->count() > 0; }
 
 std::string clock_time(double seconds) {
   if (!std::isfinite(seconds) || seconds < 0) return "?";
@@ -146,6 +130,8 @@ Loaded load_model(const std::string& path) {
   if (l.src_vocab.size() != cfg.src_vocab || l.tgt_vocab.size() != cfg.tgt_vocab)
     fail("translate", "'", path, "': the vocabularies have ", l.src_vocab.size(), " and ", l.tgt_vocab.size(),
          " tokens, the configuration says ", cfg.src_vocab, " and ", cfg.tgt_vocab);
+  cli::check_fits_in_memory("translate", 4 * seq2seq::parameter_count(cfg),
+                            cat_str("'", path, "': a ", std::llround(seq2seq::parameter_count(cfg)), "-parameter model"));
   l.model = std::make_shared<nn::Transformer>(cfg);
   optim::ResumeTargets t;
   t.model = l.model->state_dict();
@@ -167,53 +153,124 @@ std::vector<int64_t> source_ids(const Loaded& l, const std::string& line) {
 
 // ---------------------------------------------------------------- train
 
-std::atomic<bool> g_interrupted{false};
-extern "C" void on_sigint(int) { g_interrupted = true; }
-
 struct History {
   std::vector<double> step, loss, eval_step, eval_acc;
 };
 
+// The training curves; a figure that cannot be written is a warning, never a reason to
+// stop training or to lose a checkpoint.
 void write_curves(const std::string& path, const History& h) {
   plot::Lines loss{"training loss (cross-entropy per target token)", "step", "loss", {{"train", h.step, h.loss}}};
   loss.log_y = true;
   plot::Lines acc{"validation exact match", "step", "accuracy", {{"valid", h.eval_step, h.eval_acc}}};
   acc.ymin = 0, acc.ymax = 1;
-  plot::save_png(path, {loss, acc}, 2, 560, 380);
+  try {
+    plot::save_png(path, {loss, acc}, 2, 560, 380);
+  } catch (const Error& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "translate train: warning: training goes on without the curves: %s\n", e.what());
+  }
 }
 
-int train(const Args& a) {
-  const std::string train_path = a.str("train", "data/dates/train.tsv"), valid_path = a.str("valid", "data/dates/valid.tsv");
-  const std::string out = a.str("out", "runs/dates");
-  const int64_t max_steps = a.integer("steps", 3000, 1), batch = a.integer("batch", 64, 1);
-  const int64_t eval_every = a.integer("eval-every", 200, 1), save_every = a.integer("save-every", 500, 1);
-  const int64_t log_every = a.integer("log-every", 50, 1), keep = a.integer("keep", 3, 1);
-  const double target_acc = a.real("target-acc", 0.995), clip = a.real("clip", 0);
-  const double peak_lr = a.real("lr", 1e-3);
-  const int64_t warmup = a.integer("warmup", 400, 1), seed = a.integer("seed", 1);
-  if (a.has("threads")) set_num_threads((int)a.integer("threads", 1, 1));
+// The newest checkpoint of the directory that reads back whole; damaged ones are named
+// and skipped.
+std::optional<std::string> newest_intact(const optim::CheckpointManager& ckpts, const std::string& out) {
+  auto all = ckpts.list();
+  std::vector<std::string> damaged;
+  for (auto it = all.rbegin(); it != all.rend(); ++it) {
+    try {
+      optim::read_checkpoint(*it);
+      return *it;
+    } catch (const Error& e) {
+      std::fflush(stdout);
+      std::fprintf(stderr, "translate train: warning: %s is damaged, trying an older checkpoint (%s)\n", it->c_str(),
+                   e.what());
+      damaged.push_back(*it);
+    }
+  }
+  if (!damaged.empty())
+    fail("translate train", "none of the ", damaged.size(), " checkpoints in '", out,
+         "' is intact (see the warnings above); start afresh in another --out");
+  return std::nullopt;
+}
 
-  auto train_pairs = text::read_pairs(train_path);
-  auto valid_pairs = text::read_pairs(valid_path);
-  std::error_code ec;
-  fs::create_directories(out, ec);
-  if (ec) fail("translate train", "cannot create '", out, "': ", ec.message());
-  optim::CheckpointManager ckpts(out, (int)keep, "ckpt");
+// On resume the checkpoint decides the model and the schedule. Says, for each option given,
+// whether it applies; refuses those that would change what the checkpoint fixed.
+void check_resume_options(const TrainOptions& o, const optim::Checkpoint& c, const nn::TransformerConfig& cfg,
+                          const std::string& path) {
+  std::vector<std::string> applies, matches, refused;
+  auto compare = [&](const std::string& flag, double want, double have, const std::string& what) {
+    if (!given(o, flag)) return;
+    const std::string text = flag + " " + o.given.at(flag)->as<std::string>();
+    if (std::abs(want - have) <= 1e-12 * std::max(1.0, std::abs(have))) matches.push_back(text);
+    else refused.push_back(cat_str(text, " (the checkpoint's ", what, " is ", have, ")"));
+  };
+  compare("--d-model", double(o.d_model), double(cfg.d_model), "d_model");
+  compare("--heads", double(o.heads), double(cfg.nhead), "number of heads");
+  compare("--enc-layers", double(o.enc_layers), double(cfg.num_encoder_layers), "number of encoder layers");
+  compare("--dec-layers", double(o.dec_layers), double(cfg.num_decoder_layers), "number of decoder layers");
+  compare("--ffn", double(o.ffn), double(cfg.dim_feedforward), "feed-forward width");
+  compare("--max-len", double(o.max_len), double(cfg.max_len), "maximum length");
+  compare("--dropout", o.dropout, cfg.dropout, "dropout");
+  // the schedule: lr = factor * min(step / warmup, sqrt(warmup / step)) / sqrt(d_model * warmup)
+  if (c.schedule && c.schedule->settings.count("warmup") && c.schedule->settings.count("factor")) {
+    const double warmup = c.schedule->settings.at("warmup");
+    compare("--warmup", double(o.warmup), warmup, "warmup");
+    compare("--lr", o.lr, c.schedule->settings.at("factor") / std::sqrt(double(cfg.d_model) * warmup),
+            "peak learning rate");
+  }
+  if (c.generators.count("default")) compare("--seed", double(o.seed), double(c.generators.at("default")[0]), "seed");
+  for (const char* flag : {"--train", "--valid", "--steps", "--target-acc", "--batch", "--clip", "--eval-every",
+                           "--save-every", "--keep", "--log-every", "--threads"})
+    if (given(o, flag)) applies.push_back(std::string(flag) + " " + o.given.at(flag)->as<std::string>());
+  auto join = [](const std::vector<std::string>& v) {
+    std::string s;
+    for (size_t i = 0; i < v.size(); i++) s += (i ? ", " : "") + v[i];
+    return s;
+  };
+  if (!refused.empty())
+    fail("translate train", "on resume from '", path, "' these options cannot change what the checkpoint fixed: ",
+         join(refused), ". Leave them out to continue as the run began, or start a new run in another --out");
+  if (!applies.empty()) std::printf("on resume: %s apply from here on\n", join(applies).c_str());
+  if (!matches.empty()) std::printf("on resume: %s match the checkpoint\n", join(matches).c_str());
+}
+
+// A pair longer than the model reads: the file, the line and the side.
+void check_lengths(const std::vector<text::Pair>& pairs, const std::vector<Example>& set, const std::string& file,
+                   int64_t max_len) {
+  for (size_t i = 0; i < set.size(); i++)
+    for (auto [side, n] : {std::pair<const char*, size_t>{"source", set[i].source.size()}, {"target", set[i].target.size()}})
+      if ((int64_t)n + 1 > max_len)
+        fail("translate train", file, ":", pairs[i].line, ": the ", side, " has ", n, " characters, but --max-len ",
+             max_len, " leaves room for ", max_len - 1, " (one position is </s>)");
+}
+
+int train(const TrainOptions& o) {
+  if (given(o, "--threads")) set_num_threads(o.threads);
+  optim::RunDirectory run_dir(o.out, "translate train");  // created, writable, locked, swept
+  if (!run_dir.removed().empty())
+    std::printf("removed %zu temporary file(s) left by interrupted saves in %s\n", run_dir.removed().size(),
+                o.out.c_str());
+  optim::CheckpointManager ckpts(o.out, (int)o.keep, "ckpt");
 
   // The checkpoint to resume from, if any: its configuration and vocabularies win.
   std::optional<std::string> resume;
-  if (a.has("resume")) {
-    resume = a.str("resume", "");
-    if (*resume == "auto") {
-      resume = ckpts.latest();
-      if (!resume) std::printf("no checkpoint in %s: starting afresh\n", out.c_str());
+  if (given(o, "--resume")) {
+    if (o.resume == "auto") {
+      resume = newest_intact(ckpts, o.out);
+      if (!resume) std::printf("no checkpoint in %s: starting afresh\n", o.out.c_str());
+    } else {
+      resume = o.resume;
     }
   }
   if (!resume && ckpts.latest())
-    fail("translate train", "'", out, "' already holds checkpoints (", *ckpts.latest(),
+    fail("translate train", "'", o.out, "' already holds checkpoints (", *ckpts.latest(),
          "); continue with --resume auto, or choose another --out");
   std::optional<optim::Checkpoint> previous;
   if (resume) previous = optim::read_checkpoint(*resume);
+
+  auto train_pairs = text::read_pairs(o.train);
+  auto valid_pairs = text::read_pairs(o.valid);
 
   nn::TransformerConfig cfg;
   CharVocab src_vocab, tgt_vocab;
@@ -221,36 +278,46 @@ int train(const Args& a) {
     cfg = seq2seq::from_config(previous->config, *resume);
     src_vocab = vocab_of(*previous, "source", *resume);
     tgt_vocab = vocab_of(*previous, "target", *resume);
+    check_resume_options(o, *previous, cfg, *resume);
   } else {
+    if (o.d_model % o.heads != 0)
+      throw UsageError{cat_str("--heads ", o.heads, " must divide --d-model ", o.d_model)};
     std::vector<std::string> sources, targets;
     for (auto& p : train_pairs) sources.push_back(p.source), targets.push_back(p.target);
     src_vocab = CharVocab::build(sources);
     tgt_vocab = CharVocab::build(targets);
     cfg.src_vocab = src_vocab.size();
     cfg.tgt_vocab = tgt_vocab.size();
-    cfg.d_model = a.integer("d-model", 128, 1);
-    cfg.nhead = a.integer("heads", 4, 1);
-    cfg.num_encoder_layers = a.integer("enc-layers", 2, 0);
-    cfg.num_decoder_layers = a.integer("dec-layers", 2, 1);
-    cfg.dim_feedforward = a.integer("ffn", 512, 1);
-    cfg.dropout = a.real("dropout", 0.1);
-    cfg.max_len = a.integer("max-len", 64, 2);
+    cfg.d_model = o.d_model;
+    cfg.nhead = o.heads;
+    cfg.num_encoder_layers = o.enc_layers;
+    cfg.num_decoder_layers = o.dec_layers;
+    cfg.dim_feedforward = o.ffn;
+    cfg.dropout = o.dropout;
+    cfg.max_len = o.max_len;
   }
-  std::vector<Example> train_set = seq2seq::encode_pairs(train_pairs, train_path, src_vocab, tgt_vocab);
-  std::vector<Example> valid_set = seq2seq::encode_pairs(valid_pairs, valid_path, src_vocab, tgt_vocab);
+  cli::check_fits_in_memory("translate train", seq2seq::training_bytes(cfg, o.batch),
+                            cat_str("training a ", std::llround(seq2seq::parameter_count(cfg)),
+                                    "-parameter model at --batch ", o.batch, " and --max-len ", cfg.max_len));
+  std::vector<Example> train_set = seq2seq::encode_pairs(train_pairs, o.train, src_vocab, tgt_vocab);
+  std::vector<Example> valid_set = seq2seq::encode_pairs(valid_pairs, o.valid, src_vocab, tgt_vocab);
+  check_lengths(train_pairs, train_set, o.train, cfg.max_len);
+  check_lengths(valid_pairs, valid_set, o.valid, cfg.max_len);
   int64_t longest_target = 0;
-  for (auto* set : {&train_set, &valid_set})
-    for (auto& e : *set) {
-      if ((int64_t)e.source.size() + 1 > cfg.max_len || (int64_t)e.target.size() + 1 > cfg.max_len)
-        fail("translate train", "a pair is longer than --max-len ", cfg.max_len, " allows");
-      longest_target = std::max<int64_t>(longest_target, (int64_t)e.target.size());
-    }
+  for (auto& e : valid_set) longest_target = std::max<int64_t>(longest_target, (int64_t)e.target.size());
 
-  manual_seed((uint64_t)seed);  // dropout draws from the default generator
-  Generator init_gen((uint64_t)seed * 1000003 + 17), data_gen((uint64_t)seed * 7919 + 3);
+  manual_seed((uint64_t)o.seed);  // dropout draws from the default generator
+  Generator init_gen((uint64_t)o.seed * 1000003 + 17), data_gen((uint64_t)o.seed * 7919 + 3);
   auto model = std::make_shared<nn::Transformer>(cfg, &init_gen);
   seq2seq::xavier_init(*model, &init_gen);
   auto params = model->named_parameters();
+  // on resume the schedule is the checkpoint's (check_resume_options refused a new one)
+  double peak_lr = o.lr;
+  int64_t warmup = o.warmup;
+  if (previous && previous->schedule && previous->schedule->settings.count("warmup")) {
+    warmup = std::llround(previous->schedule->settings.at("warmup"));
+    peak_lr = previous->schedule->settings.at("factor") / std::sqrt(double(cfg.d_model) * double(warmup));
+  }
   optim::Adam opt(params, {.lr = peak_lr, .beta1 = 0.9, .beta2 = 0.98, .eps = 1e-9});
   // lr = peak * min(step / warmup, sqrt(warmup / step)): the inverse-square-root schedule
   optim::InverseSqrtSchedule sched(cfg.d_model, warmup, peak_lr * std::sqrt(double(cfg.d_model * warmup)));
@@ -269,7 +336,7 @@ int train(const Args& a) {
     progress = c.progress;
     if (c.extra.count("order")) order = c.extra.at("order").to_vector<int64_t>();
     if ((int64_t)order.size() != (int64_t)train_set.size() || progress.position > (int64_t)order.size())
-      fail("translate train", "'", *resume, "' was trained on ", order.size(), " pairs, ", train_path, " has ",
+      fail("translate train", "'", *resume, "' was trained on ", order.size(), " pairs, ", o.train, " has ",
            train_set.size());
     auto series = [&](const char* name, std::vector<double>& x, std::vector<double>& y) {
       if (!c.extra.count(name)) return;
@@ -289,7 +356,11 @@ int train(const Args& a) {
   };
   if (order.empty()) new_epoch_order();
 
-  auto save = [&](const char* why) {
+  const bool tty = isatty(1);
+  std::string last_saved = resume ? *resume : std::string();
+  // A save that fails (a full disk) ends the run: going on would only pile up more work
+  // that cannot be kept. The previous checkpoint is untouched.
+  auto save = [&](const std::string& why) {
     optim::Checkpoint c = optim::make_checkpoint(model->state_dict(), &opt, &sched,
                                                  {{"default", &default_generator()}, {"data", &data_gen}}, progress,
                                                  seq2seq::to_config(cfg));
@@ -303,9 +374,15 @@ int train(const Args& a) {
     };
     c.extra["loss_history"] = pairs(hist.step, hist.loss);
     c.extra["valid_history"] = pairs(hist.eval_step, hist.eval_acc);
-    std::string path = ckpts.save(c);
-    std::printf("%ssaved %s (%s)\n", isatty(1) ? "\n" : "", path.c_str(), why);
-    return path;
+    std::string path;
+    try {
+      path = ckpts.save(c);
+    } catch (const Error& e) {
+      fail("translate train", "cannot save step ", progress.step, ": ", e.what(), ". The last good checkpoint is ",
+           last_saved.empty() ? std::string("(none yet)") : last_saved);
+    }
+    std::printf("%ssaved %s (%s)\n", tty ? "\n" : "", path.c_str(), why.c_str());
+    last_saved = path;
   };
 
   std::vector<std::vector<int64_t>> valid_sources, valid_targets;
@@ -316,26 +393,24 @@ int train(const Args& a) {
               (long long)model->num_parameters(), (long long)cfg.d_model, (long long)cfg.nhead,
               (long long)cfg.num_encoder_layers, (long long)cfg.num_decoder_layers, (long long)cfg.dim_feedforward,
               train_set.size(), num_threads());
-  std::signal(SIGINT, on_sigint);
-  const bool tty = isatty(1);
+  optim::StopSignals signals;
+  const std::string curves = (fs::path(o.out) / "curves.png").string();
   const auto start = Clock::now();
   double train_seconds = 0, window_loss = 0;
   int64_t window_steps = 0, window_tokens = 0;
   auto window_start = Clock::now();
-  std::string last_saved;
   double best_acc = hist.eval_acc.empty() ? 0 : hist.eval_acc.back();
-  bool reached = best_acc >= target_acc;
-  // large buffers taken from the system inside training steps after step 100 (evaluation
-  // not counted): 0 when steady-state training reuses its buffers
+  bool reached = best_acc >= o.target_acc;
   // steps after step 100, those of them in which the allocator took memory from the system, and how much
   int64_t steady_steps = 0, steady_grew = 0, steady_growth = 0;
   model->train();
 
-  while (progress.step < max_steps && !reached) {
-    if (g_interrupted) {
-      save("interrupted");
-      std::printf("interrupted at step %lld; resume with --resume auto\n", (long long)progress.step);
-      return 130;
+  while (progress.step < o.steps && !reached) {
+    if (int sig = optim::StopSignals::received()) {
+      save(cat_str("stopped by ", optim::StopSignals::name(sig)));
+      std::printf("stopped by %s at step %lld; resume with --resume auto\n", optim::StopSignals::name(sig),
+                  (long long)progress.step);
+      return optim::StopSignals::exit_code(sig);
     }
     if (progress.position >= (int64_t)order.size()) {
       progress.epoch++;
@@ -343,7 +418,7 @@ int train(const Args& a) {
       new_epoch_order();
     }
     std::vector<const Example*> rows;
-    for (int64_t k = 0; k < batch && progress.position < (int64_t)order.size(); k++)
+    for (int64_t k = 0; k < o.batch && progress.position < (int64_t)order.size(); k++)
       rows.push_back(&train_set[(size_t)order[(size_t)progress.position++]]);
     seq2seq::Batch b = seq2seq::make_batch(rows);
 
@@ -357,12 +432,11 @@ int train(const Args& a) {
     if (!std::isfinite(loss_value)) {
       std::fprintf(stderr, "%stranslate train: the loss is %s at step %lld; stopping without saving. ", tty ? "\n" : "",
                    std::isnan(loss_value) ? "NaN" : "infinite", (long long)progress.step + 1);
-      auto last = ckpts.latest();
-      std::fprintf(stderr, "The last good checkpoint is %s.\n", last ? last->c_str() : "(none yet)");
+      std::fprintf(stderr, "The last good checkpoint is %s.\n", last_saved.empty() ? "(none yet)" : last_saved.c_str());
       return 3;
     }
     loss.backward();
-    if (clip > 0) optim::clip_grad_norm(params, clip);
+    if (o.clip > 0) optim::clip_grad_norm(params, o.clip);
     opt.step();
     progress.step++;
     train_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
@@ -372,39 +446,39 @@ int train(const Args& a) {
     }
     window_loss += loss_value, window_steps++, window_tokens += b.target_tokens;
 
-    const bool log_now = tty || progress.step % log_every == 0 || progress.step == max_steps;
+    const bool log_now = tty || progress.step % o.log_every == 0 || progress.step == o.steps;
     if (log_now) {
       const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
       const double window = std::chrono::duration<double>(Clock::now() - window_start).count();
       const double per_step = elapsed / double(progress.step - (previous ? previous->progress.step : 0));
       std::printf("%sstep %lld/%lld  epoch %lld  loss %.4f  lr %.2e  %.0f tok/s  elapsed %s  remaining %s%s",
-                  tty ? "\r" : "", (long long)progress.step, (long long)max_steps, (long long)progress.epoch,
+                  tty ? "\r" : "", (long long)progress.step, (long long)o.steps, (long long)progress.epoch,
                   window_loss / double(window_steps), lr, double(window_tokens) / std::max(window, 1e-9),
-                  clock_time(elapsed).c_str(), clock_time(per_step * double(max_steps - progress.step)).c_str(),
+                  clock_time(elapsed).c_str(), clock_time(per_step * double(o.steps - progress.step)).c_str(),
                   tty ? "   " : "\n");
       std::fflush(stdout);
-      if (!tty || progress.step % log_every == 0) {
+      if (!tty || progress.step % o.log_every == 0) {
         hist.step.push_back(double(progress.step));
         hist.loss.push_back(window_loss / double(window_steps));
         window_loss = 0, window_steps = 0, window_tokens = 0, window_start = Clock::now();
       }
     }
-    if (progress.step % eval_every == 0 || progress.step == max_steps) {
+    if (progress.step % o.eval_every == 0 || progress.step == o.steps) {
       auto outputs = seq2seq::greedy_decode(*model, valid_sources, longest_target + 2);
       seq2seq::Accuracy acc = seq2seq::accuracy(outputs, valid_targets);
       hist.eval_step.push_back(double(progress.step));
       hist.eval_acc.push_back(acc.exact);
       best_acc = std::max(best_acc, acc.exact);
-      reached = acc.exact >= target_acc;
+      reached = acc.exact >= o.target_acc;
       std::printf("%sstep %lld: validation exact match %.2f%%, per character %.2f%% (%.0f s of training)\n",
                   tty ? "\n" : "", (long long)progress.step, 100 * acc.exact, 100 * acc.per_char, train_seconds);
-      write_curves(out + "/curves.png", hist);
+      write_curves(curves, hist);
       window_start = Clock::now();
     }
-    if (progress.step % save_every == 0 && !reached) last_saved = save("every --save-every steps");
+    if (progress.step % o.save_every == 0 && !reached) save("every --save-every steps");
   }
-  last_saved = save(reached ? "target accuracy reached" : "last step");
-  write_curves(out + "/curves.png", hist);
+  save(reached ? "target accuracy reached" : "last step");
+  write_curves(curves, hist);
   const double wall = std::chrono::duration<double>(Clock::now() - start).count();
   std::printf("done: %lld steps, %.1f s of training (%.1f s wall), best validation exact match %.2f%%\n",
               (long long)progress.step, train_seconds, wall, 100 * best_acc);
@@ -415,23 +489,29 @@ int train(const Args& a) {
               double(ru.ru_maxrss) / 1024.0, double(Storage::system_bytes()) / 1048576.0,
               (long long)(steady_steps - steady_grew), (long long)steady_steps, (long long)steady_grew,
               double(steady_growth) / 1024.0);
-  std::printf("checkpoint: %s\ncurves: %s/curves.png\n", last_saved.c_str(), out.c_str());
+  std::printf("checkpoint: %s\ncurves: %s\n", last_saved.c_str(), curves.c_str());
   return 0;
 }
 
 // ---------------------------------------------------------------- eval
 
-int eval(const Args& a) {
-  const std::string path = a.required("checkpoint"), data = a.required("data");
-  const int64_t show = a.integer("show", 5);
+struct EvalOptions {
+  std::string checkpoint, data;
+  int64_t show = 5;
+};
+
+int eval(const EvalOptions& o) {
+  const std::string &path = o.checkpoint, &data = o.data;
+  const int64_t show = o.show;
   Loaded l = load_model(path);
   auto pairs = text::read_pairs(data);
   auto set = seq2seq::encode_pairs(pairs, data, l.src_vocab, l.tgt_vocab);
   std::vector<std::vector<int64_t>> sources, targets;
-  for (auto& e : set) {
-    if ((int64_t)e.source.size() + 1 > l.model->cfg.max_len)
-      fail("translate eval", data, ": a source is longer than the model's maximum length ", l.model->cfg.max_len - 1);
-    sources.push_back(e.source), targets.push_back(e.target);
+  for (size_t i = 0; i < set.size(); i++) {
+    if ((int64_t)set[i].source.size() + 1 > l.model->cfg.max_len)
+      fail("translate eval", data, ":", pairs[i].line, ": the source has ", set[i].source.size(),
+           " characters; this model reads at most ", l.model->cfg.max_len - 1);
+    sources.push_back(set[i].source), targets.push_back(set[i].target);
   }
   int64_t longest = 0;
   for (auto& t : targets) longest = std::max<int64_t>(longest, (int64_t)t.size());
@@ -456,10 +536,15 @@ int eval(const Args& a) {
 
 // ---------------------------------------------------------------- decode
 
-int decode(const Args& a) {
-  const std::string path = a.required("checkpoint");
+struct DecodeOptions {
+  std::string checkpoint;
+  std::vector<std::string> texts;
+};
+
+int decode(const DecodeOptions& o) {
+  const std::string& path = o.checkpoint;
   Loaded l = load_model(path);
-  std::vector<std::string> inputs = a.positional;
+  std::vector<std::string> inputs = o.texts;
   const bool from_stdin = inputs.empty();
   if (from_stdin)
     for (std::string line; std::getline(std::cin, line);) {
@@ -487,8 +572,8 @@ int decode(const Args& a) {
     if (!errors[i].empty()) {
       failures++;
       std::fflush(stdout);
-      std::fprintf(stderr, "translate decode: %s %zu (\"%s\"): %s\n", from_stdin ? "line" : "argument", i + 1,
-                   inputs[i].c_str(), errors[i].c_str());
+      std::fprintf(stderr, "translate decode: %s %zu (%s): %s\n", from_stdin ? "line" : "argument", i + 1,
+                   printable(inputs[i]).c_str(), errors[i].c_str());
     }
     std::printf("%s\n", results[i].c_str());
   }
@@ -505,16 +590,19 @@ std::vector<std::vector<double>> matrix(const Tensor& t) {  // [R, C]
   return m;
 }
 
-int attention(const Args& a) {
-  const std::string path = a.required("checkpoint"), out = a.required("out");
-  const int64_t pads = a.integer("pad", 4);
-  if (a.positional.size() != 1) throw UsageError{"attention needs exactly one TEXT to translate"};
-  const std::string input = a.positional[0];
+struct AttentionOptions {
+  std::string checkpoint, out, text;
+  int64_t pad = 4;
+};
+
+int attention(const AttentionOptions& o) {
+  const std::string &path = o.checkpoint, &out = o.out, &input = o.text;
+  const int64_t pads = o.pad;
   Loaded l = load_model(path);
   std::vector<int64_t> ids = source_ids(l, input);
   if ((int64_t)ids.size() + 1 + pads > l.model->cfg.max_len)
-    fail("translate attention", "the input and ", pads, " pad positions exceed the model's maximum length ",
-         l.model->cfg.max_len);
+    fail("translate attention", "the input (", ids.size(), " characters, and </s>) and --pad ", pads,
+         " pad positions exceed the model's maximum length ", l.model->cfg.max_len);
   std::error_code ec;
   fs::create_directories(out, ec);
   if (ec) fail("translate attention", "cannot create '", out, "': ", ec.message());
@@ -582,29 +670,44 @@ int attention(const Args& a) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::string cmd = argc > 1 ? argv[1] : "";
-  try {
-    if (cmd == "train")
-      return train(Args(argc, argv, 2,
-                        {"train", "valid", "out", "resume", "steps", "target-acc", "batch", "d-model", "heads",
-                         "enc-layers", "dec-layers", "ffn", "dropout", "max-len", "lr", "warmup", "clip", "eval-every",
-                         "save-every", "keep", "log-every", "seed", "threads"}));
-    if (cmd == "eval") return eval(Args(argc, argv, 2, {"checkpoint", "data", "show"}));
-    if (cmd == "decode") return decode(Args(argc, argv, 2, {"checkpoint"}));
-    if (cmd == "attention") return attention(Args(argc, argv, 2, {"checkpoint", "out", "pad"}));
-    if (cmd == "help" || cmd == "--help" || cmd == "-h") {
-      std::printf("%s", kUsage);
-      return 0;
-    }
-    throw UsageError{cmd.empty() ? "a command is needed" : "unknown command '" + cmd + "'"};
-  } catch (const UsageError& e) {
-    std::fprintf(stderr, "translate: %s\n%s", e.message.c_str(), kUsage);
-    return 2;
-  } catch (const Error& e) {
-    // errors raised here already name "translate ..."; others get the command in front
-    const std::string what = e.what();
-    if (what.rfind("translate", 0) == 0) std::fprintf(stderr, "%s\n", what.c_str());
-    else std::fprintf(stderr, "translate %s: %s\n", cmd.c_str(), what.c_str());
-    return 1;
-  }
+  return cli::run("translate", [&] {
+    CLI::App app{"A character-level encoder-decoder Transformer that turns dates as people write them into ISO dates.",
+                 "translate"};
+    app.require_subcommand(1);
+    app.fallthrough(false);
+
+    TrainOptions train_options;
+    CLI::App* train_cmd = app.add_subcommand("train", "train a model on pair files (or continue one with --resume)");
+    add_train_options(train_cmd, train_options);
+
+    EvalOptions eval_options;
+    CLI::App* eval_cmd = app.add_subcommand("eval", "exact-match and per-character accuracy of a checkpoint on a pair file");
+    cli::text(*eval_cmd, "--checkpoint", eval_options.checkpoint, "the checkpoint")->required();
+    cli::text(*eval_cmd, "--data", eval_options.data, "pairs, source<TAB>target a line")->required();
+    cli::integer(*eval_cmd, "--show", eval_options.show, 0, cli::kMaxCount, "show this many mistakes");
+
+    DecodeOptions decode_options;
+    CLI::App* decode_cmd = app.add_subcommand("decode", "translate each TEXT (without TEXT: each line of stdin), one line each");
+    cli::text(*decode_cmd, "--checkpoint", decode_options.checkpoint, "the checkpoint")->required();
+    decode_cmd->add_option("TEXT", decode_options.texts, "dates to translate");
+
+    AttentionOptions attention_options;
+    CLI::App* attention_cmd = app.add_subcommand("attention", "draw every layer's attention weights for one TEXT as PNG heatmaps");
+    cli::text(*attention_cmd, "--checkpoint", attention_options.checkpoint, "the checkpoint")->required();
+    cli::text(*attention_cmd, "--out", attention_options.out, "directory for the pictures")->required();
+    cli::integer(*attention_cmd, "--pad", attention_options.pad, 0, seq2seq::kMaxLength,
+                 "masked pad positions after the source, to show they get no weight");
+    attention_cmd->add_option("TEXT", attention_options.text, "the date to translate")->required();
+
+    // `translate help` as `translate --help`
+    std::vector<char*> args(argv, argv + argc);
+    static char help[] = "--help";
+    if (argc == 2 && std::string(argv[1]) == "help") args[1] = help;
+    cli::parse(app, (int)args.size(), args.data());
+
+    if (train_cmd->parsed()) return train(train_options);
+    if (eval_cmd->parsed()) return eval(eval_options);
+    if (decode_cmd->parsed()) return decode(decode_options);
+    return attention(attention_options);
+  });
 }

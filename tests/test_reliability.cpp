@@ -1,0 +1,222 @@
+// What keeps work from being lost and programs from crashing: sizes checked for overflow,
+// out-of-memory errors that name the tensor, files written with every system call
+// checked, the run directory's lock, stale temporary files, stop signals, and user text
+// made printable in messages.
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.h"
+#include "core/file_io.h"
+#include "core/h5.h"
+#include "core/ops.h"
+#include "optim/training_run.h"
+#include "test_util.h"
+
+using namespace ember;
+using namespace ember::testing;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct ScratchDir {
+  fs::path path;
+  ScratchDir() {
+    static int counter = 0;
+    path = fs::temp_directory_path() / ("ember_rel_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  std::string file(const std::string& name) const { return (path / name).string(); }
+};
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// Runs body in a child process that ignores SIGXFSZ and may write at most limit bytes
+// to a file; returns the child's exit code (-signal when a signal ended it). The child
+// leaves through exit(), so every exit handler runs.
+int in_child_with_file_limit(rlim_t limit, const std::function<int()>& body) {
+  std::fflush(nullptr);
+  pid_t child = fork();
+  if (child == 0) {
+    signal(SIGXFSZ, SIG_IGN);
+    struct rlimit lim = {limit, limit};
+    setrlimit(RLIMIT_FSIZE, &lim);
+    std::exit(body());
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+}
+
+}  // namespace
+
+TEST_CASE("tensor sizes that overflow are refused with the op and the shape, without allocating") {
+  const int64_t big = int64_t(1) << 40;
+  CHECK_THAT(error_of([&] { empty({big, big}); }), Catch::Contains("empty") && Catch::Contains("[1099511627776,1099511627776]"));
+  CHECK_THAT(error_of([&] { zeros({big, big, 4}); }), Catch::Contains("zeros") && Catch::Contains("more than 2^56 elements"));
+  CHECK_THAT(error_of([&] { randn({big, big}); }), Catch::Contains("normal"));
+  CHECK_THAT(error_of([&] { scalar_tensor(1.0).expand({big, big}); }), Catch::Contains("expand"));
+  CHECK_THAT(error_of([&] { add(zeros({1, 1}).expand({big, 1}), zeros({1, 1}).expand({1, big})); }),
+             Catch::Contains("add") && Catch::Contains("2^56"));
+  CHECK_THAT(error_of([&] { empty({-3, 2}); }), Catch::Contains("non-negative") && Catch::Contains("[-3,2]"));
+  // a product that wraps around to a small positive number is caught too
+  CHECK_THAT(error_of([&] { empty({int64_t(1) << 32, int64_t(1) << 32, 4}); }), Catch::Contains("2^56"));
+  CHECK(zeros({big, 0}).numel() == 0);  // an empty tensor of a huge side is fine
+}
+
+TEST_CASE("a tensor the system cannot hold is an OutOfMemory error naming its shape and bytes") {
+  // 2^52 float32 elements: 16 PiB, beyond any machine; malloc refuses at once
+  const int64_t n = int64_t(1) << 52;
+  try {
+    empty({n}, kFloat32);
+    FAIL("no error");
+  } catch (const OutOfMemory& e) {
+    CHECK_THAT(e.what(), Catch::Contains("out of memory: a [4503599627370496] float32 tensor of 18014398509481984 bytes"));
+  }
+}
+
+TEST_CASE("printable shows invisible characters as U+XXXX, bad bytes as \\xNN, and cuts long text") {
+  CHECK(printable("abc") == "\"abc\"");
+  CHECK(printable(std::string("a\0b", 3)) == "\"aU+0000b\"");
+  CHECK(printable("\xEF\xBB\xBFx") == "\"U+FEFFx\"");          // a byte-order mark
+  CHECK(printable("a\tb\r") == "\"aU+0009bU+000D\"");
+  CHECK(printable("caf\xC3\xA9") == "\"caf\xC3\xA9\"");         // UTF-8 stays
+  CHECK(printable("\xFF" "a") == "\"\\xFFa\"");                  // not UTF-8
+  CHECK(printable("\xE2\x80\x8B") == "\"U+200B\"");            // a zero-width space
+  CHECK(printable("say \"hi\"") == "\"say \\\"hi\\\"\"");
+  const std::string line(100000, 'x');
+  const std::string shown = printable(line, 60);
+  CHECK(shown.size() < 120);
+  CHECK_THAT(shown, Catch::Contains("100000 bytes in all"));
+}
+
+TEST_CASE("write_file and replace_file name the file and the system's reason") {
+  ScratchDir dir;
+  CHECK_THAT(error_of([&] { io::write_file(dir.file("no/such/dir/f"), "x", 1, "op"); }),
+             Catch::Contains("op: cannot create") && Catch::Contains("No such file or directory"));
+  CHECK_THAT(error_of([&] { io::replace_file(dir.file("missing/f"), "x", 1, "op"); }),
+             Catch::Contains("No such file or directory"));
+  io::replace_file(dir.file("f"), "hello", 5, "op");
+  CHECK(slurp(dir.file("f")) == "hello");
+  io::replace_file(dir.file("f"), "bye", 3, "op");
+  CHECK(slurp(dir.file("f")) == "bye");
+  int files = 0;
+  for (auto& e : fs::directory_iterator(dir.path)) files += 1, (void)e;
+  CHECK(files == 1);  // no temporary file left
+}
+
+TEST_CASE("replace_file past the file-size limit fails with EFBIG, keeps the old file and leaves no temporary") {
+  ScratchDir dir;
+  const std::string path = dir.file("f");
+  io::replace_file(path, "old", 3, "op");
+  const std::string big(100000, 'n');
+  const int code = in_child_with_file_limit(50000, [&] {
+    try {
+      io::replace_file(path, big.data(), big.size(), "op");
+    } catch (const Error& e) {
+      return std::strstr(e.what(), "File too large") ? 42 : 43;
+    }
+    return 0;
+  });
+  CHECK(code == 42);
+  CHECK(slurp(path) == "old");
+  int files = 0;
+  for (auto& e : fs::directory_iterator(dir.path)) files += 1, (void)e;
+  CHECK(files == 1);
+}
+
+TEST_CASE("an h5::Writer whose file cannot be written fails with the reason, and the program exits cleanly") {
+  ScratchDir dir;
+  CHECK_THAT(error_of([&] { h5::Writer w(dir.file("no/such/dir/x.h5")); }),
+             Catch::Contains("h5::Writer") && Catch::Contains("No such file or directory"));
+  // a failing close, then exit() through HDF5's own exit handler: no crash
+  const std::string path = dir.file("big.h5");
+  const int code = in_child_with_file_limit(20000, [&] {
+    int result = 43;
+    try {
+      h5::Writer w(path);
+      w.write("/x", zeros({100000}));
+      w.close();
+    } catch (const Error& e) {
+      result = std::strstr(e.what(), "File too large") ? 42 : 44;
+    }
+    return result;
+  });
+  CHECK(code == 42);
+  CHECK(!fs::exists(path));  // no partial file
+}
+
+TEST_CASE("stale temporary files are those of processes that have ended") {
+  ScratchDir dir;
+  std::fflush(nullptr);
+  pid_t gone = fork();
+  if (gone == 0) _exit(0);
+  waitpid(gone, nullptr, 0);
+  const std::string dead = dir.file(".ckpt-00000010.h5.tmp-" + std::to_string(gone) + "-0");
+  const std::string mine = dir.file(".ckpt-00000020.h5.tmp-" + std::to_string(::getpid()) + "-3");
+  const std::string other = dir.file("notes.tmp-12");
+  for (auto* p : {&dead, &mine, &other}) std::ofstream(*p) << "x";
+  auto stale = io::stale_temporary_files(dir.path.string());
+  REQUIRE(stale.size() == 1);
+  CHECK(stale[0] == dead);
+}
+
+TEST_CASE("RunDirectory creates, checks, locks and sweeps its directory") {
+  ScratchDir dir;
+  const std::string run = dir.file("a/b/run");
+  std::fflush(nullptr);
+  pid_t gone = fork();
+  if (gone == 0) _exit(0);
+  waitpid(gone, nullptr, 0);
+  fs::create_directories(run);
+  const std::string stale = run + "/.ckpt-00000001.h5.tmp-" + std::to_string(gone) + "-0";
+  std::ofstream(stale) << "partial";
+  {
+    optim::RunDirectory first(run, "trainer");
+    CHECK(fs::is_directory(run));
+    REQUIRE(first.removed().size() == 1);
+    CHECK(!fs::exists(stale));
+    // a second holder (another open file description, as another process would have) is refused
+    const std::string msg = error_of([&] { optim::RunDirectory second(run, "trainer"); });
+    CHECK_THAT(msg, Catch::Contains("trainer: '" + run + "' is in use by another run (process " +
+                                    std::to_string(::getpid())));
+  }
+  optim::RunDirectory again(run, "trainer");  // released with the first
+  std::ofstream(dir.file("plain")) << "x";
+  CHECK_THAT(error_of([&] { optim::RunDirectory bad(dir.file("plain"), "trainer"); }),
+             Catch::Contains("exists and is not a directory"));
+  CHECK_THAT(error_of([&] { optim::RunDirectory bad(dir.file("plain/sub"), "trainer"); }),
+             Catch::Contains("cannot create the directory"));
+}
+
+TEST_CASE("StopSignals turns SIGINT, SIGTERM and SIGHUP into a flag, keeps the first, and restores the old handlers") {
+  struct sigaction before;
+  sigaction(SIGTERM, nullptr, &before);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    optim::StopSignals signals;
+    CHECK(optim::StopSignals::received() == 0);
+    raise(sig);
+    CHECK(optim::StopSignals::received() == sig);
+    raise(SIGINT);  // a second signal does not replace the first (nor end the process)
+    CHECK(optim::StopSignals::received() == sig);
+    CHECK(optim::StopSignals::exit_code(sig) == 128 + sig);
+  }
+  struct sigaction now;
+  sigaction(SIGTERM, nullptr, &now);
+  CHECK(now.sa_handler == before.sa_handler);
+  CHECK(std::string(optim::StopSignals::name(SIGTERM)) == "SIGTERM");
+}
