@@ -58,6 +58,10 @@ contains "$dir/decode_stdin.err" "'@' at position 21"
 contains "$dir/decode_stdin.err" "line 3"
 contains "$dir/decode_stdin.err" "the input is empty"
 
+# a byte-order mark before the first line of standard input is not a character
+printf '\xef\xbb\xbf22/11/2026\n' >"$dir/bom.txt"
+run 0 decode_bom "$bin" decode --checkpoint "$ckpt" <"$dir/bom.txt"
+
 run 1 too_long "$bin" decode --checkpoint "$ckpt" "$(printf '1%.0s' $(seq 1 80))"
 contains "$dir/too_long.err" "at most 63"
 

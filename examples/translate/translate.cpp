@@ -549,6 +549,7 @@ int decode(const DecodeOptions& o) {
   if (from_stdin)
     for (std::string line; std::getline(std::cin, line);) {
       if (!line.empty() && line.back() == '\r') line.pop_back();
+      if (inputs.empty() && line.rfind("\xEF\xBB\xBF", 0) == 0) line.erase(0, 3);  // a byte-order mark
       inputs.push_back(line);
     }
   // Translate the good inputs together; a bad one reports its error (stderr) and leaves
