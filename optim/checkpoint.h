@@ -4,9 +4,10 @@
 // docs/checkpoint-format.md describes the layout for readers that are not ember.
 //
 // Never lose data:
-// - save_checkpoint writes a temporary file in the target's directory, fsyncs it, then
-//   renames it over the target (and fsyncs the directory): a crash at any moment leaves
-//   the old or the new checkpoint, never a broken one.
+// - save_checkpoint builds the file in memory, writes it to a temporary file in the
+//   target's directory with every system call checked, fsyncs it, then renames it over
+//   the target (and fsyncs the directory): a crash at any moment leaves the old or the
+//   new checkpoint, never a broken one, and a failure names the system's reason.
 // - Every file carries a 512-byte header (HDF5's user block, skipped by h5py and
 //   h5dump) with the file's size and a CRC-32 of everything after the header, so a
 //   truncated or corrupted file is rejected before any of it is parsed.
