@@ -41,17 +41,19 @@ int write_all(int fd, const void* data, size_t size) {
   return 0;
 }
 
-// Creates path and writes the bytes, flushed; on failure removes it and throws.
-void write_new(const std::string& path, const void* data, size_t size, const char* op, int flags) {
+// Creates path and writes the bytes, flushed; on failure removes it and throws, naming
+// the file as shown (the target, when path is its temporary file).
+void write_new(const std::string& path, const std::string& shown, const void* data, size_t size, const char* op,
+               int flags) {
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | flags, 0644);
-  if (fd < 0) os_fail(op, "cannot create", path, errno);
+  if (fd < 0) os_fail(op, path == shown ? "cannot create" : "cannot write", shown, errno);
   int err = write_all(fd, data, size);
   const char* what = "cannot write";
   if (!err && ::fsync(fd) != 0) err = errno, what = "cannot flush";
   if (::close(fd) != 0 && !err) err = errno, what = "cannot close";
   if (err) {
     ::unlink(path.c_str());
-    os_fail(op, what, path, err);
+    os_fail(op, what, shown, err);
   }
 }
 
@@ -65,7 +67,7 @@ constexpr const char* kTmpTag = ".tmp-";
 }  // namespace
 
 void write_file(const std::string& path, const void* data, size_t size, const char* op) {
-  write_new(path, data, size, op, O_TRUNC);
+  write_new(path, path, data, size, op, O_TRUNC);
 }
 
 void replace_file(const std::string& path, const void* data, size_t size, const char* op) {
@@ -75,7 +77,7 @@ void replace_file(const std::string& path, const void* data, size_t size, const 
   const std::string dir = dir_of(path);
   const std::string tmp =
       (fs::path(dir) / cat_str(".", target.filename().string(), kTmpTag, ::getpid(), "-", counter++)).string();
-  write_new(tmp, data, size, op, O_EXCL);
+  write_new(tmp, path, data, size, op, O_EXCL);
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     int err = errno;
     ::unlink(tmp.c_str());

@@ -767,4 +767,100 @@ bool all_finite(const Tensor& t) {
   return ok.load();
 }
 
+
+// ---------------------------------------------------------------- rows of a strided tensor, masked softmax rows
+std::vector<int64_t> row_starts(const Tensor& t) {
+  const int64_t nd = t.dim() - 1;
+  int64_t rows = 1;
+  for (int64_t d = 0; d < nd; d++) rows *= t.size(d);
+  std::vector<int64_t> starts(rows);
+  Shape idx(nd, 0);
+  int64_t off = 0;
+  for (int64_t r = 0; r < rows; r++) {
+    starts[r] = off;
+    for (int64_t d = nd - 1; d >= 0; d--) {
+      off += t.stride(d);
+      if (++idx[d] < t.size(d)) break;
+      off -= idx[d] * t.stride(d);
+      idx[d] = 0;
+    }
+  }
+  return starts;
+}
+
+
+namespace {
+
+template <class T>
+void masked_softmax_rows_impl(T* p, int64_t rows, int64_t S, T scale, const uint8_t* blocked, const int64_t* row_start,
+                         int64_t col_stride) {
+  parallel_for(rows, S * 8, [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; r++) {
+      T* x = p + r * S;
+      const uint8_t* m = blocked ? blocked + row_start[r] : nullptr;
+      if (!m) {  // nothing blocked: the vectorised path
+        for (int64_t j = 0; j < S; j++) x[j] *= scale;
+        const T mx = vec::lane_max(x, S);
+        for (int64_t j = 0; j < S; j++) x[j] = vec::exp(x[j] - mx);
+        const T inv = T(1) / vec::lane_sum<T>(S, [&](int64_t j) { return x[j]; });
+        for (int64_t j = 0; j < S; j++) x[j] *= inv;
+        continue;
+      }
+      auto is_blocked = [&](int64_t j) { return m[j * col_stride] != 0; };
+      T mx = -std::numeric_limits<T>::infinity();
+      bool any = false;
+      for (int64_t j = 0; j < S; j++) {
+        if (is_blocked(j)) continue;
+        x[j] *= scale;
+        mx = std::max(mx, x[j]);
+        any = true;
+      }
+      if (!any) {
+        std::fill(x, x + S, T(0));
+        continue;
+      }
+      T sum = 0;
+      for (int64_t j = 0; j < S; j++) {
+        T w = is_blocked(j) ? T(0) : vec::exp(x[j] - mx);
+        x[j] = w;
+        sum += w;
+      }
+      const T inv = T(1) / sum;
+      for (int64_t j = 0; j < S; j++) x[j] *= inv;
+    }
+  });
+}
+
+template <class T>
+void masked_softmax_rows_backward_impl(T* d, const T* p, const T* keep, int64_t rows, int64_t S, T scale) {
+  parallel_for(rows, S * 8, [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; r++) {
+      T* dr = d + r * S;
+      const T* pr = p + r * S;
+      if (keep)
+        for (int64_t j = 0; j < S; j++) dr[j] *= keep[r * S + j];
+      const T dot = vec::lane_sum<T>(S, [&](int64_t j) { return dr[j] * pr[j]; });
+      for (int64_t j = 0; j < S; j++) dr[j] = scale * pr[j] * (dr[j] - dot);
+    }
+  });
+}
+
+}  // namespace
+
+void masked_softmax_rows(float* p, int64_t rows, int64_t S, float scale, const uint8_t* blocked,
+                         const int64_t* row_start, int64_t col_stride) {
+  masked_softmax_rows_impl(p, rows, S, scale, blocked, row_start, col_stride);
+}
+void masked_softmax_rows(double* p, int64_t rows, int64_t S, double scale, const uint8_t* blocked,
+                         const int64_t* row_start, int64_t col_stride) {
+  masked_softmax_rows_impl(p, rows, S, scale, blocked, row_start, col_stride);
+}
+void masked_softmax_rows_backward(float* d, const float* p, const float* keep, int64_t rows, int64_t S, float scale) {
+  masked_softmax_rows_backward_impl(d, p, keep, rows, S, scale);
+}
+void masked_softmax_rows_backward(double* d, const double* p, const double* keep, int64_t rows, int64_t S,
+                                  double scale) {
+  masked_softmax_rows_backward_impl(d, p, keep, rows, S, scale);
+}
+
 }  // namespace ember::kernel

@@ -219,5 +219,24 @@ void scatter_add(const Tensor& gx, int64_t dim, const Tensor& index, const Tenso
 // True when every element of a float tensor is finite.
 bool all_finite(const Tensor& t);
 
+// Element offset of the start of every row (all dims but the last) of a strided tensor t,
+// rows in row-major order.
+std::vector<int64_t> row_starts(const Tensor& t);
+
+// p [rows, S]: on entry raw scores, on exit softmax(scale * p) per row with blocked
+// entries 0, and a row of zeros where every entry is blocked. Row r is blocked at column j
+// where blocked[row_start[r] + j * col_stride] != 0 (nothing blocked when blocked is null).
+// Attention's weights.
+void masked_softmax_rows(float* p, int64_t rows, int64_t S, float scale, const uint8_t* blocked,
+                         const int64_t* row_start, int64_t col_stride);
+void masked_softmax_rows(double* p, int64_t rows, int64_t S, double scale, const uint8_t* blocked,
+                         const int64_t* row_start, int64_t col_stride);
+// d [rows, S]: on entry the gradient of the weights after dropout (dPd), on exit the
+// gradient of the raw scores: dP = dPd * keep (keep null: no dropout), then
+// dS = scale * P * (dP - sum_j dP_j P_j), with p [rows, S] the weights before dropout.
+void masked_softmax_rows_backward(float* d, const float* p, const float* keep, int64_t rows, int64_t S, float scale);
+void masked_softmax_rows_backward(double* d, const double* p, const double* keep, int64_t rows, int64_t S,
+                                  double scale);
+
 }  // namespace kernel
 }  // namespace ember

@@ -826,11 +826,12 @@ Tensor embedding_lookup(const Tensor& weight, const Tensor& ids, Loc loc) {
 // decisions again from (seed, first).
 namespace {
 template <class T>
-void dropout_apply(T* out, const T* in, int64_t n, const Generator& g, uint64_t first, uint64_t thr, T scale) {
+void dropout_apply(T* out, const T* in, int64_t n, const DropoutDraws d) {  // by value: the loop vectorises
+  const T scale = T(d.scale);
   parallel_for(n, 8, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; i++) {
       const T kept = in[i] * scale;  // read unconditionally, so that the loop vectorises
-      out[i] = g.below(first + (uint64_t)i, thr) ? T(0) : kept;
+      out[i] = d.dropped((uint64_t)i) ? T(0) : kept;
     }
   });
 }
@@ -840,25 +841,21 @@ Tensor dropout(const Tensor& a, double p, bool training, Generator* gen, Loc loc
   need_float("dropout", a);
   if (!(p >= 0.0 && p <= 1.0)) fail("dropout", "probability must be in [0, 1], got ", p);
   if (!training || p == 0.0) return a;
-  Generator& source = gen ? *gen : default_generator();
-  const Generator g(source.seed());  // a copy for the loops: a draw depends on seed and index only
   const int64_t n = a.numel();
-  const uint64_t first = source.reserve(n);
-  const uint64_t thr = Generator::below_threshold(p);
-  const double scale = p < 1.0 ? 1.0 / (1.0 - p) : 0.0;
+  const DropoutDraws draws = DropoutDraws::take(gen ? *gen : default_generator(), p, (uint64_t)n);
   Tensor x = a.detach().contiguous();
   Tensor out = empty(a.shape(), a.dtype());
   dispatch_float(a.dtype(), "dropout", [&](auto tag) {
     using T = decltype(tag);
-    dropout_apply<T>(out.data<T>(), x.data<T>(), n, g, first, thr, T(scale));
+    dropout_apply<T>(out.data<T>(), x.data<T>(), n, draws);
   });
   BackwardFn bw;
   if (wants_grad(a))
-    bw = [g, n, first, thr, scale](const Tensor& gr) {
+    bw = [draws, n](const Tensor& gr) {
       Tensor gc = gr.contiguous(), gx = empty(gr.shape(), gr.dtype());
       dispatch_float(gr.dtype(), "dropout", [&](auto tag) {
         using T = decltype(tag);
-        dropout_apply<T>(gx.data<T>(), gc.data<T>(), n, g, first, thr, T(scale));
+        dropout_apply<T>(gx.data<T>(), gc.data<T>(), n, draws);
       });
       return std::vector<Tensor>{gx};
     };

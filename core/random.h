@@ -49,6 +49,28 @@ class Generator {
   uint64_t counter_ = 0;
 };
 
+// Dropout's keep/drop decisions, made in this one place for every op that drops: element
+// i (a flat, row-major index into the dropped tensor) is dropped when draw first + i of
+// the generator falls below p, and a kept element is scaled by 1/(1-p). A small value that
+// holds the generator's seed rather than a reference to it: loops that take it by value
+// vectorise, and a backward keeps it to make the same decisions again.
+struct DropoutDraws {
+  Generator gen;
+  uint64_t first = 0, threshold = 0;
+  double scale = 1;  // 1/(1-p); 0 when p = 1
+
+  // Takes n draws from source for dropping with probability p.
+  static DropoutDraws take(Generator& source, double p, uint64_t n) {
+    return {Generator(source.seed()), source.reserve(n), Generator::below_threshold(p), p < 1.0 ? 1.0 / (1.0 - p) : 0.0};
+  }
+  bool dropped(uint64_t i) const { return gen.below(first + i, threshold); }
+  // 0 for a dropped element, else scale.
+  template <class T>
+  T factor(uint64_t i) const {
+    return dropped(i) ? T(0) : T(scale);
+  }
+};
+
 // The process-wide generator used when an op is given none.
 Generator& default_generator();
 void manual_seed(uint64_t seed);

@@ -21,57 +21,10 @@
 #include <cstdint>
 
 #include "core/ops.h"
+#include "nn/attention_mask.h"
+#include "nn/packing.h"
 
 namespace ember::nn {
-
-// Which (query, key) pairs attention may not use. One polarity everywhere: true = blocked.
-// The default mask is "none": nothing is blocked, defined() is false.
-class AttentionMask {
- public:
-  AttentionMask() = default;
-  // From a bool tensor where true = blocked (an Error for any other dtype).
-  static AttentionMask blocked(const Tensor& blocked_bool);
-  // From a bool tensor where true = may attend; stored inverted.
-  static AttentionMask allowed(const Tensor& allowed_bool);
-
-  bool defined() const { return blocked_.defined(); }
-  // The bool tensor, true = blocked; undefined for the "none" mask.
-  const Tensor& blocked() const { return blocked_; }
-  // Blocked where either mask blocks, with broadcasting; none | m = m.
-  AttentionMask operator|(const AttentionMask& other) const;
-  // The same mask with a new shape (e.g. [B, S] -> [B, 1, 1, S]); none stays none.
-  AttentionMask reshape(const Shape& shape) const;
-
- private:
-  Tensor blocked_;
-};
-
-// [B, S], blocked where tokens (int64 [B, S]) == pad_id: a key padding mask.
-AttentionMask padding_mask(const Tensor& tokens, int64_t pad_id);
-
-// [L, S], blocked where key j lies in the future of query i: j > i + (S - L). With L == S
-// the usual look-ahead mask; with L < S the queries are the last L of S positions
-// (incremental decoding with a cache of S - L earlier keys). Requires 0 <= L <= S.
-AttentionMask causal_mask(int64_t L, int64_t S);
-
-// The non-padding positions of a padded batch of token ids [B, S], so that position-wise
-// layers (projections, feed-forward, LayerNorm, dropout) can run on the N kept positions
-// as rows [N, E] instead of on all B * S of [B, S, E]: for a batch whose sequences vary
-// in length, the work spent on padding goes away. Rows are kept in order, b-major.
-struct Packing {
-  int64_t batch = 0, length = 0, count = 0;  // B, S, N
-  Tensor rows;       // int64 [N]: b * S + s of each kept position
-  Tensor slots;      // int64 [B * S]: the row of each position, N for padding
-  Tensor positions;  // int64 [N]: s of each kept position
-  AttentionMask padding;  // [B, S], blocked at padding
-
-  // From int64 token ids [B, S], keeping the positions != pad_id.
-  static Packing of(const Tensor& ids, int64_t pad_id);
-  // [B, S, ...] -> [N, ...]: the kept positions (with autograd).
-  Tensor pack(const Tensor& padded) const;
-  // [N, ...] -> [B, S, ...], zeros at padding (with autograd).
-  Tensor unpack(const Tensor& packed) const;
-};
 
 struct AttentionResult {
   Tensor output;   // [..., L, Dv]

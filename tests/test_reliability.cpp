@@ -89,7 +89,7 @@ TEST_CASE("a tensor the system cannot hold is an OutOfMemory error naming its sh
   }
 }
 
-TEST_CASE("printable shows invisible characters as U+XXXX, bad bytes as \\xNN, and cuts long text") {
+TEST_CASE("printable shows invisible characters as U+XXXX, bytes that are not UTF-8 in hex, and cuts long text") {
   CHECK(printable("abc") == "\"abc\"");
   CHECK(printable(std::string("a\0b", 3)) == "\"aU+0000b\"");
   CHECK(printable("\xEF\xBB\xBFx") == "\"U+FEFFx\"");          // a byte-order mark

@@ -1,0 +1,29 @@
+// What the attention ops share: the checked sizes of one call and the default scale.
+// Internal to nn (the fused and the tiled op); not installed as part of the API.
+#pragma once
+#include <cstdint>
+
+#include "core/ops.h"
+#include "nn/attention_mask.h"
+
+namespace ember::nn::detail {
+
+// Sizes of one attention call: q [batch.., L, D], k [batch.., S, D], v [batch.., S, Dv].
+struct Geometry {
+  Shape batch;  // the broadcast leading dims of q, k and v
+  int64_t L = 0, S = 0, D = 0, Dv = 0;
+  Shape with(int64_t rows, int64_t cols) const {
+    Shape s = batch;
+    s.push_back(rows);
+    s.push_back(cols);
+    return s;
+  }
+};
+
+// Checks q, k, v and the mask (dtypes, shapes, broadcasting), with errors naming op.
+Geometry check_inputs(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask);
+
+// scale, or 1/sqrt(D) when scale is 0.
+double default_scale(double scale, int64_t D);
+
+}  // namespace ember::nn::detail

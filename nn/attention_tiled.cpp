@@ -1,0 +1,248 @@
+// The tiled attention op: an online softmax over blocks of keys (Milakov and Gimelshein
+// 2018; Dao et al. 2022), the weights recomputed in backward from the saved log-sum-exp.
+//
+// Forward, per head and block of queries, over blocks of keys j:
+//   s = scale * q k_j^T (blocked pairs -inf);  m' = max(m, rowmax s)
+//   l = l * exp(m - m') + rowsum exp(s - m');  o = o * exp(m - m') + (exp(s - m') * keep) v_j
+//   out = o / l,  lse = m + log l
+// Backward, per head: delta = rowsum(dout * out); per block P = exp(scale * q k^T - lse),
+//   dv += (P * keep)^T dout,  dP = (dout v^T) * keep,  dS = scale * P * (dP - delta),
+//   dq += dS k,  dk += dS^T q.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "core/kernels.h"
+#include "core/parallel.h"
+#include "core/vec.h"
+#include "nn/attention.h"
+#include "nn/attention_inputs.h"
+
+namespace ember::nn {
+
+using detail::check_inputs;
+using detail::default_scale;
+using detail::Geometry;
+
+namespace {
+
+constexpr int64_t kQueryBlock = 64, kKeyBlock = 128;
+
+// Where one attention call's operands lie: per head (a flat batch index), the first row
+// of q, k, v, out and the mask, each with its row stride; columns are contiguous (the
+// mask's column stride aside).
+struct TiledGeometry {
+  Geometry g;
+  int64_t heads = 0;
+  std::vector<int64_t> q0, k0, v0, mask_rows;  // mask_rows: one per (head, query)
+  int64_t q_rs = 0, k_rs = 0, v_rs = 0, mask_cs = 0;
+  const uint8_t* mask = nullptr;
+  double scale = 1;
+  // dropout: draw i decides the weight of flat index i in [..., L, S]
+  bool dropout = false;
+  DropoutDraws draws;
+};
+
+// The first element of every head's matrix in t [batch.., R, C] (stride 0 where broadcast).
+std::vector<int64_t> head_starts(const Tensor& t, int64_t heads) {
+  std::vector<int64_t> rows = kernel::row_starts(t), out((size_t)heads);
+  const int64_t R = t.size(-2);
+  for (int64_t h = 0; h < heads; h++) out[(size_t)h] = rows[(size_t)(h * R)];
+  return out;
+}
+
+template <class F>
+void over_tasks(int64_t tasks, double flops_each, F&& f) {
+  if (tasks >= 2 && num_threads() > 1 && !in_parallel_region() && flops_each * double(tasks) >= 1e6) {
+#pragma omp parallel for schedule(static)
+    for (int64_t t = 0; t < tasks; t++) f(t);
+  } else {
+    for (int64_t t = 0; t < tasks; t++) f(t);
+  }
+}
+
+// One query block of one head: out rows and their log-sum-exp.
+template <class T>
+void tiled_forward_block(const TiledGeometry& tg, const T* q, const T* k, const T* v, T* out, T* lse, int64_t h,
+                         int64_t i0) {
+  const Geometry& g = tg.g;
+  const int64_t nq = std::min(kQueryBlock, g.L - i0), Dv = g.Dv;
+  std::vector<T> s((size_t)(nq * kKeyBlock)), o((size_t)(nq * Dv), T(0)), m((size_t)nq), l((size_t)nq, T(0));
+  std::fill(m.begin(), m.end(), -std::numeric_limits<T>::infinity());
+  const T sc = T(tg.scale);
+  const DropoutDraws draws = tg.draws;  // a local copy: the loops below vectorise
+  for (int64_t j0 = 0; j0 < g.S; j0 += kKeyBlock) {
+    const int64_t nk = std::min(kKeyBlock, g.S - j0);
+    kernel::gemm_serial(false, true, nq, nk, g.D, q + tg.q0[h] + i0 * tg.q_rs, tg.q_rs, k + tg.k0[h] + j0 * tg.k_rs,
+                        tg.k_rs, s.data(), nk, false);
+    for (int64_t r = 0; r < nq; r++) {
+      T* x = s.data() + r * nk;
+      const int64_t row = h * g.L + i0 + r;
+      const uint8_t* blocked = tg.mask ? tg.mask + tg.mask_rows[(size_t)row] + j0 * tg.mask_cs : nullptr;
+      if (blocked) {
+        for (int64_t c = 0; c < nk; c++)
+          x[c] = blocked[c * tg.mask_cs] ? -std::numeric_limits<T>::infinity() : x[c] * sc;
+      } else {
+        for (int64_t c = 0; c < nk; c++) x[c] *= sc;
+      }
+      const T m_new = std::max(m[(size_t)r], vec::lane_max(x, nk));
+      if (m_new == -std::numeric_limits<T>::infinity()) {  // every key so far blocked
+        std::fill(x, x + nk, T(0));
+        continue;
+      }
+      const T alpha = m[(size_t)r] == -std::numeric_limits<T>::infinity() ? T(0) : vec::exp(m[(size_t)r] - m_new);
+      for (int64_t c = 0; c < nk; c++) x[c] = vec::exp(x[c] - m_new);  // exp(-inf) = 0
+      l[(size_t)r] = l[(size_t)r] * alpha + vec::lane_sum<T>(nk, [&](int64_t c) { return x[c]; });
+      m[(size_t)r] = m_new;
+      T* orow = o.data() + r * Dv;
+      for (int64_t c = 0; c < Dv; c++) orow[c] *= alpha;
+      if (tg.dropout) {
+        const uint64_t base = (uint64_t)(row * g.S + j0);
+        for (int64_t c = 0; c < nk; c++) x[c] *= draws.factor<T>(base + c);
+      }
+    }
+    kernel::gemm_serial(false, false, nq, Dv, nk, s.data(), nk, v + tg.v0[h] + j0 * tg.v_rs, tg.v_rs, o.data(), Dv,
+                        true);
+  }
+  for (int64_t r = 0; r < nq; r++) {
+    const T lr = l[(size_t)r], inv = lr > 0 ? T(1) / lr : T(0);
+    T* dst = out + (h * g.L + i0 + r) * Dv;
+    for (int64_t c = 0; c < Dv; c++) dst[c] = o[(size_t)(r * Dv + c)] * inv;
+    lse[h * g.L + i0 + r] = lr > 0 ? m[(size_t)r] + std::log(lr) : std::numeric_limits<T>::infinity();
+  }
+}
+
+// One head's gradients, key block by key block, query block by query block.
+template <class T>
+void tiled_backward_head(const TiledGeometry& tg, const T* q, const T* k, const T* v, const T* out, const T* lse,
+                         const T* dout, T* dq, T* dk, T* dv, int64_t h) {
+  const Geometry& g = tg.g;
+  const int64_t D = g.D, Dv = g.Dv;
+  const T sc = T(tg.scale);
+  const DropoutDraws draws = tg.draws;
+  std::vector<T> delta((size_t)g.L);  // sum_c dout * out per query: sum_j P_ij dP_ij
+  for (int64_t i = 0; i < g.L; i++) {
+    const T* a = dout + (h * g.L + i) * Dv;
+    const T* b = out + (h * g.L + i) * Dv;
+    delta[(size_t)i] = vec::lane_sum<T>(Dv, [&](int64_t c) { return a[c] * b[c]; });
+  }
+  // per block: the weights P, P * keep, the keep factors (0 or 1/(1-p)), and dP then dS
+  std::vector<T> p((size_t)(kQueryBlock * kKeyBlock)), pd(p.size()), keep(p.size()), dp(p.size());
+  const T* qh = q + tg.q0[h];
+  const T* kh = k + tg.k0[h];
+  const T* vh = v + tg.v0[h];
+  for (int64_t j0 = 0; j0 < g.S; j0 += kKeyBlock) {
+    const int64_t nk = std::min(kKeyBlock, g.S - j0);
+    for (int64_t i0 = 0; i0 < g.L; i0 += kQueryBlock) {
+      const int64_t nq = std::min(kQueryBlock, g.L - i0);
+      kernel::gemm_serial(false, true, nq, nk, D, qh + i0 * tg.q_rs, tg.q_rs, kh + j0 * tg.k_rs, tg.k_rs, p.data(),
+                          nk, false);
+      for (int64_t r = 0; r < nq; r++) {  // the weights P, and Pd = P * keep
+        const int64_t row = h * g.L + i0 + r;
+        T* x = p.data() + r * nk;
+        T* xd = pd.data() + r * nk;
+        T* kf = keep.data() + r * nk;
+        const T shift = lse[row];
+        const uint8_t* blocked = tg.mask ? tg.mask + tg.mask_rows[(size_t)row] + j0 * tg.mask_cs : nullptr;
+        for (int64_t c = 0; c < nk; c++) x[c] = vec::exp(x[c] * sc - shift);  // shift = inf: 0
+        if (blocked)
+          for (int64_t c = 0; c < nk; c++) x[c] = blocked[c * tg.mask_cs] ? T(0) : x[c];
+        if (tg.dropout) {
+          const uint64_t base = (uint64_t)(row * g.S + j0);
+          for (int64_t c = 0; c < nk; c++) kf[c] = draws.factor<T>(base + c);
+          for (int64_t c = 0; c < nk; c++) xd[c] = x[c] * kf[c];
+        } else {
+          std::copy(x, x + nk, xd);
+        }
+      }
+      const T* dout_i = dout + (h * g.L + i0) * Dv;
+      kernel::gemm_serial(true, false, nk, Dv, nq, pd.data(), nk, dout_i, Dv, dv + (h * g.S + j0) * Dv, Dv, true);
+      kernel::gemm_serial(false, true, nq, nk, Dv, dout_i, Dv, vh + j0 * tg.v_rs, tg.v_rs, dp.data(), nk, false);
+      for (int64_t r = 0; r < nq; r++) {  // dS = P * (dP - delta) * scale, dP = dPd * keep
+        T* d = dp.data() + r * nk;
+        const T* x = p.data() + r * nk;
+        const T* kf = keep.data() + r * nk;
+        const T dl = delta[(size_t)(i0 + r)];
+        if (tg.dropout)
+          for (int64_t c = 0; c < nk; c++) d[c] *= kf[c];
+        for (int64_t c = 0; c < nk; c++) d[c] = sc * x[c] * (d[c] - dl);
+      }
+      kernel::gemm_serial(false, false, nq, D, nk, dp.data(), nk, kh + j0 * tg.k_rs, tg.k_rs, dq + (h * g.L + i0) * D,
+                          D, true);
+      kernel::gemm_serial(true, false, nk, D, nq, dp.data(), nk, qh + i0 * tg.q_rs, tg.q_rs, dk + (h * g.S + j0) * D,
+                          D, true);
+    }
+  }
+}
+
+// A view whose last dim is contiguous (stride 1), copying only when it is not.
+Tensor rows_contiguous(const Tensor& t) { return t.stride(-1) == 1 || t.size(-1) == 1 ? t : t.contiguous(); }
+
+}  // namespace
+
+Tensor scaled_dot_product_attention_tiled(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask,
+                                          double dropout_p, bool training, Generator* gen, double scale, Loc loc) {
+  const char* op = "scaled_dot_product_attention_tiled";
+  TiledGeometry tg;
+  tg.g = check_inputs(op, q, k, v, mask);
+  if (!(dropout_p >= 0.0 && dropout_p <= 1.0)) fail(op, "dropout_p must be in [0, 1], got ", dropout_p);
+  const Geometry& g = tg.g;
+  tg.scale = default_scale(scale, g.D);
+  tg.heads = numel_of(g.batch);
+  const DType dt = q.dtype();
+  Tensor qe = rows_contiguous(q.detach().expand(g.with(g.L, g.D)));
+  Tensor ke = rows_contiguous(k.detach().expand(g.with(g.S, g.D)));
+  Tensor ve = rows_contiguous(v.detach().expand(g.with(g.S, g.Dv)));
+  tg.q_rs = qe.stride(-2), tg.k_rs = ke.stride(-2), tg.v_rs = ve.stride(-2);
+  Tensor out = empty(g.with(g.L, g.Dv), dt), lse = empty({tg.heads * g.L}, dt);
+  if (tg.heads == 0 || g.L == 0) return record(op, loc, out, {q, k, v}, nullptr);
+  tg.q0 = head_starts(qe, tg.heads), tg.k0 = head_starts(ke, tg.heads), tg.v0 = head_starts(ve, tg.heads);
+  Tensor me;
+  if (mask.defined()) {
+    me = mask.blocked().expand(g.with(g.L, g.S));
+    tg.mask_rows = kernel::row_starts(me);
+    tg.mask_cs = me.stride(-1);
+    tg.mask = me.data<uint8_t>();
+  }
+  if (training && dropout_p > 0.0) {
+    tg.dropout = true;
+    tg.draws = DropoutDraws::take(gen ? *gen : default_generator(), dropout_p, (uint64_t)(tg.heads * g.L * g.S));
+  }
+  const int64_t qblocks = (g.L + kQueryBlock - 1) / kQueryBlock;
+  const double flops = 2.0 * double(std::min(kQueryBlock, g.L)) * double(g.S) * double(g.D + g.Dv);
+  dispatch_float(dt, op, [&](auto tag) {
+    using T = decltype(tag);
+    over_tasks(tg.heads * qblocks, flops, [&](int64_t t) {
+      tiled_forward_block<T>(tg, qe.data<T>(), ke.data<T>(), ve.data<T>(), out.data<T>(), lse.data<T>(), t / qblocks,
+                             (t % qblocks) * kQueryBlock);
+    });
+  });
+
+  BackwardFn bw;
+  if (wants_grad(q, k, v)) {
+    const uint64_t out_version = out.storage()->version;
+    Tensor saved_out = out.detach();
+    bw = [tg, qe, ke, ve, me, lse, saved_out, out_version, op](const Tensor& dout_in) {
+      if (saved_out.storage()->version != out_version)
+        fail(op, "the attention output saved for backward was modified in place after the forward");
+      const Geometry& g = tg.g;
+      Tensor dout = dout_in.contiguous();
+      Tensor dq = zeros(g.with(g.L, g.D), dout.dtype()), dk = zeros(g.with(g.S, g.D), dout.dtype()),
+             dv = zeros(g.with(g.S, g.Dv), dout.dtype());
+      const double flops = 4.0 * double(g.L) * double(g.S) * double(g.D + g.Dv);
+      dispatch_float(dout.dtype(), op, [&](auto tag) {
+        using T = decltype(tag);
+        over_tasks(tg.heads, flops, [&](int64_t h) {
+          tiled_backward_head<T>(tg, qe.data<T>(), ke.data<T>(), ve.data<T>(), saved_out.data<T>(), lse.data<T>(),
+                                 dout.data<T>(), dq.data<T>(), dk.data<T>(), dv.data<T>(), h);
+        });
+      });
+      // broadcast batch dims are summed back to each input's shape by the engine
+      return std::vector<Tensor>{dq, dk, dv};
+    };
+  }
+  return record(op, loc, out, {q, k, v}, std::move(bw));
+}
+
+}  // namespace ember::nn

@@ -1,0 +1,29 @@
+// A padded batch's layout without its padding: position-wise layers run on the kept rows.
+#pragma once
+#include <cstdint>
+
+#include "core/ops.h"
+#include "nn/attention_mask.h"
+
+namespace ember::nn {
+
+// The non-padding positions of a padded batch of token ids [B, S], so that position-wise
+// layers (projections, feed-forward, LayerNorm, dropout) can run on the N kept positions
+// as rows [N, E] instead of on all B * S of [B, S, E]: for a batch whose sequences vary
+// in length, the work spent on padding goes away. Rows are kept in order, b-major.
+struct Packing {
+  int64_t batch = 0, length = 0, count = 0;  // B, S, N
+  Tensor rows;       // int64 [N]: b * S + s of each kept position
+  Tensor slots;      // int64 [B * S]: the row of each position, N for padding
+  Tensor positions;  // int64 [N]: s of each kept position
+  AttentionMask padding;  // [B, S], blocked at padding
+
+  // From int64 token ids [B, S], keeping the positions != pad_id.
+  static Packing of(const Tensor& ids, int64_t pad_id);
+  // [B, S, ...] -> [N, ...]: the kept positions (with autograd).
+  Tensor pack(const Tensor& padded) const;
+  // [N, ...] -> [B, S, ...], zeros at padding (with autograd).
+  Tensor unpack(const Tensor& packed) const;
+};
+
+}  // namespace ember::nn
