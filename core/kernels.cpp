@@ -1,17 +1,12 @@
-// Kernel implementations: copies, reductions, softmax rows, batched GEMM through
-// OpenBLAS, and the index kernels behind embedding lookups.
+// Kernel implementations: copies, reductions, softmax rows (plain and masked), and the
+// index kernels behind embedding lookups. GEMM is in gemm.cpp.
 #include "core/kernels.h"
-#include "core/vec.h"
-
-#include <cblas.h>
-#include <omp.h>
-
-extern "C" void openblas_set_num_threads(int);
-extern "C" int openblas_get_num_threads(void);
 
 #include <algorithm>
 #include <atomic>
 #include <limits>
+
+#include "core/vec.h"
 
 namespace ember::kernel {
 
@@ -231,7 +226,7 @@ void softmax_forward(const Tensor& y, const Tensor& x, int64_t outer, int64_t n,
     const T* px = x.data<T>();
     T* py = y.data<T>();
     if (inner == 1) {  // softmax over contiguous rows: the vectorised path
-      parallel_for(outer, n * 8, [&](int64_t b, int64_t e) {
+      parallel_for(outer, n * cost::kExp, [&](int64_t b, int64_t e) {
         for (int64_t r = b; r < e; r++) {
           const T* xr = px + r * n;
           T* yr = py + r * n;
@@ -248,7 +243,7 @@ void softmax_forward(const Tensor& y, const Tensor& x, int64_t outer, int64_t n,
       });
       return;
     }
-    parallel_for(outer * inner, n * 8, [&](int64_t b, int64_t e) {
+    parallel_for(outer * inner, n * cost::kExp, [&](int64_t b, int64_t e) {
       for (int64_t r = b; r < e; r++) {
         int64_t base = (r / inner) * n * inner + r % inner;
         const T* xr = px + base;
@@ -284,7 +279,7 @@ void softmax_backward(const Tensor& dx, const Tensor& dy, const Tensor& y, int64
     const T* py = y.data<T>();
     T* pdx = dx.data<T>();
     if (inner == 1) {
-      parallel_for(outer, n * 8, [&](int64_t b, int64_t e) {
+      parallel_for(outer, n * cost::kExp, [&](int64_t b, int64_t e) {
         for (int64_t r = b; r < e; r++) {
           const T* g = pdy + r * n;
           const T* yr = py + r * n;
@@ -300,7 +295,7 @@ void softmax_backward(const Tensor& dx, const Tensor& dy, const Tensor& y, int64
       });
       return;
     }
-    parallel_for(outer * inner, n * 8, [&](int64_t b, int64_t e) {
+    parallel_for(outer * inner, n * cost::kExp, [&](int64_t b, int64_t e) {
       for (int64_t r = b; r < e; r++) {
         int64_t base = (r / inner) * n * inner + r % inner;
         const T* g = pdy + base;
@@ -317,345 +312,6 @@ void softmax_backward(const Tensor& dx, const Tensor& dy, const Tensor& y, int64
       }
     });
   });
-}
-
-// --- GEMM
-namespace {
-
-// How a strided matrix [rows, cols] is handed to row-major BLAS without copying.
-struct MatLayout {
-  bool ok = false;
-  bool trans = false;
-  int64_t ld = 0;
-};
-
-MatLayout layout_of(int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
-  MatLayout m;
-  if ((cols == 1 || cs == 1) && (rows == 1 || rs >= std::max<int64_t>(cols, 1))) {
-    m.ok = true;
-    m.trans = false;
-    m.ld = rows == 1 ? std::max<int64_t>(cols, 1) : rs;
-    return m;
-  }
-  if ((rows == 1 || rs == 1) && (cols == 1 || cs >= std::max<int64_t>(rows, 1))) {
-    m.ok = true;
-    m.trans = true;
-    m.ld = cols == 1 ? std::max<int64_t>(rows, 1) : cs;
-  }
-  return m;
-}
-
-// OpenBLAS always runs on one thread: which kernel it picks, and how it blocks a GEMM,
-// depend on its own thread count (and on the processor), so a GEMM it threads itself
-// may round differently with 1 and 2 threads. We split the work instead, into tiles
-// that depend on the shape only, and run the tiles on our OpenMP threads. (Checked at
-// every call: a program may also call OpenBLAS itself, with its own thread count.)
-void blas_single_threaded() {
-  if (openblas_get_num_threads() == 1) return;
-  // OpenBLAS's OpenMP build also sets OpenMP's thread count here: put ours back.
-  const int ours = omp_get_max_threads();
-  openblas_set_num_threads(1);
-  omp_set_num_threads(ours);
-}
-
-// OpenBLAS's OpenMP build takes its thread count from OpenMP's at every call made
-// outside a parallel region; this holds OpenMP's at 1 around such a call.
-class OneBlasThread {
- public:
-  OneBlasThread() : saved_(omp_get_max_threads()) {
-    if (saved_ != 1) omp_set_num_threads(1);
-  }
-  ~OneBlasThread() {
-    if (saved_ != 1) omp_set_num_threads(saved_);
-  }
-  OneBlasThread(const OneBlasThread&) = delete;
-  OneBlasThread& operator=(const OneBlasThread&) = delete;
-
- private:
-  int saved_;
-};
-
-// c = a b (beta 0) or c += a b (beta 1)
-inline void blas_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int64_t lda,
-                      const float* b, int64_t ldb, float* c, int64_t ldc, float beta) {
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (blasint)M,
-              (blasint)N, (blasint)K, 1.0f, a, (blasint)lda, b, (blasint)ldb, beta, c, (blasint)ldc);
-}
-inline void blas_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const double* a, int64_t lda,
-                      const double* b, int64_t ldb, double* c, int64_t ldc, double beta) {
-  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (blasint)M,
-              (blasint)N, (blasint)K, 1.0, a, (blasint)lda, b, (blasint)ldb, beta, c, (blasint)ldc);
-}
-
-// A GEMM is cut along the longer of M and N (never along K, which would change the
-// sums) into tiles with extents a multiple of kGemmTileAlign (BLAS's register block):
-// none below kGemmSplitFlops, else two - each tile repacks the other operand, so more
-// cost more - and up to kGemmMaxTiles for GEMMs of kGemmFlopsPerTile flops a tile.
-constexpr int64_t kGemmMaxTiles = 8;
-constexpr double kGemmSplitFlops = 8e6;
-constexpr double kBatchSplitFlops = 5e5;
-constexpr double kGemmFlopsPerTile = 128e6;
-constexpr int64_t kGemmTileAlign = 16;
-
-struct GemmTiles {
-  bool along_m = true;
-  int64_t extent = 0;  // rows (along M) or columns (along N) per tile
-  int64_t count = 1;
-};
-
-GemmTiles gemm_tiles(int64_t M, int64_t N, int64_t K) {
-  GemmTiles t;
-  t.along_m = M >= N;
-  const int64_t d = t.along_m ? M : N;
-  const double flops = 2.0 * double(M) * double(N) * double(K);
-  int64_t want = flops < kGemmSplitFlops ? 1 : std::clamp<int64_t>(int64_t(flops / kGemmFlopsPerTile), 2, kGemmMaxTiles);
-  want = std::min<int64_t>(want, d / kGemmTileAlign);
-  if (want < 2) {
-    t.extent = d;
-    return t;
-  }
-  t.extent = (d + want - 1) / want;
-  t.extent = (t.extent + kGemmTileAlign - 1) / kGemmTileAlign * kGemmTileAlign;
-  t.count = (d + t.extent - 1) / t.extent;
-  return t;
-}
-
-// Skinny GEMMs - few rows of C (M <= kSkinny: a Linear layer on a handful of tokens) or a
-// short sum (K <= kSkinny: its weight gradient) - are mostly the streaming of one big
-// operand. OpenBLAS first copies that operand into its packed layout, and cannot split
-// such a product over threads without changing its sums, so these run here instead:
-// over column blocks of C (each element summed over k in order, whatever the threads),
-// with the big operand read once, straight from where it lies.
-constexpr int64_t kSkinny = 16;
-// elements of the streamed operand below which BLAS is as fast (attention's per-head tiles)
-constexpr int64_t kSkinnyMinStream = 32768;
-
-// C[m, n] (+)= sum_k A(m, k) B[k, n] for m in [m0, m0 + R), n in [n0, n0 + w), with B's rows
-// contiguous (ldb apart) and A(m, k) at pa[m * ar + k * ac].
-template <int R, class T>
-void axpy_block(T* c, int64_t ldc, const T* pa, int64_t ar, int64_t ac, const T* pb, int64_t ldb, int64_t m0,
-                int64_t n0, int64_t w, int64_t K, bool accumulate) {
-  constexpr int64_t W = 64;
-  T acc[R][W];
-  for (int r = 0; r < R; r++)
-    for (int64_t j = 0; j < W; j++) acc[r][j] = accumulate && j < w ? c[(m0 + r) * ldc + n0 + j] : T(0);
-  if (w == W) {  // the loop below with a constant width, which the compiler unrolls
-    for (int64_t k = 0; k < K; k++) {
-      const T* b = pb + k * ldb + n0;
-      for (int r = 0; r < R; r++) {
-        const T a = pa[(m0 + r) * ar + k * ac];
-        for (int64_t j = 0; j < W; j++) acc[r][j] += a * b[j];
-      }
-    }
-  } else {
-    for (int64_t k = 0; k < K; k++) {
-      const T* b = pb + k * ldb + n0;
-      for (int r = 0; r < R; r++) {
-        const T a = pa[(m0 + r) * ar + k * ac];
-        for (int64_t j = 0; j < w; j++) acc[r][j] += a * b[j];
-      }
-    }
-  }
-  for (int r = 0; r < R; r++)
-    for (int64_t j = 0; j < w; j++) c[(m0 + r) * ldc + n0 + j] = acc[r][j];
-}
-
-// C[m, n] (+)= dot(A[m, :], Bt[n, :]) for m in [m0, m0 + R), n in [n0, n0 + NC), the rows
-// contiguous; each dot in 16 lanes (R * NC independent chains), the lanes then added
-// pairwise, then the tail.
-template <int R, int NC, class T>
-void dot_block(T* c, int64_t ldc, const T* pa, int64_t lda, const T* pb, int64_t ldb, int64_t m0, int64_t n0,
-               int64_t K, bool accumulate) {
-  constexpr int L = 16;
-  T acc[R][NC][L] = {};
-  int64_t k = 0;
-  for (; k + L <= K; k += L)
-    for (int r = 0; r < R; r++)
-      for (int q = 0; q < NC; q++) {
-        const T* a = pa + (m0 + r) * lda + k;
-        const T* b = pb + (n0 + q) * ldb + k;
-        for (int l = 0; l < L; l++) acc[r][q][l] += a[l] * b[l];
-      }
-  for (int r = 0; r < R; r++)
-    for (int q = 0; q < NC; q++) {
-      T* v = acc[r][q];
-      for (int h = L / 2; h >= 1; h /= 2)
-        for (int l = 0; l < h; l++) v[l] += v[l + h];
-      T sum = v[0];
-      for (int64_t t = k; t < K; t++) sum += pa[(m0 + r) * lda + t] * pb[(n0 + q) * ldb + t];
-      T& out = c[(m0 + r) * ldc + n0 + q];
-      out = accumulate ? out + sum : sum;
-    }
-}
-
-// Rows [m_begin, m_end) in blocks of `block` rows, then the rest one at a time.
-template <class FB, class F1>
-void by_rows(int64_t m_begin, int64_t m_end, FB&& blocked, F1&& one, int64_t block = 4) {
-  int64_t m = m_begin;
-  for (; m + block <= m_end; m += block) blocked(m);
-  for (; m < m_end; m++) one(m);
-}
-
-// One skinny product (one batch element); false when its layout is not one of ours.
-// tasks() and run(task) split it into column (or row) blocks of a size fixed by the shape.
-template <class T>
-struct Skinny {
-  const T* pa;
-  const T* pb;
-  T* pc;
-  MatLayout la, lb;
-  int64_t M, N, K;
-  bool accumulate;
-  bool dot;          // B transposed and A not: dot products of rows
-  int64_t cols = 0;  // columns of C per task (axpy form with few rows, and dot form)
-  int64_t rows = 0;  // rows of C per task (axpy form with many rows)
-
-  static bool usable(const MatLayout& la, const MatLayout& lb, int64_t M, int64_t N, int64_t K) {
-    // only where the streamed operand is large; small products are BLAS's
-    const bool few_rows = M <= kSkinny && N * K >= kSkinnyMinStream;
-    const bool short_sum = K <= kSkinny && M * N >= kSkinnyMinStream;
-    if (!(few_rows || short_sum)) return false;
-    if (!lb.trans) return true;          // B's rows contiguous: axpy form, any A
-    return !la.trans && M <= kSkinny;    // dot form
-  }
-  void plan() {
-    dot = lb.trans;
-    if (dot) cols = 32;
-    else if (M <= kSkinny) cols = 64;
-    else rows = 32;
-  }
-  int64_t tasks() const { return cols ? (N + cols - 1) / cols : (M + rows - 1) / rows; }
-  void run(int64_t task) const {
-    // A(m, k): pa[m * ar + k * ac]
-    const int64_t ar = la.trans ? 1 : la.ld, ac = la.trans ? la.ld : 1;
-    if (dot) {
-      const int64_t n_end = std::min(N, (task + 1) * cols);
-      int64_t n = task * cols;
-      for (; n + 4 <= n_end; n += 4)
-        by_rows(0, M, [&](int64_t m) { dot_block<2, 4>(pc, N, pa, la.ld, pb, lb.ld, m, n, K, accumulate); },
-                [&](int64_t m) { dot_block<1, 4>(pc, N, pa, la.ld, pb, lb.ld, m, n, K, accumulate); }, 2);
-      for (; n < n_end; n++)
-        by_rows(0, M, [&](int64_t m) { dot_block<2, 1>(pc, N, pa, la.ld, pb, lb.ld, m, n, K, accumulate); },
-                [&](int64_t m) { dot_block<1, 1>(pc, N, pa, la.ld, pb, lb.ld, m, n, K, accumulate); }, 2);
-      return;
-    }
-    const int64_t n_begin = cols ? task * cols : 0, n_end = cols ? std::min(N, n_begin + cols) : N;
-    const int64_t m_begin = rows ? task * rows : 0, m_end = rows ? std::min(M, m_begin + rows) : M;
-    for (int64_t n0 = n_begin; n0 < n_end; n0 += 64) {
-      const int64_t w = std::min<int64_t>(64, n_end - n0);
-      by_rows(m_begin, m_end,
-              [&](int64_t m) { axpy_block<4>(pc, N, pa, ar, ac, pb, lb.ld, m, n0, w, K, accumulate); },
-              [&](int64_t m) { axpy_block<1>(pc, N, pa, ar, ac, pb, lb.ld, m, n0, w, K, accumulate); });
-    }
-  }
-};
-
-}  // namespace
-
-void gemm_batched(const Tensor& c, const Tensor& a_in, const Tensor& b_in, bool accumulate) {
-  const int64_t nd = c.dim();
-  const int64_t M = c.size(nd - 2), N = c.size(nd - 1), K = a_in.size(nd - 1);
-  Tensor a = a_in, b = b_in;
-  MatLayout la = layout_of(M, K, a.stride(nd - 2), a.stride(nd - 1));
-  if (!la.ok) { a = a.contiguous(); la = layout_of(M, K, a.stride(nd - 2), a.stride(nd - 1)); }
-  MatLayout lb = layout_of(K, N, b.stride(nd - 2), b.stride(nd - 1));
-  if (!lb.ok) { b = b.contiguous(); lb = layout_of(K, N, b.stride(nd - 2), b.stride(nd - 1)); }
-  Shape batch(c.shape().begin(), c.shape().end() - 2);
-  const int64_t nb = numel_of(batch);
-  if (nb == 0 || M == 0 || N == 0) return;
-  auto offset = [&](const Tensor& t, int64_t i) {
-    int64_t off = 0;
-    for (int64_t d = (int64_t)batch.size() - 1; d >= 0; d--) {
-      off += (i % batch[d]) * t.stride(d);
-      i /= batch[d];
-    }
-    return off;
-  };
-  blas_single_threaded();
-  dispatch_float(c.dtype(), "matmul", [&](auto tag) {
-    using T = decltype(tag);
-    const T* pa = a.data<T>();
-    const T* pb = b.data<T>();
-    T* pc = c.data<T>();
-    if (K == 0) {
-      if (!accumulate) std::fill(pc, pc + nb * M * N, T(0));
-      return;
-    }
-    if (Skinny<T>::usable(la, lb, M, N, K)) {
-      Skinny<T> sk{pa, pb, pc, la, lb, M, N, K, accumulate, false};
-      sk.plan();
-      const int64_t per = sk.tasks();
-      // parallel_for weighs work in elementwise operations; a multiply-add vectorises 16-fold
-      const int64_t work_per_task = 2 * M * N * K / per / 16;
-      parallel_for(nb * per, work_per_task, [&](int64_t begin, int64_t end) {
-        for (int64_t task = begin; task < end; task++) {
-          const int64_t i = task / per;
-          Skinny<T> one = sk;
-          one.pa = pa + offset(a, i), one.pb = pb + offset(b, i), one.pc = pc + i * M * N;
-          one.run(task % per);
-        }
-      });
-      return;
-    }
-    const T beta = accumulate ? T(1) : T(0);
-    const GemmTiles tiles = gemm_tiles(M, N, K);
-    // Element (r, col) of a row-major matrix with layout l starts at r*ld+col, or at
-    // col*ld+r when l is transposed.
-    auto at = [](const MatLayout& l, int64_t r, int64_t col) { return l.trans ? col * l.ld + r : r * l.ld + col; };
-    auto tile = [&](int64_t task) {
-      const int64_t i = task / tiles.count, begin = (task % tiles.count) * tiles.extent;
-      const T* ai = pa + offset(a, i);
-      const T* bi = pb + offset(b, i);
-      T* ci = pc + i * M * N;
-      if (tiles.along_m) {
-        const int64_t m = std::min(tiles.extent, M - begin);
-        blas_gemm(la.trans, lb.trans, m, N, K, ai + at(la, begin, 0), la.ld, bi, lb.ld, ci + begin * N, N, beta);
-      } else {
-        const int64_t n = std::min(tiles.extent, N - begin);
-        blas_gemm(la.trans, lb.trans, M, n, K, ai, la.ld, bi + at(lb, 0, begin), lb.ld, ci + begin, N, beta);
-      }
-    };
-    // Every tile is one fixed single-threaded GEMM whatever the thread count, so the
-    // threads only change which core computes it, never its bits.
-    const int64_t tasks = nb * tiles.count;
-    const double flops = 2.0 * double(M) * double(N) * double(K) * double(nb);
-    // a batch of products shares out without extra cost (no tile repacks an operand)
-    const double min_flops = nb > 1 ? kBatchSplitFlops : kGemmSplitFlops;
-    if (tasks >= 2 && flops >= min_flops && num_threads() > 1 && !in_parallel_region()) {
-#pragma omp parallel for schedule(static)
-      for (int64_t task = 0; task < tasks; task++) tile(task);
-    } else {
-      OneBlasThread one;
-      for (int64_t task = 0; task < tasks; task++) tile(task);
-    }
-  });
-}
-
-template <class T>
-void gemm_serial_impl(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* a, int64_t lda, const T* b,
-                      int64_t ldb, T* c, int64_t ldc, bool accumulate) {
-  if (M == 0 || N == 0) return;
-  if (K == 0) {
-    if (!accumulate)
-      for (int64_t m = 0; m < M; m++) std::fill(c + m * ldc, c + m * ldc + N, T(0));
-    return;
-  }
-  if (in_parallel_region()) {  // OpenBLAS runs on one thread inside our parallel regions
-    blas_gemm(ta, tb, M, N, K, a, lda, b, ldb, c, ldc, T(accumulate ? 1 : 0));
-    return;
-  }
-  blas_single_threaded();
-  OneBlasThread one;
-  blas_gemm(ta, tb, M, N, K, a, lda, b, ldb, c, ldc, T(accumulate ? 1 : 0));
-}
-
-void gemm_serial(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int64_t lda, const float* b,
-                 int64_t ldb, float* c, int64_t ldc, bool accumulate) {
-  gemm_serial_impl(ta, tb, M, N, K, a, lda, b, ldb, c, ldc, accumulate);
-}
-void gemm_serial(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const double* a, int64_t lda, const double* b,
-                 int64_t ldb, double* c, int64_t ldc, bool accumulate) {
-  gemm_serial_impl(ta, tb, M, N, K, a, lda, b, ldb, c, ldc, accumulate);
 }
 
 // --- index kernels
@@ -794,7 +450,7 @@ namespace {
 template <class T>
 void masked_softmax_rows_impl(T* p, int64_t rows, int64_t S, T scale, const uint8_t* blocked, const int64_t* row_start,
                          int64_t col_stride) {
-  parallel_for(rows, S * 8, [&](int64_t b, int64_t e) {
+  parallel_for(rows, S * cost::kExp, [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; r++) {
       T* x = p + r * S;
       const uint8_t* m = blocked ? blocked + row_start[r] : nullptr;
@@ -833,7 +489,7 @@ void masked_softmax_rows_impl(T* p, int64_t rows, int64_t S, T scale, const uint
 
 template <class T>
 void masked_softmax_rows_backward_impl(T* d, const T* p, const T* keep, int64_t rows, int64_t S, T scale) {
-  parallel_for(rows, S * 8, [&](int64_t b, int64_t e) {
+  parallel_for(rows, S * cost::kRowBackward, [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; r++) {
       T* dr = d + r * S;
       const T* pr = p + r * S;

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/gemm.h"
 #include "core/parallel.h"
 #include "core/tensor.h"
 
@@ -192,20 +193,6 @@ void softmax_forward(const Tensor& y, const Tensor& x, int64_t outer, int64_t n,
 // dx = y * (dy - sum(dy * y))  (softmax)  or  dx = dy - exp(y) * sum(dy)  (log_softmax)
 void softmax_backward(const Tensor& dx, const Tensor& dy, const Tensor& y, int64_t outer, int64_t n,
                       int64_t inner, bool log);
-
-// Batched GEMM: c[b] = a[b] @ b[b] with a [.., M, K], b [.., K, N], c [.., M, N] contiguous,
-// where a and b already carry the broadcast batch shape of c (stride 0 where broadcast).
-// Matrices whose last two strides are a transpose are passed to BLAS as transpose flags.
-// With accumulate, c[b] += a[b] @ b[b] instead.
-void gemm_batched(const Tensor& c, const Tensor& a, const Tensor& b, bool accumulate = false);
-
-// One GEMM on raw row-major matrices, computed on the calling thread alone:
-// c = op(a) op(b), or c += op(a) op(b) with accumulate; op transposes where ta / tb.
-// For kernels that cut a larger computation into tiles and run them on their own threads.
-void gemm_serial(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int64_t lda, const float* b,
-                 int64_t ldb, float* c, int64_t ldc, bool accumulate);
-void gemm_serial(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const double* a, int64_t lda, const double* b,
-                 int64_t ldb, double* c, int64_t ldc, bool accumulate);
 
 // out[.., i, ..] = x[.., index[i], ..] along dim; x contiguous, index int64 1-D.
 void index_select(const Tensor& out, const Tensor& x, int64_t dim, const Tensor& index);

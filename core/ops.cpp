@@ -828,7 +828,7 @@ namespace {
 template <class T>
 void dropout_apply(T* out, const T* in, int64_t n, const DropoutDraws d) {  // by value: the loop vectorises
   const T scale = T(d.scale);
-  parallel_for(n, 8, [&](int64_t b, int64_t e) {
+  parallel_for(n, cost::kExp, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; i++) {
       const T kept = in[i] * scale;  // read unconditionally, so that the loop vectorises
       out[i] = d.dropped((uint64_t)i) ? T(0) : kept;

@@ -14,4 +14,8 @@ void set_num_threads(int n) {
 
 bool in_parallel_region() { return omp_in_parallel(); }
 
+bool worth_threads(int64_t tasks, double work, double threshold) {
+  return tasks >= 2 && work >= threshold && num_threads() > 1 && !in_parallel_region();
+}
+
 }  // namespace ember

@@ -9,10 +9,36 @@
 
 namespace ember {
 
-// Elements below which an elementwise or reduction kernel stays on one thread.
+// ---------------------------------------------------------------- the cost model
+// Every "is this worth waking threads for" decision, in one place. Work is counted in
+// element operations: one element loaded, combined and stored (a copy, an add). Waking
+// the thread pool and meeting at its barrier costs about kParallelGrain of them on the
+// machines measured (bench/), so less work than that stays on the calling thread. An
+// element that costs more counts more (cost::k...), and a matrix product counts its FLOPs.
 constexpr int64_t kParallelGrain = 32768;
 // Elements per partial sum in a reduction; fixed so results never depend on threads.
 constexpr int64_t kReduceChunk = 16384;
+
+namespace cost {
+constexpr int64_t kCopy = 1;             // load, combine, store
+constexpr int64_t kColumnPass = 2;       // a column's pass over rows, reading two tensors (LayerNorm's dweight, dbias)
+constexpr int64_t kRowPasses = 4;        // a row read in two or three passes (LayerNorm forward, cross-entropy rows)
+constexpr int64_t kExp = 8;              // an exp, or a random draw, per element (softmax, dropout, rand)
+constexpr int64_t kRowBackward = 8;      // a row's backward: two sums, then a pass that uses both (LayerNorm)
+constexpr int64_t kOptimizerUpdate = 8;  // a few multiply-adds, a square root and a division per element
+constexpr int64_t kTwoDraws = 16;        // Box-Muller: per pair, two draws, a log, a square root, a sine and a cosine
+// A multiply-add vectorises 16-fold on these cores: FLOPs per element operation.
+constexpr int64_t kFlopsPerOperation = 16;
+// Matrix products share their work out in FLOPs (2 M N K a product), from:
+constexpr double kBatchSplitFlops = 5e5;  // a batch of products, each whole on one thread: ~ kParallelGrain operations
+constexpr double kTaskSplitFlops = 1e6;   // tiled attention's tasks: two small products and a softmax each
+constexpr double kGemmSplitFlops = 8e6;   // one product cut in tiles: each tile packs the other operand again
+}  // namespace cost
+
+// Whether work counted this way (in the unit of threshold) over `tasks` pieces is worth
+// sharing out now: more than one piece, more than one thread, not already inside a
+// parallel region, and at least threshold of it.
+bool worth_threads(int64_t tasks, double work, double threshold);
 
 int num_threads();
 void set_num_threads(int n);  // our OpenMP loops, GEMM tiles included
@@ -30,12 +56,13 @@ class NumThreadsGuard {
   int prev_;
 };
 
-// Calls f(begin, end) over [0, n) in pieces, in parallel when n * cost >= grain.
+// Calls f(begin, end) over [0, n) in pieces, in parallel when n * work_per_item (element
+// operations) reaches kParallelGrain.
 template <class F>
 void parallel_for(int64_t n, int64_t work_per_item, F&& f) {
   if (n <= 0) return;
   int threads = num_threads();
-  if (threads <= 1 || n < 2 || n * work_per_item < kParallelGrain || in_parallel_region()) {
+  if (!worth_threads(n, double(n) * double(work_per_item), double(kParallelGrain))) {
     f(int64_t(0), n);
     return;
   }

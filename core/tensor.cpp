@@ -557,7 +557,7 @@ Tensor uniform(const Shape& shape, double lo, double hi, DType dtype, Generator*
   dispatch_float(dtype, "uniform", [&](auto tag) {
     using T = decltype(tag);
     T* p = t.data<T>();
-    parallel_for(n, 8, [&](int64_t b, int64_t e) {
+    parallel_for(n, cost::kExp, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; i++) {
         T v = static_cast<T>(lo + (hi - lo) * gen.uniform(first + i));
         p[i] = v < static_cast<T>(hi) ? v : static_cast<T>(lo);  // float rounding may reach hi
@@ -576,7 +576,7 @@ Tensor normal(const Shape& shape, double mean, double std, DType dtype, Generato
   dispatch_float(dtype, "normal", [&](auto tag) {
     using T = decltype(tag);
     T* p = t.data<T>();
-    parallel_for((n + 1) / 2, 16, [&](int64_t b, int64_t e) {
+    parallel_for((n + 1) / 2, cost::kTwoDraws, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; i++) {
         double u1 = 1.0 - gen.uniform(first + 2 * i), u2 = gen.uniform(first + 2 * i + 1);
         double r = std::sqrt(-2.0 * std::log(u1)), th = 2.0 * M_PI * u2;

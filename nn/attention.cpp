@@ -39,7 +39,7 @@ Tensor dropout_keep(const Shape& shape, DType dtype, const DropoutDraws draws) {
   dispatch_float(dtype, kOp, [&](auto tag) {
     using T = decltype(tag);
     T* k = keep.data<T>();
-    parallel_for(keep.numel(), 8, [&](int64_t b, int64_t e) {
+    parallel_for(keep.numel(), cost::kExp, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; i++) k[i] = draws.factor<T>((uint64_t)i);
     });
   });

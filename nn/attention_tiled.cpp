@@ -54,7 +54,7 @@ std::vector<int64_t> head_starts(const Tensor& t, int64_t heads) {
 
 template <class F>
 void over_tasks(int64_t tasks, double flops_each, F&& f) {
-  if (tasks >= 2 && num_threads() > 1 && !in_parallel_region() && flops_each * double(tasks) >= 1e6) {
+  if (worth_threads(tasks, flops_each * double(tasks), cost::kTaskSplitFlops)) {
 #pragma omp parallel for schedule(static)
     for (int64_t t = 0; t < tasks; t++) f(t);
   } else {

@@ -25,7 +25,7 @@ namespace {
 template <class T>
 void layer_norm_forward(T* out, double* mean, double* rstd, const T* x, const T* weight, const T* bias, int64_t R,
                         int64_t C, double eps) {
-  parallel_for(R, C * 4, [&](int64_t rb, int64_t re) {
+  parallel_for(R, C * cost::kRowPasses, [&](int64_t rb, int64_t re) {
     for (int64_t r = rb; r < re; r++) {
       const T* xr = x + r * C;
       const double m = vec::lane_sum<double>(C, [&](int64_t c) { return xr[c]; }) / (double)C;
@@ -51,7 +51,7 @@ void layer_norm_forward(T* out, double* mean, double* rstd, const T* x, const T*
 template <class T>
 void layer_norm_backward_input(T* dx, const T* dy, const T* x, const double* mean, const double* rstd,
                                const T* weight, int64_t R, int64_t C) {
-  parallel_for(R, C * 8, [&](int64_t rb, int64_t re) {
+  parallel_for(R, C * cost::kRowBackward, [&](int64_t rb, int64_t re) {
     for (int64_t r = rb; r < re; r++) {
       const T* g = dy + r * C;
       const T* xr = x + r * C;
@@ -70,7 +70,7 @@ void layer_norm_backward_input(T* dx, const T* dy, const T* x, const double* mea
 template <class T>
 void layer_norm_backward_params(T* dweight, T* dbias, const T* dy, const T* x, const double* mean,
                                 const double* rstd, int64_t R, int64_t C) {
-  parallel_for(C, R * 2, [&](int64_t cb, int64_t ce) {
+  parallel_for(C, R * cost::kColumnPass, [&](int64_t cb, int64_t ce) {
     std::vector<double> dw(ce - cb, 0.0), db(ce - cb, 0.0);
     for (int64_t r = 0; r < R; r++) {
       const T* g = dy + r * C + cb;
@@ -94,7 +94,7 @@ void layer_norm_backward_params(T* dweight, T* dbias, const T* dy, const T* x, c
 template <class T>
 void cross_entropy_forward(double* loss_row, double* lse, const T* logits, const int64_t* target, int64_t R,
                            int64_t V, int64_t ignore_index, double smoothing) {
-  parallel_for(R, V * 4, [&](int64_t rb, int64_t re) {
+  parallel_for(R, V * cost::kRowPasses, [&](int64_t rb, int64_t re) {
     for (int64_t r = rb; r < re; r++) {
       if (target[r] == ignore_index) {
         loss_row[r] = 0;
@@ -116,7 +116,7 @@ void cross_entropy_forward(double* loss_row, double* lse, const T* logits, const
 template <class T>
 void cross_entropy_backward(T* dlogits, const T* logits, const double* lse, const int64_t* target, int64_t R,
                             int64_t V, int64_t ignore_index, double smoothing, double scale) {
-  parallel_for(R, V * 4, [&](int64_t rb, int64_t re) {
+  parallel_for(R, V * cost::kRowPasses, [&](int64_t rb, int64_t re) {
     for (int64_t r = rb; r < re; r++) {
       T* d = dlogits + r * V;
       if (target[r] == ignore_index) {

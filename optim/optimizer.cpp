@@ -23,7 +23,7 @@ void check_range(const char* op, const char* name, double v, double lo, double h
 // Calls f(begin, end) over a parameter's elements, in parallel for large tensors.
 template <class F>
 void over(int64_t n, F&& f) {
-  parallel_for(n, 8, f);
+  parallel_for(n, cost::kOptimizerUpdate, f);
 }
 
 }  // namespace
