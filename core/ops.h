@@ -5,14 +5,19 @@
 // |------------------------|------------------------|------------------------------------------------------|
 // | add(a, b)              | -                      | da = g, db = g (summed to each shape by the engine)  |
 // | sub(a, b)              | -                      | da = g, db = -g                                      |
+// | rsub(s, a)  (s - a)    | -                      | da = -g                                              |
 // | mul(a, b)              | a, b                   | da = g*b, db = g*a                                   |
 // | div(a, b)              | a, b                   | da = g/b, db = -g*a/b^2                              |
+// | rdiv(s, a)  (s / a)    | a                      | da = -g*s/a^2                                        |
+// | maximum(a, b)          | a, b                   | g to the larger (half each where equal)              |
+// | minimum(a, b)          | a, b                   | g to the smaller (half each where equal)             |
 // | pow(a, p)  (p scalar)  | a                      | da = g*p*a^(p-1)                                     |
 // | pow(a, b)              | a, b, out              | da = g*b*a^(b-1), db = g*out*log(a)                  |
 // | neg(a)                 | -                      | da = -g                                              |
 // | exp(a)                 | out                    | da = g*out                                           |
 // | log(a)                 | a                      | da = g/a                                             |
 // | sqrt(a)                | out                    | da = g/(2*out)                                       |
+// | square(a)              | a                      | da = 2*g*a                                           |
 // | rsqrt(a)               | out                    | da = -g*out^3/2                                      |
 // | abs(a)                 | a                      | da = g*sign(a)                                       |
 // | tanh(a)                | out                    | da = g*(1-out^2)                                     |
@@ -24,18 +29,24 @@
 // | mean(a, dims)          | -                      | da = g/n broadcast back                              |
 // | amax / amin(a, dims)   | a, out                 | da = g split evenly among the tied extreme elements  |
 // | max(a, dim) -> (v, i)  | indices                | da = g scattered to the indices                      |
+// | max(a)  (all elements) | (amax)                 |                                                      |
+// | argmax / argmin        | no gradient            | (int64 indices)                                      |
+// | eq ne lt le gt ge      | no gradient            | (bool results)                                       |
+// | logical_and _or _not   | no gradient            | (bool results)                                       |
 // | var(a, dims)           | composed of primitives | (mean, sub, mul, sum)                                |
 // | matmul(a, b)           | a, b                   | da = g@b^T, db = a^T@g (batch dims summed by engine) |
+// | linear(x, w, bias)     | x, w                   | dx = g@w, dw = g^T@x (over all rows), dbias = sum(g) |
 // | softmax(a, dim)        | out                    | da = out*(g - sum(g*out, dim))                       |
 // | log_softmax(a, dim)    | out                    | da = g - exp(out)*sum(g, dim)                        |
 // | masked_fill(a, m, v)   | m                      | da = g where !m, 0 where m                           |
 // | where(c, a, b)         | c                      | da = g where c, db = g where !c                      |
 // | cat(ts, dim)           | sizes                  | each input gets its slice of g                       |
 // | stack(ts, dim)         | (cat of unsqueezed)    |                                                      |
-// | split(a, sizes, dim)   | (narrow views)         |                                                      |
 // | index_select(a, d, i)  | i                      | da = index_add of g at i (scatter-add)               |
 // | gather(a, d, i)        | i                      | da = scatter_add of g at i                           |
-// | dropout(a, p)          | mask                   | da = g*mask/(1-p)                                    |
+// | split / chunk          | (narrow views)         |                                                      |
+// | embedding_lookup(w, i) | (index_select)         | dw = index_add of g at i                             |
+// | dropout(a, p)          | generator seed, first  | da = g*keep/(1-p), keep drawn again from the seed    |
 // | views (tensor.h)       | sizes                  | the inverse view; narrow/select put g into zeros     |
 //
 // Binary ops broadcast as NumPy and PyTorch do and require both operands to have the same
