@@ -4,7 +4,7 @@
 // reference alternating. Raw sgemm runs with OpenBLAS's own threading at our thread
 // count; ember runs OpenBLAS on one thread per tile and threads the tiles itself.
 //
-//   bench_matmul [--reps N] [--json FILE]
+//   bench_matmul [--reps N] [--threads N] [--json FILE]
 #include <cblas.h>
 
 extern "C" void openblas_set_num_threads(int);
@@ -17,12 +17,22 @@ extern "C" void openblas_set_num_threads(int);
 #include <tuple>
 #include <vector>
 
-#include "core/ops.h"
 #include "cli/cli.h"
+#include "core/error.h"
+#include "core/file_io.h"
+#include "core/ops.h"
 #include "core/parallel.h"
 
 using namespace ember;
 using Clock = std::chrono::steady_clock;
+
+// printf into a string
+template <class... A>
+static std::string format(const char* f, A... a) {
+  std::string s((size_t)std::snprintf(nullptr, 0, f, a...), '\0');
+  std::snprintf(s.data(), s.size() + 1, f, a...);
+  return s;
+}
 
 template <class F>
 static double seconds(F&& f) {
@@ -55,20 +65,7 @@ struct Case {
   bool linear = false;  // ember::linear with a bias (a Linear layer) instead of matmul
 };
 
-int main(int argc, char** argv) {
-  int reps = 15;
-  std::string json;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string k = argv[i];
-    try {
-      if (k == "--reps") reps = (int)cli::parse_int(k, argv[i + 1], 1);
-      else if (k == "--json") json = argv[i + 1];
-      else throw cli::UsageError{"unknown option " + k};
-    } catch (const cli::UsageError& e) {
-      std::fprintf(stderr, "bench_matmul: %s\nusage: bench_matmul [--reps N] [--json FILE]\n", e.message.c_str());
-      return 2;
-    }
-  }
+static int bench(int reps, const std::string& json) {
   const std::vector<Case> cases = {
       {"[4096x512]x[512x512]", 1, 4096, 512, 512, false, false},
       {"[4096x512]x[512x512]^T (Linear)", 1, 4096, 512, 512, true, false},
@@ -83,8 +80,7 @@ int main(int argc, char** argv) {
   std::printf("threads: %d\n", num_threads());
   std::printf("%-34s %12s %12s %8s %10s %10s\n", "shape", "ember ms", "sgemm ms", "ratio", "ember GF/s",
               "sgemm GF/s");
-  FILE* js = json.empty() ? nullptr : std::fopen(json.c_str(), "w");
-  if (js) std::fprintf(js, "{\"threads\": %d, \"cases\": [\n", num_threads());
+  std::string js = format("{\"threads\": %d, \"cases\": [\n", num_threads());
   for (size_t ci = 0; ci < cases.size(); ci++) {
     const Case& c = cases[ci];
     Tensor a = randn({c.batch, c.M, c.K});
@@ -128,16 +124,27 @@ int main(int argc, char** argv) {
     }
     std::printf("%-34s %12.3f %12.3f %8.3f %10.1f %10.1f\n", c.name, ours * 1e3, ref * 1e3, ours / ref,
                 flops / ours * 1e-9, flops / ref * 1e-9);
-    if (js)
-      std::fprintf(js,
-                   "  {\"shape\": \"%s\", \"ember_ms\": %.4f, \"sgemm_ms\": %.4f, \"ratio\": %.4f, "
+    js += format("  {\"shape\": \"%s\", \"ember_ms\": %.4f, \"sgemm_ms\": %.4f, \"ratio\": %.4f, "
                    "\"ember_gflops\": %.2f, \"sgemm_gflops\": %.2f}%s\n",
-                   c.name, ours * 1e3, ref * 1e3, ours / ref, flops / ours * 1e-9, flops / ref * 1e-9,
-                   ci + 1 < cases.size() ? "," : "");
+                 c.name, ours * 1e3, ref * 1e3, ours / ref, flops / ours * 1e-9, flops / ref * 1e-9,
+                 ci + 1 < cases.size() ? "," : "");
   }
-  if (js) {
-    std::fprintf(js, "]}\n");
-    std::fclose(js);
-  }
+  js += "]}\n";
+  if (!json.empty()) io::replace_file(json, js.data(), js.size(), "bench_matmul");
   return 0;
+}
+
+int main(int argc, char** argv) {
+  return cli::run("bench_matmul", [&] {
+    CLI::App app{"Times ember::matmul and Linear against raw cblas_sgemm on the same shapes.", "bench_matmul"};
+    int reps = 15, threads = num_threads();
+    std::string json;
+    cli::integer(app, "--reps", reps, 1, 1000000, "timed repetitions per case (the median is reported)");
+    cli::integer(app, "--threads", threads, 1, cli::kMaxThreads, "threads (default: OMP_NUM_THREADS or the cores)");
+    cli::text(app, "--json", json, "also write the table to this file as JSON");
+    cli::parse(app, argc, argv);
+    if (!json.empty()) cli::check_output_file("bench_matmul", json, "the JSON table (--json)");
+    set_num_threads(threads);
+    return bench(reps, json);
+  });
 }

@@ -8,7 +8,7 @@
 // after --warmup untimed ones. FLOPs as in the PyTorch script: forward
 // 8 B L E^2 + 4 B L^2 E, forward+backward three times that.
 //
-//   bench_mha [--runs N] [--warmup N] [--json FILE]
+//   bench_mha [--runs N] [--warmup N] [--threads N] [--json FILE]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -19,6 +19,8 @@
 
 #include "cli/cli.h"
 #include "core/autograd.h"
+#include "core/error.h"
+#include "core/file_io.h"
 #include "core/ops.h"
 #include "core/parallel.h"
 #include "nn/multihead_attention.h"
@@ -27,6 +29,14 @@ using namespace ember;
 using Clock = std::chrono::steady_clock;
 
 namespace {
+
+// printf into a string
+template <class... A>
+std::string format(const char* f, A... a) {
+  std::string s((size_t)std::snprintf(nullptr, 0, f, a...), '\0');
+  std::snprintf(s.data(), s.size() + 1, f, a...);
+  return s;
+}
 
 std::vector<double> time_runs(const std::function<void()>& f, const std::function<void()>& reset, int runs, int warmup) {
   for (int i = 0; i < warmup; i++) {
@@ -46,31 +56,14 @@ std::vector<double> time_runs(const std::function<void()>& f, const std::functio
   return ms;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  int runs = 20, warmup = 5;
-  std::string json;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string a = argv[i];
-    try {
-      if (a == "--runs") runs = (int)cli::parse_int(a, argv[i + 1], 1);
-      else if (a == "--warmup") warmup = (int)cli::parse_int(a, argv[i + 1], 0);
-      else if (a == "--json") json = argv[i + 1];
-      else throw cli::UsageError{"unknown option " + a};
-    } catch (const cli::UsageError& e) {
-      std::fprintf(stderr, "bench_mha: %s\nusage: bench_mha [--runs N] [--warmup N] [--json FILE]\n", e.message.c_str());
-      return 2;
-    }
-  }
+int bench(int runs, int warmup, const std::string& json) {
   struct Shape4 {
     int64_t B, L, E, H;
   };
   const std::vector<Shape4> shapes = {{2, 5, 512, 8}, {32, 64, 512, 8}, {32, 128, 256, 4}, {8, 256, 512, 8}};
   std::printf("# ember nn::MultiHeadAttention, %d threads; times in ms; GFLOP/s from the median\n", num_threads());
   std::printf("%3s %4s %4s %2s %-11s %9s %9s %5s %8s\n", "B", "L", "E", "H", "mode", "median", "min", "n", "GFLOP/s");
-  FILE* js = json.empty() ? nullptr : std::fopen(json.c_str(), "w");
-  if (js) std::fprintf(js, "{\"threads\": %d, \"results\": [\n", num_threads());
+  std::string js = format("{\"threads\": %d, \"results\": [\n", num_threads());
   bool first_row = true;
   for (auto [B, L, E, H] : shapes) {
     Generator gen(1);
@@ -100,8 +93,7 @@ int main(int argc, char** argv) {
       const double med = ms[ms.size() / 2];
       std::printf("%3lld %4lld %4lld %2lld %-11s %9.3f %9.3f %5zu %8.1f\n", (long long)B, (long long)L, (long long)E,
                   (long long)H, m.name, med, ms.front(), ms.size(), m.flops / (med * 1e-3) / 1e9);
-      if (js)
-        std::fprintf(js, "%s  {\"batch\": %lld, \"seq\": %lld, \"embed\": %lld, \"heads\": %lld, \"mode\": \"%s\", "
+      js += format("%s  {\"batch\": %lld, \"seq\": %lld, \"embed\": %lld, \"heads\": %lld, \"mode\": \"%s\", "
                      "\"median_ms\": %.4f, \"min_ms\": %.4f, \"n\": %zu, \"gflops\": %.2f}",
                      first_row ? "" : ",\n", (long long)B, (long long)L, (long long)E, (long long)H, m.name, med,
                      ms.front(), ms.size(), m.flops / (med * 1e-3) / 1e9);
@@ -109,9 +101,25 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
     }
   }
-  if (js) {
-    std::fprintf(js, "\n]}\n");
-    std::fclose(js);
-  }
+  js += "\n]}\n";
+  if (!json.empty()) io::replace_file(json, js.data(), js.size(), "bench_mha");
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return cli::run("bench_mha", [&] {
+    CLI::App app{"Times nn::MultiHeadAttention as ../shared/bench/torch_mha_bench.py times PyTorch's.", "bench_mha"};
+    int runs = 20, warmup = 5, threads = num_threads();
+    std::string json;
+    cli::integer(app, "--runs", runs, 1, 1000000, "timed runs at least (more for fast cases)");
+    cli::integer(app, "--warmup", warmup, 0, 1000000, "untimed runs first");
+    cli::integer(app, "--threads", threads, 1, cli::kMaxThreads, "threads (default: OMP_NUM_THREADS or the cores)");
+    cli::text(app, "--json", json, "also write the results to this file as JSON");
+    cli::parse(app, argc, argv);
+    if (!json.empty()) cli::check_output_file("bench_mha", json, "the JSON results (--json)");
+    set_num_threads(threads);
+    return bench(runs, warmup, json);
+  });
 }

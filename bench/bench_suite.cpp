@@ -2,7 +2,7 @@
 // MultiHeadAttention at fixed shapes (bench_matmul and bench_mha do those), each timed as
 // bench/torch_suite.py times the same workload in PyTorch:
 //
-//   bench_suite ops  [--json FILE]    LayerNorm, softmax and cross-entropy forward+backward
+//   bench_suite ops [--json FILE]     LayerNorm, softmax and cross-entropy forward+backward
 //                                     at training shapes; MultiHeadAttention forward+backward
 //                                     for L = 64 .. 1024 at B = 4, E = 256, H = 4
 //   bench_suite train --data DIR [--json FILE]
@@ -13,7 +13,8 @@
 //                                     in this fresh process; prints the peak resident memory
 //                                     it added, in MB
 //
-// Times are medians over at least 5 runs and 0.3 s, after 3 untimed ones.
+// Times are medians over at least 5 runs and 0.3 s, after 3 untimed ones. Every command
+// takes --threads N (default: OMP_NUM_THREADS or the cores).
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -24,7 +25,10 @@
 #include <string>
 #include <vector>
 
+#include "cli/cli.h"
 #include "core/autograd.h"
+#include "core/error.h"
+#include "core/file_io.h"
 #include "core/ops.h"
 #include "core/parallel.h"
 #include "core/random.h"
@@ -80,23 +84,26 @@ void print_row(const Row& r) {
   std::fflush(stdout);
 }
 
+// printf into a string
+template <class... A>
+std::string format(const char* f, A... a) {
+  std::string s((size_t)std::snprintf(nullptr, 0, f, a...), '\0');
+  std::snprintf(s.data(), s.size() + 1, f, a...);
+  return s;
+}
+
 void write_json(const std::string& path, const std::vector<Row>& rows) {
   if (path.empty()) return;
-  FILE* f = std::fopen(path.c_str(), "w");
-  if (!f) {
-    std::fprintf(stderr, "bench_suite: cannot write %s\n", path.c_str());
-    std::exit(1);
-  }
-  std::fprintf(f, "{\"threads\": %d, \"results\": [\n", num_threads());
+  std::string js = format("{\"threads\": %d, \"results\": [\n", num_threads());
   for (size_t i = 0; i < rows.size(); i++) {
     const Row& r = rows[i];
-    std::fprintf(f, "  {\"workload\": \"%s\", \"shape\": \"%s\", \"ms\": %.5f, \"gflops\": %.3f", r.workload.c_str(),
+    js += format("  {\"workload\": \"%s\", \"shape\": \"%s\", \"ms\": %.5f, \"gflops\": %.3f", r.workload.c_str(),
                  r.shape.c_str(), r.ms, r.gflops);
-    if (!r.extra_name.empty()) std::fprintf(f, ", \"%s\": %.3f", r.extra_name.c_str(), r.extra);
-    std::fprintf(f, "}%s\n", i + 1 < rows.size() ? "," : "");
+    if (!r.extra_name.empty()) js += format(", \"%s\": %.3f", r.extra_name.c_str(), r.extra);
+    js += format("}%s\n", i + 1 < rows.size() ? "," : "");
   }
-  std::fprintf(f, "]}\n");
-  std::fclose(f);
+  js += "]}\n";
+  io::replace_file(path, js.data(), js.size(), "bench_suite");
 }
 
 std::string shape_of(std::initializer_list<int64_t> dims) {
@@ -176,18 +183,33 @@ std::vector<Row> run_train(const std::string& dir) {
   using seq2seq::Example;
   using text::CharVocab;
   auto train_pairs = text::read_pairs(dir + "/train.tsv");
+  const int64_t batch = 64;
+  if ((int64_t)train_pairs.size() < batch)
+    fail("bench_suite train", "'", dir, "/train.tsv' holds ", train_pairs.size(), " pairs; expected at least ", batch,
+         " (one batch)");
   auto valid_pairs = text::read_pairs(dir + "/valid.tsv");
   std::vector<std::string> sources, targets;
   for (auto& p : train_pairs) sources.push_back(p.source), targets.push_back(p.target);
   CharVocab src_vocab = CharVocab::build(sources), tgt_vocab = CharVocab::build(targets);
   auto train_set = seq2seq::encode_pairs(train_pairs, dir + "/train.tsv", src_vocab, tgt_vocab);
   auto valid_set = seq2seq::encode_pairs(valid_pairs, dir + "/valid.tsv", src_vocab, tgt_vocab);
+  const int64_t max_len = 64;
+  // the model's positions: a source of max_len, a target of max_len - 1 after <s>
+  auto check_lengths = [&](const std::vector<text::Pair>& pairs, const std::vector<seq2seq::Example>& set,
+                           const std::string& file) {
+    for (size_t i = 0; i < set.size(); i++)
+      if ((int64_t)set[i].source.size() > max_len || (int64_t)set[i].target.size() + 1 > max_len)
+        fail("bench_suite train", file, ":", pairs[i].line, ": a pair of ", set[i].source.size(), " and ",
+             set[i].target.size(), " characters; expected at most ", max_len, " and ", max_len - 1);
+  };
+  check_lengths(train_pairs, train_set, dir + "/train.tsv");
+  check_lengths(valid_pairs, valid_set, dir + "/valid.tsv");
 
   nn::TransformerConfig cfg;
   cfg.src_vocab = src_vocab.size();
   cfg.tgt_vocab = tgt_vocab.size();
   cfg.d_model = 128, cfg.nhead = 4, cfg.num_encoder_layers = 2, cfg.num_decoder_layers = 2;
-  cfg.dim_feedforward = 512, cfg.dropout = 0.1, cfg.max_len = 64;
+  cfg.dim_feedforward = 512, cfg.dropout = 0.1, cfg.max_len = max_len;
   manual_seed(1);
   Generator init_gen(1);
   nn::Transformer model(cfg, &init_gen);
@@ -197,7 +219,6 @@ std::vector<Row> run_train(const std::string& dir) {
   model.train();
 
   // batches of 64 consecutive pairs of the file, as bench/torch_suite.py takes them
-  const int64_t batch = 64;
   std::vector<seq2seq::Batch> batches;
   for (size_t first = 0; first + batch <= train_set.size() && batches.size() < 50; first += batch) {
     std::vector<const Example*> rows;
@@ -240,6 +261,9 @@ std::vector<Row> run_train(const std::string& dir) {
   return rows;
 }
 
+// The longest sequence attn-mem takes: its attention runs tiled, in memory linear in L.
+constexpr int64_t kMaxMemLength = int64_t(1) << 16;
+
 int attention_memory(int64_t L) {
   Generator gen(3);
   MhaCase c(4, L, 256, 4, gen);
@@ -249,41 +273,36 @@ int attention_memory(int64_t L) {
   return 0;
 }
 
-int usage() {
-  std::fprintf(stderr, "usage: bench_suite ops [--json FILE]\n"
-                       "       bench_suite train --data DIR [--json FILE]\n"
-                       "       bench_suite attn-mem L\n");
-  return 2;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2) return usage();
-  const std::string what = argv[1];
-  std::string json, data = "data/dates";
-  if (what == "attn-mem") {
-    if (argc != 3) return usage();
-    char* end = nullptr;
-    const long L = std::strtol(argv[2], &end, 10);
-    if (*end || L <= 0) return usage();
-    return attention_memory(L);
-  }
-  for (int i = 2; i < argc; i += 2) {
-    const std::string k = argv[i];
-    if (i + 1 >= argc) return usage();
-    if (k == "--json") json = argv[i + 1];
-    else if (k == "--data") data = argv[i + 1];
-    else return usage();
-  }
-  std::printf("threads: %d\n", num_threads());
-  try {
-    if (what == "ops") write_json(json, run_ops());
-    else if (what == "train") write_json(json, run_train(data));
-    else return usage();
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "bench_suite: %s\n", e.what());
-    return 1;
-  }
-  return 0;
+  const char* op = "bench_suite";
+  return cli::run(op, [&] {
+    CLI::App app{"Times the benchmark table's layer ops, attention scaling and memory, and a training step.", op};
+    app.require_subcommand(1);
+    app.fallthrough();  // --threads after the command, too
+    int threads = num_threads();
+    std::string json, data = "data/dates";
+    int64_t L = 0;
+    cli::integer(app, "--threads", threads, 1, cli::kMaxThreads, "threads (default: OMP_NUM_THREADS or the cores)");
+    CLI::App* ops = app.add_subcommand("ops", "LayerNorm, softmax, cross-entropy; attention for L = 64 .. 1024");
+    cli::text(*ops, "--json", json, "also write the results to this file as JSON");
+    CLI::App* train = app.add_subcommand("train", "one training step of the date translator, and greedy decoding");
+    cli::text(*train, "--data", data, "the directory holding train.tsv and valid.tsv");
+    cli::text(*train, "--json", json, "also write the results to this file as JSON");
+    CLI::App* mem = app.add_subcommand("attn-mem", "the peak memory one attention forward+backward adds, in MB");
+    cli::integer(*mem, "L", L, 1, kMaxMemLength, "the sequence length")->required();
+    cli::parse(app, argc, argv);
+    set_num_threads(threads);
+    if (mem->parsed()) {
+      // x, its gradient, q, k, v, the output and their gradients, tiled: linear in L
+      cli::check_fits_in_memory(op, 40.0 * 4 * 4 * double(L) * 256, cat_str("attention at L = ", L));
+      return attention_memory(L);
+    }
+    if (!json.empty()) cli::check_output_file(op, json, "the JSON results (--json)");
+    std::printf("threads: %d\n", num_threads());
+    if (ops->parsed()) write_json(json, run_ops());
+    else write_json(json, run_train(data));
+    return 0;
+  });
 }

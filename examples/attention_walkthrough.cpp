@@ -15,7 +15,7 @@
 //   attention_walkthrough [--out DIR] [--seed N]
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -38,32 +38,18 @@ void step(int n, const std::string& what, const Tensor& t) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string out = "runs/walkthrough";
-  uint64_t seed = 1;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string a = argv[i];
-    if (a == "--out") out = argv[i + 1];
-    else if (a == "--seed") {
-      try {
-        seed = (uint64_t)cli::parse_int(a, argv[i + 1], 0);
-      } catch (const cli::UsageError& e) {
-        std::fprintf(stderr, "attention_walkthrough: %s\n", e.message.c_str());
-        return 2;
-      }
-    } else {
-      std::fprintf(stderr, "attention_walkthrough: unknown option %s\nusage: attention_walkthrough [--out DIR] [--seed N]\n",
-                   a.c_str());
-      return 2;
-    }
-  }
-  if (argc % 2 == 0) {
-    std::fprintf(stderr, "attention_walkthrough: missing value after %s\n", argv[argc - 1]);
-    return 2;
-  }
-  try {
+  return cli::run("attention_walkthrough", [&] {
+    CLI::App app{"Multi-head self-attention step by step, with its shapes, checked against nn::MultiHeadAttention.",
+                 "attention_walkthrough"};
+    std::string out = "runs/walkthrough";
+    int64_t seed = 1;
+    cli::text(app, "--out", out, "directory for the attention maps (PNG)");
+    cli::integer(app, "--seed", seed, 0, std::numeric_limits<int64_t>::max(), "random seed of the weights");
+    cli::parse(app, argc, argv);
+    cli::make_output_dir("--out", out);
     NoGradGuard no_grad;
     const int64_t vocab = 10, d_model = 512, heads = 8, d_k = d_model / heads, B = 2, L = 5;
-    Generator gen(seed);
+    Generator gen((uint64_t)seed);
     nn::Embedding embed(vocab, d_model, /*padding_idx=*/0, &gen);
     nn::PositionalEncoding pos(d_model, 64);
     nn::MultiHeadAttention mha(d_model, heads, 0, 0, /*bias=*/false, 0.0, &gen);
@@ -112,9 +98,6 @@ int main(int argc, char** argv) {
               pad_weight = std::max(pad_weight, wv[((b * heads + h) * L + i) * L + j]);
     std::printf("largest weight on a pad key: %g\n\n", pad_weight);
 
-    std::error_code ec;
-    std::filesystem::create_directories(out, ec);
-    if (ec) fail("attention_walkthrough", "cannot create '", out, "': ", ec.message());
     for (int64_t b = 0; b < B; b++) {
       std::vector<std::string> labels;
       for (int64_t j = 0; j < L; j++) {
@@ -146,8 +129,5 @@ int main(int argc, char** argv) {
       return 1;
     }
     return 0;
-  } catch (const Error& e) {
-    std::fprintf(stderr, "attention_walkthrough: %s\n", e.what());
-    return 1;
-  }
+  });
 }

@@ -7,39 +7,18 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
+#include <limits>
 #include <string>
+#include <vector>
 
 #include "cli/cli.h"
 #include "core/ops.h"
 
 using namespace ember;
 
-int main(int argc, char** argv) {
-  int steps = 2000, hidden = 32;
-  double lr = 0.05, momentum = 0.9;
-  uint64_t seed = 0;
-  try {
-    for (int i = 1; i + 1 < argc; i += 2) {
-      std::string k = argv[i], v = argv[i + 1];
-      if (k == "--steps") steps = (int)cli::parse_int(k, v, 1);
-      else if (k == "--hidden") hidden = (int)cli::parse_int(k, v, 1);
-      else if (k == "--lr") lr = cli::parse_real(k, v, 0.0);
-      else if (k == "--seed") seed = (uint64_t)cli::parse_int(k, v, 0);
-      else {
-        std::fprintf(stderr, "fit_sine: unknown flag %s (flags: --steps --hidden --lr --seed)\n", argv[i]);
-        return 2;
-      }
-    }
-  } catch (const cli::UsageError& e) {
-    std::fprintf(stderr, "fit_sine: %s\n", e.message.c_str());
-    return 2;
-  }
-  if (argc % 2 == 0) {
-    std::fprintf(stderr, "fit_sine: flag %s needs a value\n", argv[argc - 1]);
-    return 2;
-  }
+namespace {
 
+int fit(int64_t steps, int64_t hidden, double lr, double momentum, uint64_t seed) {
   Generator gen(seed);
   // data: n points on [-pi, pi] and their sines
   const int64_t n = 256;
@@ -60,10 +39,10 @@ int main(int argc, char** argv) {
   std::vector<Tensor> params{w1, b1, w2, b2}, velocity;
   for (const Tensor& p : params) velocity.push_back(zeros_like(p));
 
-  std::printf("fitting sin(x) on [-pi, pi] with a 1-%d-1 tanh MLP, %d steps, lr %g, momentum %g\n", hidden,
-              steps, lr, momentum);
+  std::printf("fitting sin(x) on [-pi, pi] with a 1-%lld-1 tanh MLP, %lld steps, lr %g, momentum %g\n",
+              (long long)hidden, (long long)steps, lr, momentum);
   double first = 0, last = 0;
-  for (int step = 1; step <= steps; step++) {
+  for (int64_t step = 1; step <= steps; step++) {
     Tensor pred = add(matmul(tanh(add(matmul(x, w1), b1)), w2), b2);
     Tensor loss = mean(square(sub(pred, y)));
     loss.backward();
@@ -76,10 +55,36 @@ int main(int argc, char** argv) {
       }
     }
     last = loss.item();
+    if (!std::isfinite(last))
+      fail("fit_sine", "the loss became ", last, " at step ", step, ": --lr ", lr, " is too large for this net");
     if (step == 1) first = last;
     if (step == 1 || step % (steps / 10 > 0 ? steps / 10 : 1) == 0)
-      std::printf("step %5d  loss %.6f\n", step, last);
+      std::printf("step %5lld  loss %.6f\n", (long long)step, last);
+  }
+  if (!(last < first)) {
+    std::fprintf(stderr, "fit_sine: the loss did not fall: %.6f at step 1, %.6f at step %lld\n", first, last,
+                 (long long)steps);
+    return 1;
   }
   std::printf("loss fell from %.4f to %.6f (%.0fx)\n", first, last, first / last);
-  return last < first ? 0 : 1;
+  return 0;
 }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return cli::run("fit_sine", [&] {
+    CLI::App app{"Fits y = sin(x) on [-pi, pi] with a 1-hidden-1 tanh MLP, by gradient descent with momentum.",
+                 "fit_sine"};
+    int64_t steps = 2000, hidden = 32, seed = 0;
+    double lr = 0.05;
+    const double momentum = 0.9;
+    cli::integer(app, "--steps", steps, 2, cli::kMaxSteps, "optimizer steps (the first loss is compared with the last)");
+    cli::integer(app, "--hidden", hidden, 1, int64_t(1) << 16, "hidden units");
+    cli::real(app, "--lr", lr, 1e-9, 10.0, "learning rate");
+    cli::integer(app, "--seed", seed, 0, std::numeric_limits<int64_t>::max(), "random seed of the initial weights");
+    cli::parse(app, argc, argv);
+    return fit(steps, hidden, lr, momentum, (uint64_t)seed);
+  });
+}
+

@@ -2,8 +2,9 @@
 // In float64, every input and parameter is compared with central finite differences of
 // sum(f(x) * u) for a random non-uniform upstream gradient u; then the same analytic
 // gradients computed in float32 are compared with the float64 ones - the drift a user
-// sees when training in float32. Exits 0 when the check passes, 1 when it fails, 2 on a
-// bad command line or impossible shapes.
+// sees when training in float32. Exits 0 when the check passes, 1 when it fails (or the
+// shapes would need more memory than the machine has), 2 on a bad command line, impossible
+// shapes, or shapes whose finite differences would take more than ten minutes.
 //
 //   gradcheck --list
 //   gradcheck NAME [--batch B] [--L L] [--S S] [--embed E] [--heads H] [--kdim K] [--vdim V]
@@ -11,11 +12,12 @@
 //                  [--mask none|padding|causal|full-row] [--noncontiguous]
 //                  [--eps X] [--atol X] [--rtol X] [--seed N]
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
-#include <map>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -111,8 +113,6 @@ Masks masks_of(const Flags& f) {
     std::vector<double> block(L * S, 0.0);
     for (int64_t s = 0; s < S; s++) block[s] = 1;
     m.attn = nn::AttentionMask::blocked(from_vector(block, {L, S}, kFloat64).to(kBool));
-  } else if (f.mask != "none") {
-    throw UsageError{"--mask must be none, padding, causal or full-row, got '" + f.mask + "'"};
   }
   return m;
 }
@@ -213,12 +213,18 @@ std::vector<Entry> entries() {
                "the fused attention op: q [batch, heads, L, embed/heads], k [.., S, ..], v [.., S, vdim/heads], --mask",
                [](const Flags& f, DType t) {
                  Generator g(f.options.seed);
-                 if (f.embed % f.heads) throw UsageError{"--embed must be a multiple of --heads"};
-                 const int64_t D = f.embed / f.heads, Dv = (f.vdim > 0 ? f.vdim : f.embed) / f.heads;
+                 const int64_t vdim = f.vdim > 0 ? f.vdim : f.embed;
+                 if (f.embed % f.heads)
+                   throw UsageError{"--embed needs a multiple of --heads " + std::to_string(f.heads) + ", got " +
+                                    std::to_string(f.embed)};
+                 if (vdim % f.heads)
+                   throw UsageError{"--vdim needs a multiple of --heads " + std::to_string(f.heads) + ", got " +
+                                    std::to_string(vdim)};
+                 const int64_t D = f.embed / f.heads, Dv = vdim / f.heads;
                  Case c;
                  c.inputs = {leaf({f.batch, f.heads, f.L, D}, t, g, f.noncontiguous),
                              leaf({f.batch, f.heads, S_of(f), D}, t, g, f.noncontiguous),
-                             leaf({f.batch, f.heads, S_of(f), std::max<int64_t>(Dv, 1)}, t, g, f.noncontiguous)};
+                             leaf({f.batch, f.heads, S_of(f), Dv}, t, g, f.noncontiguous)};
                  c.names = {"q", "k", "v"};
                  Masks m = masks_of(f);
                  nn::AttentionMask mask = m.padding.reshape({f.batch, 1, 1, S_of(f)}) | m.attn;
@@ -351,45 +357,105 @@ void list(const std::vector<Entry>& all) {
     if (e.self_test) std::printf("  %-30s %s\n", e.name.c_str(), e.what.c_str());
 }
 
+// Bytes a case may need, before building it: its inputs, parameters and activations
+// (x [batch, L, S], attention scores [batch, heads, L, S], widths up to the largest of
+// the sizes), in float64 and again in float32, with room for a layer's intermediates.
+double estimated_bytes(const Flags& f, const std::string& name) {
+  const bool attention = name.find("attention") != std::string::npos || name.find("_layer") != std::string::npos;
+  const double B = double(f.batch), L = double(f.L), S = double(S_of(f)), H = double(f.heads), V = double(f.vocab);
+  const double W = double(std::max({f.embed, f.kdim, f.vdim, f.ffn, f.in, f.out}));
+  const double elements = B * (L + S) * W + (attention ? H : 1.0) * B * L * S + 6 * W * W + V * W + B * L * V;
+  return (8.0 + 4.0) * 16 * elements;
+}
+
+// Finite differences evaluate the function twice per checked element: refuses checks
+// that would run longer than kMaxSeconds, from the time of one evaluation.
+constexpr double kMaxSeconds = 600;
+
+std::string duration_text(double seconds) {
+  char b[64];
+  if (seconds < 1e-3) std::snprintf(b, sizeof b, "%.0f us", seconds * 1e6);
+  else if (seconds < 1) std::snprintf(b, sizeof b, "%.0f ms", seconds * 1e3);
+  else if (seconds < 2 * 3600) std::snprintf(b, sizeof b, "%.0f s", seconds);
+  else if (seconds < 2 * 86400) std::snprintf(b, sizeof b, "%.0f hours", seconds / 3600);
+  else std::snprintf(b, sizeof b, "%.0f days", seconds / 86400);
+  return b;
+}
+
+void check_time(const Case& c, const std::string& name) {
+  int64_t elements = 0;
+  for (const Tensor& x : c.inputs)
+    if (x.requires_grad()) elements += x.numel();
+  NoGradGuard ng;
+  auto seconds_of_one = [&] {
+    const auto t0 = std::chrono::steady_clock::now();
+    c.f(c.inputs).to_vector<double>();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  double each = seconds_of_one();
+  if (2.0 * double(elements) * each <= kMaxSeconds) each = std::min(each, seconds_of_one());  // the first warms up
+  const double total = 2.0 * double(elements) * each;
+  if (total > kMaxSeconds)
+    throw UsageError{"checking " + name + " at these shapes perturbs " + std::to_string(elements) +
+                     " elements, with 2 evaluations of " + duration_text(each) + " each: about " +
+                     duration_text(total) + ", more than the " + duration_text(kMaxSeconds) +
+                     " allowed; finite differences are for small shapes (lower --batch, --L, --S or the widths)"};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::vector<Entry> all = entries();
-  try {
-    if (argc < 2) throw UsageError{"a name to check is needed (--list shows them)"};
-    const std::string name = argv[1];
-    if (name == "--list") {
+  return cli::run("gradcheck", [&] {
+    const std::vector<Entry> all = entries();
+    CLI::App app{"Checks the gradient of an op or a layer by finite differences in float64, and its float32 drift. "
+                 "Exits 0 when the check passes, 1 when it fails, 2 on a bad command line or impossible shapes.",
+                 "gradcheck"};
+    std::string name;
+    bool list_them = false;
+    Flags f;
+    int64_t seed = (int64_t)f.options.seed;
+    constexpr int64_t kMaxDim = 4096;  // finite differences are for small shapes
+    app.add_option("NAME", name, "what to check (--list shows the names)");
+    app.add_flag("--list", list_them, "list what can be checked");
+    cli::integer(app, "--batch", f.batch, 1, kMaxDim, "batch size");
+    cli::integer(app, "--L", f.L, 1, kMaxDim, "query length");
+    cli::integer(app, "--S", f.S, 1, kMaxDim, "key length (default: --L)")->default_str("");
+    cli::integer(app, "--embed", f.embed, 1, kMaxDim, "model width");
+    cli::integer(app, "--heads", f.heads, 1, kMaxDim, "attention heads");
+    cli::integer(app, "--kdim", f.kdim, 1, kMaxDim, "key width (default: --embed)")->default_str("");
+    cli::integer(app, "--vdim", f.vdim, 1, kMaxDim, "value width (default: --embed)")->default_str("");
+    cli::integer(app, "--ffn", f.ffn, 1, kMaxDim, "feed-forward width");
+    cli::integer(app, "--vocab", f.vocab, 2, 65536, "vocabulary size (cross_entropy ignores class 0)");
+    cli::integer(app, "--in", f.in, 1, kMaxDim, "linear's input width (default: --embed)")->default_str("");
+    cli::integer(app, "--out", f.out, 1, kMaxDim, "linear's output width (default: --embed)")->default_str("");
+    cli::integer(app, "--dim", f.dim, -3, 2, "softmax's dimension of x [batch, L, S]");
+    cli::real(app, "--smoothing", f.smoothing, 0.0, 1.0, "cross_entropy's label smoothing");
+    cli::choice(app, "--mask", f.mask, {"none", "padding", "causal", "full-row"}, "the attention mask");
+    app.add_flag("--noncontiguous", f.noncontiguous, "inputs as transposed or strided views");
+    cli::real(app, "--eps", f.options.eps, 1e-12, 1.0, "finite-difference step");
+    cli::real(app, "--atol", f.options.atol, 0.0, 1.0, "absolute tolerance");
+    cli::real(app, "--rtol", f.options.rtol, 0.0, 1.0, "relative tolerance");
+    cli::integer(app, "--seed", seed, 0, std::numeric_limits<int64_t>::max(), "random seed");
+    cli::parse(app, argc, argv);
+    f.options.seed = (uint64_t)seed;
+    if (list_them) {
       list(all);
       return 0;
     }
+    if (name.empty()) throw UsageError{"a name to check is needed (--list shows them)"};
     auto it = std::find_if(all.begin(), all.end(), [&](const Entry& e) { return e.name == name; });
-    if (it == all.end()) throw UsageError{"nothing named '" + name + "' to check (--list shows what there is)"};
-    Flags f;
-    std::map<std::string, int64_t*> ints = {{"--batch", &f.batch}, {"--L", &f.L},         {"--S", &f.S},
-                                            {"--embed", &f.embed}, {"--heads", &f.heads}, {"--kdim", &f.kdim},
-                                            {"--vdim", &f.vdim},   {"--ffn", &f.ffn},     {"--vocab", &f.vocab},
-                                            {"--in", &f.in},       {"--out", &f.out}};
-    for (int i = 2; i < argc; i++) {
-      const std::string a = argv[i];
-      if (a == "--noncontiguous") {
-        f.noncontiguous = true;
-        continue;
-      }
-      if (i + 1 >= argc) throw UsageError{"missing value after " + a};
-      const std::string v = argv[++i];
-      if (ints.count(a)) *ints[a] = cli::parse_int(a, v, 1);
-      else if (a == "--dim") f.dim = cli::parse_int(a, v, -8);
-      else if (a == "--mask") f.mask = v;
-      else if (a == "--smoothing") f.smoothing = cli::parse_real(a, v);
-      else if (a == "--eps") f.options.eps = cli::parse_real(a, v);
-      else if (a == "--atol") f.options.atol = cli::parse_real(a, v);
-      else if (a == "--rtol") f.options.rtol = cli::parse_real(a, v);
-      else if (a == "--seed") f.options.seed = (uint64_t)cli::parse_int(a, v, 0);
-      else throw UsageError{"unknown option " + a};
+    if (it == all.end())
+      throw UsageError{"nothing named " + printable(name) + " to check (--list shows what there is)"};
+    cli::check_fits_in_memory("gradcheck", estimated_bytes(f, name), "checking " + name + " at these shapes");
+    Case c;
+    try {
+      c = it->build(f, kFloat64);
+      check_time(c, name);
+    } catch (const OutOfMemory&) {
+      throw;
+    } catch (const Error& e) {  // shapes the op or the layer refuses
+      throw UsageError{e.what()};
     }
-    if (f.mask != "none" && f.mask != "padding" && f.mask != "causal" && f.mask != "full-row")
-      throw UsageError{"--mask must be none, padding, causal or full-row, got '" + f.mask + "'"};
-    Case c = it->build(f, kFloat64);
     std::printf("gradcheck %s: %s%s\n", name.c_str(), c.shapes.empty() ? "" : (c.shapes + ", ").c_str(),
                 shape_list(c).c_str());
     if (f.mask != "none") std::printf("  mask %s\n", f.mask.c_str());
@@ -399,11 +465,5 @@ int main(int argc, char** argv) {
     print_drift(c, f, *it);
     std::printf("\n%s\n", report.passed ? "PASSED" : "FAILED");
     return report.passed ? 0 : 1;
-  } catch (const UsageError& e) {
-    std::fprintf(stderr, "gradcheck: %s\n", e.message.c_str());
-    return 2;
-  } catch (const Error& e) {
-    std::fprintf(stderr, "gradcheck: %s\n", e.what());
-    return 2;
-  }
+  });
 }

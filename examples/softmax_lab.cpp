@@ -16,14 +16,14 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "cli/cli.h"
 #include "core/autograd.h"
+#include "core/file_io.h"
 #include "core/ops.h"
 #include "nn/attention.h"
 #include "plot/plot.h"
@@ -137,7 +137,7 @@ void saturation(int64_t n, int64_t trials, uint64_t seed, const std::string& out
   std::printf("== 2. Saturation: softmax over %lld scores, averages of %lld draws (uniform entropy ln %lld = %.3f)\n\n",
               (long long)n, (long long)trials, (long long)n, std::log((double)n));
   Generator gen(seed);
-  std::ofstream csv(out + "/saturation.csv");
+  std::ostringstream csv;
   csv << "experiment,std_or_dk,scaled,entropy,max_p,grad_norm\n";
   std::printf("%-22s %8s %10s %10s %12s\n", "scores", "", "entropy", "max p", "|grad|");
 
@@ -184,6 +184,8 @@ void saturation(int64_t n, int64_t trials, uint64_t seed, const std::string& out
   plot::Lines ent{"entropy of the softmax", "d_k", "entropy (nats)",
                   {{"q.k / sqrt(d_k)", dks, ent_scaled}, {"q.k unscaled", dks, ent_unscaled}}};
   ent.log_x = true;
+  const std::string table = csv.str();
+  io::replace_file(out + "/saturation.csv", table.data(), table.size(), "softmax_lab");
   plot::save_png(out + "/saturation_profile.png", {profile}, 1, 560, 380);
   plot::save_png(out + "/saturation_gradient.png", {grads, ent}, 2, 560, 380);
   std::printf("wrote %s/saturation.csv, %s/saturation_profile.png, %s/saturation_gradient.png\n\n", out.c_str(),
@@ -232,57 +234,60 @@ bool masks(uint64_t seed) {
   return zero_weight && gk_blocked == 0 && gv_blocked == 0 && out2 == 0 && std::isfinite(gq2);
 }
 
+// --x: two to kMaxX finite numbers in [-kMaxAbsX, kMaxAbsX], separated by commas.
+constexpr size_t kMaxX = 64;
+constexpr double kMaxAbsX = 1000;  // beyond, x + 1e-6 loses the finite differences' step
+
 std::vector<double> parse_list(const std::string& s) {
   std::vector<double> v;
-  std::stringstream ss(s);
-  for (std::string item; std::getline(ss, item, ',');) {
-    if (item.empty()) throw UsageError{"--x needs numbers separated by commas, got '" + s + "'"};
-    v.push_back(cli::parse_real("--x", item));
+  size_t from = 0;
+  while (true) {
+    const size_t comma = s.find(',', from);
+    const std::string item = s.substr(from, comma == std::string::npos ? std::string::npos : comma - from);
+    if (item.empty())
+      throw UsageError{"--x needs numbers separated by commas, got an empty item in " + printable(s)};
+    if (v.size() == kMaxX)
+      throw UsageError{"--x needs at most " + std::to_string(kMaxX) + " numbers, got more in " + printable(s)};
+    v.push_back(cli::parse_real("--x", item, -kMaxAbsX, kMaxAbsX));
+    if (comma == std::string::npos) break;
+    from = comma + 1;
   }
-  if (v.size() < 2) throw UsageError{"--x needs at least two numbers"};
+  if (v.size() < 2) throw UsageError{"--x needs at least two numbers, got " + printable(s)};
   return v;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
+  return cli::run("softmax_lab", [&] {
+    CLI::App app{"How gradients flow back through softmax: its Jacobian, saturation, and masks.", "softmax_lab"};
+    std::string x_text, out = "runs/softmax_lab";
+    int64_t seed = 1, n = 64, trials = 200;
+    cli::text(app, "--x", x_text, "the scores of the Jacobian, e.g. 1,2,3 (default: 5 drawn from N(0, 1))");
+    cli::integer(app, "--seed", seed, 0, std::numeric_limits<int64_t>::max(), "random seed");
+    cli::integer(app, "--n", n, 2, int64_t(1) << 16, "scores per softmax in the saturation experiment");
+    cli::integer(app, "--trials", trials, 1, 1000000, "draws averaged per row of the saturation table");
+    cli::text(app, "--out", out, "directory for saturation.csv and the plots");
+    cli::parse(app, argc, argv);
     std::vector<double> x;
-    uint64_t seed = 1;
-    int64_t n = 64, trials = 200;
-    std::string out = "runs/softmax_lab";
-    for (int i = 1; i < argc; i++) {
-      std::string a = argv[i];
-      if (i + 1 >= argc) throw UsageError{"missing value after " + a};
-      std::string v = argv[++i];
-      if (a == "--x") x = parse_list(v);
-      else if (a == "--seed") seed = (uint64_t)cli::parse_int(a, v, 0);
-      else if (a == "--n") n = cli::parse_int(a, v, 2);
-      else if (a == "--trials") trials = cli::parse_int(a, v, 1);
-      else if (a == "--out") out = v;
-      else throw UsageError{"unknown option " + a};
-    }
+    if (!x_text.empty() || app.count("--x")) x = parse_list(x_text);
+    // the largest tensors: keys [trials, n, d_k] at d_k = 1024, and a few [trials, n]
+    cli::check_fits_in_memory("softmax_lab", 8.0 * double(trials) * double(n) * (1024 + 16),
+                              "the saturation experiment with --n " + std::to_string(n) + " and --trials " +
+                                  std::to_string(trials));
+    cli::make_output_dir("--out", out);
     if (x.empty()) {
-      Generator gen(seed);
+      Generator gen((uint64_t)seed);
       x = randn({5}, kFloat64, &gen).to_vector<double>();
     }
-    std::error_code ec;
-    std::filesystem::create_directories(out, ec);
-    if (ec) throw UsageError{"cannot create " + out + ": " + ec.message()};
     const bool jacobians_agree = jacobian(x);
-    saturation(n, trials, seed, out);
-    const bool masks_hold = masks(seed);
+    saturation(n, trials, (uint64_t)seed, out);
+    const bool masks_hold = masks((uint64_t)seed);
     if (!jacobians_agree || !masks_hold) {
-      std::fprintf(stderr, "softmax_lab: %s\n", !jacobians_agree ? "the Jacobians disagree" : "a blocked position got weight or gradient");
+      std::fprintf(stderr, "softmax_lab: %s\n",
+                   !jacobians_agree ? "the Jacobians disagree" : "a blocked position got weight or gradient");
       return 1;
     }
     return 0;
-  } catch (const UsageError& e) {
-    std::fprintf(stderr, "softmax_lab: %s\nusage: softmax_lab [--x 1,2,3,...] [--seed N] [--n N] [--trials N] [--out DIR]\n",
-                 e.message.c_str());
-    return 2;
-  } catch (const Error& e) {
-    std::fprintf(stderr, "softmax_lab: %s\n", e.what());
-    return 1;
-  }
+  });
 }

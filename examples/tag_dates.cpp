@@ -10,14 +10,13 @@
 //
 //   tag_dates [--train FILE] [--test FILE] [--out DIR] [--steps N] [--target-acc A]
 //             [--require A] [--limit N] [--batch N] [--d-model N] [--heads N] [--layers N]
-//             [--ffn N] [--dropout P] [--lr X] [--warmup N] [--eval-every N] [--seed N]
+//             [--ffn N] [--dropout P] [--lr X] [--warmup N] [--eval-every N] [--seed N] [--threads N]
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
-#include <map>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -82,25 +81,34 @@ struct Example {
 };
 
 // The role of each character, from the date and the form the source is written in.
-std::vector<Example> load(const std::string& path, const text::CharVocab* vocab, std::vector<std::string>* sources,
-                          int64_t limit) {
+// With a vocabulary, also the ids of each source; vocab_from says where the vocabulary
+// came from, for the message about a character it lacks.
+std::vector<Example> load(const std::string& path, const text::CharVocab* vocab, const std::string& vocab_from,
+                          std::vector<std::string>* sources, int64_t limit) {
   std::vector<Example> out;
   for (auto& p : text::read_pairs(path)) {
     if (limit > 0 && (int64_t)out.size() >= limit) break;
     const std::string where = path + ":" + std::to_string(p.line);
     auto d = dates::parse_iso(p.target);
-    if (!d) fail("tag_dates", where, ": the target '", p.target, "' is not an ISO date from 1900 to 2099");
+    if (!d) fail("tag_dates", where, ": the target ", printable(p.target), " is not an ISO date from 1900 to 2099");
     std::string roles;
     for (int f = 0; f < dates::kForms && roles.empty(); f++)
       if (dates::human(*d, f) == p.source) roles = dates::roles(*d, f);
-    if (roles.empty()) fail("tag_dates", where, ": '", p.source, "' is not one of the eight forms of ", p.target);
+    if (roles.empty())
+      fail("tag_dates", where, ": ", printable(p.source), " is not one of the eight forms of ", p.target);
     Example e{p.source, {}, {}};
     for (char r : roles) e.labels.push_back(int64_t(std::string(dates::kRoles).find(r)));
+    if (vocab) {
+      try {
+        e.ids = vocab->encode(e.text);
+      } catch (const Error& err) {
+        fail("tag_dates", where, ": ", err.what(), " of ", vocab_from);
+      }
+    }
     if (sources) sources->push_back(p.source);
     out.push_back(std::move(e));
   }
-  if (vocab)
-    for (auto& e : out) e.ids = vocab->encode(e.text);
+  if (out.empty()) fail("tag_dates", path, ": no pairs (expected 'source<TAB>ISO date' lines)");
   return out;
 }
 
@@ -149,41 +157,54 @@ std::string letters(const std::vector<int64_t>& classes) {
   return s;
 }
 
-struct Options {
-  std::map<std::string, std::string> v;
-  int64_t integer(const std::string& k, int64_t def, int64_t lo) const {
-    auto it = v.find(k);
-    if (it == v.end()) return def;
-    return cli::parse_int("--" + k, it->second, lo);
-  }
-  double real(const std::string& k, double def) const {
-    auto it = v.find(k);
-    if (it == v.end()) return def;
-    return cli::parse_real("--" + k, it->second, 0.0);
-  }
-  std::string str(const std::string& k, const std::string& def) const { return v.count(k) ? v.at(k) : def; }
+struct Settings {
+  std::string train = "data/dates/train.tsv", test = "data/dates/test.tsv", out = "runs/tag_dates";
+  int64_t steps = 1500, batch = 64, limit = 0, d_model = 64, heads = 4, layers = 2, ffn = 128, warmup = 100,
+          eval_every = 100, seed = 1;
+  double dropout = 0.1, lr = 2e-3, target = 0.995, require = 0.0;
 };
 
-int run(const Options& o) {
-  const std::string train_path = o.str("train", "data/dates/train.tsv"), test_path = o.str("test", "data/dates/test.tsv");
-  const std::string out = o.str("out", "runs/tag_dates");
-  const int64_t steps = o.integer("steps", 1500, 1), batch = o.integer("batch", 64, 1), limit = o.integer("limit", 0, 0);
-  const int64_t d_model = o.integer("d-model", 64, 1), heads = o.integer("heads", 4, 1), layers = o.integer("layers", 2, 1);
-  const int64_t ffn = o.integer("ffn", 128, 1), warmup = o.integer("warmup", 100, 1), eval_every = o.integer("eval-every", 100, 1);
-  const uint64_t seed = (uint64_t)o.integer("seed", 1, 0);
-  const double dropout = o.real("dropout", 0.1), peak_lr = o.real("lr", 2e-3), target = o.real("target-acc", 0.995);
-  const double require = o.real("require", 0.0);
+// Bytes training and evaluation need, before the model is built: parameters with their
+// gradients and AdamW's two moments, and the activations a step keeps for backward
+// (attention [rows, heads, S, S] and widths d_model and ffn at every layer), for the
+// larger of a training batch and an evaluation batch of 500.
+double estimated_bytes(const Settings& o, int64_t vocab, int64_t rows, int64_t S) {
+  const double d = double(o.d_model), f = double(o.ffn), L = double(o.layers), H = double(o.heads);
+  const double params = double(vocab) * d + L * (4 * d * d + 2 * d * f + 10 * d + f) + 6 * d + 128 * d;
+  const double activations = double(rows) * double(S) * (L * (16 * d + 4 * f + 4 * H * double(S)) + 8 * d + 16);
+  return 4.0 * (4 * params + activations);
+}
+
+// A PNG holds at most 32767 pixels a side: the self-attention maps of 420 x 470 pixels
+// fit in at most this many rows.
+constexpr int64_t kMaxFigureRows = (32767 - 34) / 470;
+
+int run(const Settings& o) {
+  const std::string& train_path = o.train;
+  const std::string& test_path = o.test;
+  const std::string& out = o.out;
+  const int64_t steps = o.steps, batch = o.batch, limit = o.limit, d_model = o.d_model, heads = o.heads,
+                layers = o.layers, ffn = o.ffn, warmup = o.warmup, eval_every = o.eval_every;
+  const uint64_t seed = (uint64_t)o.seed;
+  const double dropout = o.dropout, peak_lr = o.lr, target = o.target, require = o.require;
 
   std::vector<std::string> sources;
-  std::vector<Example> train = load(train_path, nullptr, &sources, limit);
+  std::vector<Example> train = load(train_path, nullptr, "", &sources, limit);
   text::CharVocab vocab = text::CharVocab::build(sources);
   for (auto& e : train) e.ids = vocab.encode(e.text);
-  std::vector<Example> test;
-  try {
-    test = load(test_path, &vocab, nullptr, 0);
-  } catch (const Error& e) {
-    fail("tag_dates", e.what());
-  }
+  const std::string vocab_from =
+      train_path +
+      (limit > 0 ? " (its first " + std::to_string(train.size()) + " pairs, --limit " + std::to_string(limit) + ")" : "");
+  std::vector<Example> test = load(test_path, &vocab, vocab_from, nullptr, 0);
+  size_t longest = 0;
+  for (const auto* set : {&train, &test})
+    for (const Example& e : *set) longest = std::max(longest, e.ids.size());
+  const int64_t rows = std::max<int64_t>(std::min<int64_t>(batch, (int64_t)train.size()),
+                                         std::min<int64_t>(500, (int64_t)test.size()));
+  cli::check_fits_in_memory("tag_dates", estimated_bytes(o, vocab.size(), rows, (int64_t)longest),
+                            "training a tagger of --d-model " + std::to_string(d_model) + ", --ffn " +
+                                std::to_string(ffn) + ", --layers " + std::to_string(layers) + " on batches of " +
+                                std::to_string(rows));
 
   manual_seed(seed);
   Generator init(seed * 1000003 + 5), order_gen(seed * 7919 + 11);
@@ -215,11 +236,15 @@ int run(const Options& o) {
     sched.step(opt);
     opt.zero_grad();
     Tensor loss = nn::cross_entropy(model.forward(ids).reshape({-1, kClasses}), labels.reshape({-1}), -1);
+    const double loss_value = loss.item();
+    if (!std::isfinite(loss_value))
+      fail("tag_dates", "the loss became ", loss_value, " at step ", step + 1, ": --lr ", peak_lr,
+           " is too large for this model");
     loss.backward();
     opt.step();
     step++;
     train_s += std::chrono::duration<double>(Clock::now() - t0).count();
-    loss_sum += loss.item(), loss_n++;
+    loss_sum += loss_value, loss_n++;
     if (step % eval_every == 0 || step == steps) {
       acc = per_char_accuracy(predict(model, test), test);
       std::printf("step %5lld  loss %.4f  test per-character accuracy %.2f%%  (%.1f s of training)\n", (long long)step,
@@ -241,12 +266,9 @@ int run(const Options& o) {
     if (pred[i] != test[i].labels) std::printf("%-30s %s (expected)\n", "", letters(test[i].labels).c_str());
   }
 
-  // one sentence's self-attention
-  std::error_code ec;
-  std::filesystem::create_directories(out, ec);
-  if (ec) fail("tag_dates", "cannot create '", out, "': ", ec.message());
+  // one sentence's self-attention (a character the training set lacks is <unk>)
   const std::string sentence = "sunday, november 22, 2026";
-  std::vector<int64_t> sid = vocab.encode(sentence);
+  std::vector<int64_t> sid = vocab.encode(sentence, /*allow_unknown=*/true);
   for (int64_t l = 0; l < layers; l++) model.encoder->layer((size_t)l)->keep_weights = true;
   model.eval();
   {
@@ -256,9 +278,10 @@ int run(const Options& o) {
   std::vector<std::string> labels;
   for (char c : sentence) labels.push_back(c == ' ' ? "\xE2\x90\xA3" : std::string(1, c));
   std::vector<plot::Panel> panels;
+  const int64_t columns = std::min<int64_t>(heads, 4), most = kMaxFigureRows * columns;
   for (int64_t l = 0; l < layers; l++) {
     Tensor w = model.encoder->layer((size_t)l)->last_weights;  // [1, H, S, S]
-    for (int64_t h = 0; h < heads; h++) {
+    for (int64_t h = 0; h < heads && (int64_t)panels.size() < most; h++) {
       plot::Heatmap p;
       p.title = "layer " + std::to_string(l + 1) + ", head " + std::to_string(h + 1);
       p.xlabel = "key";
@@ -272,9 +295,14 @@ int run(const Options& o) {
     }
   }
   const std::string png = out + "/self_attention.png";
-  plot::save_png(png, panels, (int)std::min<int64_t>(heads, 4), 420, 470,
-                 "self-attention of the tagger on \"" + sentence + "\" -> " + letters(predict(model, {Example{sentence, sid, std::vector<int64_t>(sid.size(), 0)}})[0]));
-  std::printf("\nwrote %s\n", png.c_str());
+  plot::save_png(png, panels, (int)columns, 420, 470,
+                 "self-attention of the tagger on \"" + sentence + "\" -> " +
+                     letters(predict(model, {Example{sentence, sid, std::vector<int64_t>(sid.size(), 0)}})[0]));
+  if ((int64_t)panels.size() < layers * heads)
+    std::printf("\nwrote %s: the first %zu of the %lld heads' maps (a PNG holds %lld rows of %lld)\n", png.c_str(),
+                panels.size(), (long long)(layers * heads), (long long)kMaxFigureRows, (long long)columns);
+  else
+    std::printf("\nwrote %s\n", png.c_str());
   if (acc < require) {
     std::fprintf(stderr, "tag_dates: test per-character accuracy %.2f%% is below the required %.2f%%\n", 100 * acc,
                  100 * require);
@@ -286,29 +314,41 @@ int run(const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const char* usage =
-      "usage: tag_dates [--train FILE] [--test FILE] [--out DIR] [--steps N] [--target-acc A] [--require A]\n"
-      "                 [--limit N] [--batch N] [--d-model N] [--heads N] [--layers N] [--ffn N] [--dropout P]\n"
-      "                 [--lr X] [--warmup N] [--eval-every N] [--seed N] [--threads N]\n";
-  try {
-    Options o;
-    const std::vector<std::string> known = {"train", "test",  "out", "steps", "target-acc", "require", "limit",
-                                            "batch", "d-model", "heads", "layers", "ffn", "dropout", "lr",
-                                            "warmup", "eval-every", "seed", "threads"};
-    for (int i = 1; i < argc; i++) {
-      std::string a = argv[i];
-      if (a.rfind("--", 0) != 0 || std::find(known.begin(), known.end(), a.substr(2)) == known.end())
-        throw UsageError{"unknown option " + a};
-      if (i + 1 >= argc) throw UsageError{"missing value after " + a};
-      o.v[a.substr(2)] = argv[++i];
-    }
-    if (o.v.count("threads")) set_num_threads((int)o.integer("threads", 1, 1));
+  return cli::run("tag_dates", [&] {
+    CLI::App app{"Trains an encoder-only Transformer to tag each character of a written date with its role "
+                 "(day, month, year, weekday, other), reports test accuracy and draws its self-attention.",
+                 "tag_dates"};
+    Settings o;
+    int threads = num_threads();
+    cli::text(app, "--train", o.train, "training pairs (source<TAB>ISO date)");
+    cli::text(app, "--test", o.test, "test pairs (source<TAB>ISO date)");
+    cli::text(app, "--out", o.out, "directory for self_attention.png");
+    cli::integer(app, "--steps", o.steps, 1, cli::kMaxSteps, "training steps at most");
+    cli::real(app, "--target-acc", o.target, 0.0, 1.0, "stop once the test per-character accuracy reaches this");
+    cli::real(app, "--require", o.require, 0.0, 1.0, "exit 1 when the final accuracy is below this");
+    cli::integer(app, "--limit", o.limit, 0, cli::kMaxCount, "use only the first N training pairs (0: all)");
+    cli::integer(app, "--batch", o.batch, 1, cli::kMaxSize, "pairs per step");
+    cli::integer(app, "--d-model", o.d_model, 1, cli::kMaxSize, "model width");
+    cli::integer(app, "--heads", o.heads, 1, cli::kMaxSize, "attention heads (must divide --d-model)");
+    cli::integer(app, "--layers", o.layers, 1, 1024, "encoder layers");
+    cli::integer(app, "--ffn", o.ffn, 1, cli::kMaxSize, "feed-forward width");
+    cli::real(app, "--dropout", o.dropout, 0.0, 0.99, "dropout probability");
+    cli::real(app, "--lr", o.lr, 0.0, 10.0, "peak learning rate");
+    cli::integer(app, "--warmup", o.warmup, 0, cli::kMaxSteps, "warm-up steps (fewer than --steps)");
+    cli::integer(app, "--eval-every", o.eval_every, 1, cli::kMaxSteps, "steps between test evaluations");
+    cli::integer(app, "--seed", o.seed, 0, std::numeric_limits<int64_t>::max(), "random seed");
+    cli::integer(app, "--threads", threads, 1, cli::kMaxThreads, "threads");
+    cli::parse(app, argc, argv);
+    if (o.d_model % o.heads != 0)
+      throw UsageError{"--heads " + std::to_string(o.heads) + " must divide --d-model " + std::to_string(o.d_model) +
+                       " (each head gets d-model / heads dimensions)"};
+    if (o.warmup >= o.steps)
+      throw UsageError{"--warmup " + std::to_string(o.warmup) + (app.count("--warmup") ? "" : " (the default)") +
+                       " must be less than --steps " + std::to_string(o.steps)};
+    if (o.train.empty() || o.test.empty())
+      throw UsageError{std::string(o.train.empty() ? "--train" : "--test") + " needs a file name, got \"\""};
+    set_num_threads(threads);
+    cli::make_output_dir("--out", o.out);
     return run(o);
-  } catch (const UsageError& e) {
-    std::fprintf(stderr, "tag_dates: %s\n%s", e.message.c_str(), usage);
-    return 2;
-  } catch (const Error& e) {
-    std::fprintf(stderr, "tag_dates: %s\n", e.what());
-    return 1;
-  }
+  });
 }

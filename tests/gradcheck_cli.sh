@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The gradcheck command: every op and layer it lists passes, at default and at other
 # shapes, on contiguous and non-contiguous inputs and under each mask; the self-test op
-# with a wrong backward fails with exit 1; bad names and impossible shapes exit 2.
+# with a wrong backward fails with exit 1; bad names, bad numbers and impossible shapes
+# exit 2, and shapes too large to check end at once with a message, never an abort.
 #   gradcheck_cli.sh GRADCHECK_BINARY SCRATCH_DIR
 set -uo pipefail
 bin=$1 dir=$2
 rm -rf "$dir" && mkdir -p "$dir"
+export OMP_WAIT_POLICY=PASSIVE
 failures=0
 fail() { echo "FAILED: $*"; failures=$((failures + 1)); }
 n=0
@@ -13,12 +15,15 @@ expect() {  # EXIT ARGS...
   local want=$1
   shift
   n=$((n + 1))
-  "$bin" "$@" >"$dir/$n.out" 2>"$dir/$n.err"
+  timeout 120 "$bin" "$@" >"$dir/$n.out" 2>"$dir/$n.err"
   local got=$?
   if [ "$got" -ne "$want" ]; then
     fail "gradcheck $*: exit $got, expected $want"
     cat "$dir/$n.out" "$dir/$n.err" | head -40
   fi
+}
+says() {  # TEXT: the last run's stderr holds TEXT
+  grep -qF -- "$1" "$dir/$n.err" || fail "run $n: stderr lacks '$1': $(head -c 600 "$dir/$n.err")"
 }
 
 "$bin" --list >"$dir/list.txt" || fail "--list"
@@ -44,13 +49,63 @@ grep -q "PASSED" "$dir/1.out" || fail "no PASSED line"
 expect 1 broken_square
 grep -q "FAIL" "$dir/$n.out" || fail "broken_square printed no FAIL"
 expect 2 no_such_op
-grep -q "nothing named 'no_such_op'" "$dir/$n.err" || fail "bad name message"
+says 'nothing named "no_such_op"'
 expect 2 multihead_attention --embed 10 --heads 3
-grep -q "multihead\|MultiHeadAttention" "$dir/$n.err" || fail "impossible shape message: $(cat "$dir/$n.err")"
+says "MultiHeadAttention: embed_dim 10 is not divisible by num_heads 3"
+expect 2 scaled_dot_product_attention --vdim 10 --heads 4
+says "--vdim needs a multiple of --heads 4, got 10"
 expect 2 softmax --L zero
+says '--L needs an integer in [1, 4096], got "zero"'
 expect 2 softmax --mask sideways
+says '--mask needs none, padding, causal or full-row, got "sideways"'
 expect 2 masked_fill --mask sideways
 expect 2
+says "a name to check is needed"
+
+# the command line: help, numbers out of range or malformed, unknown options, stray words
+expect 0 --help
+grep -q "Usage: gradcheck" "$dir/$n.out" || fail "--help printed no usage"
+grep -q -- "--mask none|padding|causal|full-row" "$dir/$n.out" || fail "--help lacks --mask's choices"
+expect 2 softmax --L 99999999999999999999999
+says '--L needs an integer in [1, 4096], got "99999999999999999999999"'
+expect 2 softmax --heads 2147483648
+says '--heads needs an integer in [1, 4096], got "2147483648"'
+expect 2 softmax --L 1000000000
+says "--L needs an integer in [1, 4096]"
+expect 2 softmax --batch -1
+expect 2 softmax --L 1e3
+says '--L needs an integer in [1, 4096], got "1e3"'
+expect 2 softmax --L 0x10
+expect 2 softmax --L ""
+expect 2 softmax --dim 3
+says '--dim needs an integer in [-3, 2], got "3"'
+expect 2 softmax --eps 0
+says "--eps needs a number in [1e-12, 1]"
+expect 2 softmax --atol nan
+says '--atol needs a number in [0, 1], got "nan"'
+expect 2 cross_entropy --smoothing 1e400
+expect 2 cross_entropy --smoothing 1.5
+expect 2 softmax --seed 99999999999999999999999
+expect 2 softmax --mask
+expect 2 softmax --sideways 3
+says "unknown option"
+expect 2 softmax stray
+says 'unexpected argument "stray"'
+expect 2 "$(printf 'soft\tmax')"
+says 'nothing named "softU+0009max"'
+
+# shapes too large for finite differences: refused before the work, with the reason
+start=$SECONDS
+expect 1 softmax --L 4096 --S 4096 --batch 4096
+says "softmax at these shapes would need about"
+says "GB of memory"
+expect 1 multihead_attention --L 4096 --S 4096 --batch 64 --embed 4096
+says "more than this machine's"
+expect 2 softmax --L 1000 --S 1000
+says "finite differences are for small shapes"
+expect 2 encoder_layer --embed 512 --ffn 2048
+says "elements, with 2 evaluations of"
+[ $((SECONDS - start)) -le 60 ] || fail "refusing large shapes took $((SECONDS - start)) s"
 
 if [ "$failures" -gt 0 ]; then
   echo "$failures check(s) failed"

@@ -2,15 +2,38 @@
 # The study programs: softmax_lab's three Jacobians agree and its masks hold, and it
 # writes its table and plots; attention_walkthrough prints the seeds' shapes step by step,
 # matches nn::MultiHeadAttention and draws both sentences' heads; tag_dates learns to tag
-# date characters on a small budget.
+# date characters on a small budget; fit_sine's loss falls. Each refuses a bad command
+# line (exit 2), sizes too large and output it cannot write (exit 1) with a message
+# saying what it expected and what it got, never an abort.
 #   study_cli.sh EXAMPLES_DIR DATA_DIR SCRATCH_DIR
 set -uo pipefail
 bin=$1 data=$2 dir=$3
 rm -rf "$dir" && mkdir -p "$dir"
+export OMP_WAIT_POLICY=PASSIVE
 failures=0
 fail() { echo "FAILED: $*"; failures=$((failures + 1)); }
 contains() { grep -qF -- "$2" "$1" || { fail "$1 lacks '$2'"; head -60 "$1"; }; }
+n=0
+out=
+# expect EXIT PROGRAM ARGS...: runs PROGRAM from EXAMPLES_DIR, its output (both streams) in $out
+expect() {
+  local want=$1 prog=$2
+  shift 2
+  n=$((n + 1))
+  out="$dir/run$n.out"
+  timeout 120 "$bin/$prog" "$@" >"$out" 2>&1
+  local got=$?
+  if [ "$got" -ne "$want" ]; then
+    fail "$prog $*: exit $got, expected $want"
+    head -40 "$out"
+  fi
+}
+says() { contains "$out" "$1"; }
 
+touch "$dir/a_file"
+big=99999999999999999999999
+
+# ---------------------------------------------------------------- softmax_lab
 "$bin/softmax_lab" --out "$dir/lab" --trials 50 >"$dir/lab.out" 2>&1 || fail "softmax_lab exited $?"
 contains "$dir/lab.out" "largest |autograd - formula|"
 contains "$dir/lab.out" "every blocked weight is exactly 0: yes"
@@ -18,24 +41,75 @@ for f in saturation.csv saturation_profile.png saturation_gradient.png; do [ -s 
 [ "$(wc -l <"$dir/lab/saturation.csv")" -eq 20 ] || fail "saturation.csv: expected a header and 19 rows"
 "$bin/softmax_lab" --x 1,2,3,40 --out "$dir/lab2" --trials 5 >"$dir/lab2.out" 2>&1 || fail "softmax_lab --x exited $?"
 contains "$dir/lab2.out" "1.00000   2.00000   3.00000  40.00000"
-"$bin/softmax_lab" --x 1 >"$dir/lab3.out" 2>&1 && fail "softmax_lab --x 1 should fail"
-contains "$dir/lab3.out" "at least two numbers"
-"$bin/softmax_lab" --n abc >"$dir/lab4.out" 2>&1
-[ $? -eq 2 ] || fail "softmax_lab --n abc should exit 2"
-contains "$dir/lab4.out" "--n needs an integer, got 'abc'"
-"$bin/softmax_lab" --trials 0 >"$dir/lab5.out" 2>&1
-[ $? -eq 2 ] || fail "softmax_lab --trials 0 should exit 2"
-contains "$dir/lab5.out" "--trials must be at least 1"
-"$bin/attention_walkthrough" --seed x1 >"$dir/walk_bad.out" 2>&1
-[ $? -eq 2 ] || fail "attention_walkthrough --seed x1 should exit 2"
-contains "$dir/walk_bad.out" "--seed needs an integer"
-"$bin/fit_sine" --steps 10x >"$dir/sine_bad.out" 2>&1
-[ $? -eq 2 ] || fail "fit_sine --steps 10x should exit 2"
-contains "$dir/sine_bad.out" "--steps needs an integer, got '10x'"
-"$bin/fit_sine" --lr -1 >"$dir/sine_bad2.out" 2>&1
-[ $? -eq 2 ] || fail "fit_sine --lr -1 should exit 2"
-contains "$dir/sine_bad2.out" "--lr must be at least"
+expect 0 softmax_lab --x 1000,-1000,999.5 --out "$dir/lab3" --trials 5 --n 8
+says "largest |numeric - formula|"
+expect 2 softmax_lab --x 1
+says 'at least two numbers, got "1"'
+expect 2 softmax_lab --x 1,2,
+says 'an empty item in "1,2,"'
+expect 2 softmax_lab --x 1,,2
+says "empty item"
+expect 2 softmax_lab --x ""
+expect 2 softmax_lab --x 1,nan
+says '--x needs a number in [-1000, 1000], got "nan"'
+expect 2 softmax_lab --x 1,-inf
+expect 2 softmax_lab --x 1,1e400
+says 'got "1e400"'
+expect 2 softmax_lab --x 1,2000
+expect 2 softmax_lab --x "$(seq -s, 1 65)"
+says "at most 64 numbers"
+expect 2 softmax_lab --n abc
+says '--n needs an integer in [2, 65536], got "abc"'
+expect 2 softmax_lab --n $big
+says "--n needs an integer in [2, 65536], got \"$big\""
+expect 2 softmax_lab --n 2147483648
+says '--n needs an integer in [2, 65536], got "2147483648"'
+expect 2 softmax_lab --n 100000000000
+expect 2 softmax_lab --trials 0
+says '--trials needs an integer in [1, 1000000], got "0"'
+expect 2 softmax_lab --trials 1e3
+expect 2 softmax_lab --seed -1
+expect 2 softmax_lab --nn 3
+says "unknown option"
+expect 2 softmax_lab stray
+says 'unexpected argument "stray"'
+expect 0 softmax_lab --help
+says "Usage: softmax_lab"
+says "--trials INT in [1, 1000000]"
+expect 1 softmax_lab --n 65536 --trials 1000000 --out "$dir/lab_big"
+says "the saturation experiment with --n 65536 and --trials 1000000 would need about"
+[ -e "$dir/lab_big" ] && fail "softmax_lab made its --out directory before refusing the sizes"
+expect 1 softmax_lab --out "$dir/a_file/sub"
+says "softmax_lab: cannot create the directory \"$dir/a_file/sub\" (--out): Not a directory"
+expect 2 softmax_lab --out ""
+says '--out needs a directory name, got ""'
+mkdir -p "$dir/lab_csv/saturation.csv"
+expect 1 softmax_lab --out "$dir/lab_csv" --trials 5
+says "$dir/lab_csv/saturation.csv"
+says "Is a directory"
 
+# A directory this shell cannot write into: as root, run the program as nobody.
+as_user=()
+mkdir -p "$dir/locked"
+if [ "$(id -u)" -eq 0 ]; then
+  command -v setpriv >/dev/null && as_user=(setpriv --reuid=nobody --regid=nogroup --clear-groups)
+else
+  chmod 555 "$dir/locked"
+fi
+if [ "$(id -u)" -ne 0 ] || { [ ${#as_user[@]} -gt 0 ] && "${as_user[@]}" test -x "$bin/softmax_lab" -a -x "$dir"; }; then
+  n=$((n + 1)) out="$dir/run$n.out"
+  "${as_user[@]}" "$bin/softmax_lab" --out "$dir/locked" --trials 5 >"$out" 2>&1
+  [ $? -eq 1 ] || fail "softmax_lab into an unwritable directory should exit 1"
+  says "cannot write into the directory \"$dir/locked\" (--out): Permission denied"
+  n=$((n + 1)) out="$dir/run$n.out"
+  "${as_user[@]}" "$bin/attention_walkthrough" --out "$dir/locked/sub" >"$out" 2>&1
+  [ $? -eq 1 ] || fail "attention_walkthrough into an unwritable directory should exit 1"
+  says "cannot create the directory \"$dir/locked/sub\" (--out): Permission denied"
+else
+  echo "skipped: the unwritable-directory runs (cannot run as another user here)"
+fi
+
+# ---------------------------------------------------------------- attention_walkthrough
 "$bin/attention_walkthrough" --out "$dir/walk" >"$dir/walk.out" 2>&1 || fail "attention_walkthrough exited $?"
 # the seeds' sequence of shapes
 for shape in "[2,5]" "[2,5,512]" "[2,8,5,64]" "[2,8,5,5]"; do contains "$dir/walk.out" "$shape"; done
@@ -44,19 +118,97 @@ order=$(grep -oE '\[[0-9,]+\]$' "$dir/walk.out" | tr '\n' ' ')
   fail "walkthrough shapes: $order"
 contains "$dir/walk.out" "largest weight on a pad key: 0"
 for f in heads_sentence1.png heads_sentence2.png; do [ -s "$dir/walk/$f" ] || fail "no $f"; done
+expect 2 attention_walkthrough --seed x1
+says '--seed needs an integer in [0, 2^63-1], got "x1"'
+expect 2 attention_walkthrough --seed $big
+says "--seed needs an integer in [0, 2^63-1], got \"$big\""
+expect 2 attention_walkthrough --seed 0x10
+expect 2 attention_walkthrough --seed
+expect 2 attention_walkthrough --out "$dir/walk" stray
+says 'unexpected argument "stray"'
+expect 0 attention_walkthrough --help
+says "Usage: attention_walkthrough"
+expect 1 attention_walkthrough --out "$dir/a_file"
+says "cannot create the directory \"$dir/a_file\" (--out): Not a directory"
+mkdir -p "$dir/walk_png/heads_sentence1.png"
+expect 1 attention_walkthrough --out "$dir/walk_png"
+says "$dir/walk_png/heads_sentence1.png"
+says "Is a directory"
 
-"$bin/tag_dates" --train "$data/train.tsv" --test "$data/test.tsv" --limit 2000 --steps 300 --eval-every 100 \
+# ---------------------------------------------------------------- fit_sine
+expect 0 fit_sine --steps 50
+says "loss fell from"
+expect 2 fit_sine --steps 10x
+says '--steps needs an integer in [2, 2^40], got "10x"'
+expect 2 fit_sine --steps 1
+expect 2 fit_sine --steps $big
+expect 2 fit_sine --hidden 2147483648
+says '--hidden needs an integer in [1, 65536], got "2147483648"'
+expect 2 fit_sine --hidden 100000000000
+expect 2 fit_sine --lr -1
+says '--lr needs a number in [1e-09, 10], got "-1"'
+expect 2 fit_sine --lr inf
+expect 2 fit_sine --lr 0x1p3
+expect 2 fit_sine --steps
+expect 2 fit_sine --stepz 3
+says "unknown option"
+expect 0 fit_sine --help
+says "Usage: fit_sine"
+expect 1 fit_sine --lr 10 --steps 100
+says "fit_sine: the loss became"
+says "--lr 10 is too large"
+
+# ---------------------------------------------------------------- tag_dates
+tag=(--train "$data/train.tsv" --test "$data/test.tsv")
+small=(--d-model 16 --heads 2 --layers 1 --ffn 16 --limit 2000 --steps 1 --warmup 0 --eval-every 1)
+"$bin/tag_dates" "${tag[@]}" --limit 2000 --steps 300 --eval-every 100 \
   --d-model 64 --heads 4 --layers 1 --ffn 128 --require 0.98 --threads 2 --out "$dir/tag" >"$dir/tag.out" 2>&1 ||
   { fail "tag_dates did not reach 98% per character"; cat "$dir/tag.out"; }
 contains "$dir/tag.out" "test per-character accuracy"
 [ -s "$dir/tag/self_attention.png" ] || fail "tag_dates drew no self_attention.png"
 printf 'x\t2026-11-22\n' >"$dir/bad.tsv"
-"$bin/tag_dates" --train "$dir/bad.tsv" --test "$dir/bad.tsv" >"$dir/tag_bad.out" 2>&1 && fail "tag_dates accepted a bad file"
-contains "$dir/tag_bad.out" "bad.tsv:1"
-contains "$dir/tag_bad.out" "not one of the eight forms"
+expect 1 tag_dates --train "$dir/bad.tsv" --test "$dir/bad.tsv" --out "$dir/tag_bad"
+says "bad.tsv:1"
+says '"x" is not one of the eight forms'
+expect 1 tag_dates --train "$data" --test "$data/test.tsv" --out "$dir/tag_bad"
+says "is a directory"
+expect 1 tag_dates --train "$dir/no_such.tsv" --out "$dir/tag_bad"
+says "No such file or directory"
+expect 1 tag_dates "${tag[@]}" --limit 5 --steps 2 --warmup 1 --out "$dir/tag_bad"
+says "is not in the vocabulary of $data/train.tsv (its first 5 pairs, --limit 5)"
+expect 2 tag_dates --d-model 64 --heads 5
+says "--heads 5 must divide --d-model 64"
+expect 2 tag_dates --steps 50
+says "--warmup 100 (the default) must be less than --steps 50"
+expect 2 tag_dates --d-model 100000000000
+says '--d-model needs an integer in [1, 2^20], got "100000000000"'
+expect 2 tag_dates --heads 2147483648
+says '--heads needs an integer in [1, 2^20], got "2147483648"'
+expect 2 tag_dates --layers $big
+says "--layers needs an integer in [1, 1024], got \"$big\""
+expect 2 tag_dates --batch 1e3
+says '--batch needs an integer in [1, 2^20], got "1e3"'
+expect 2 tag_dates --dropout 1
+says '--dropout needs a number in [0, 0.99], got "1"'
+expect 2 tag_dates --lr nan
+expect 2 tag_dates --threads 0
+expect 2 tag_dates --train ""
+says '--train needs a file name, got ""'
+expect 2 tag_dates --lim 5
+says "unknown option"
+expect 0 tag_dates --help
+says "Usage: tag_dates"
+expect 1 tag_dates "${tag[@]}" --d-model 65536 --ffn 65536 --heads 4 --out "$dir/tag_bad"
+says "training a tagger of --d-model 65536, --ffn 65536, --layers 2 on batches of 500 would need about"
+expect 1 tag_dates "${tag[@]}" --out "$dir/a_file/sub"
+says "tag_dates: cannot create the directory \"$dir/a_file/sub\" (--out): Not a directory"
+mkdir -p "$dir/tag_png/self_attention.png"
+expect 1 tag_dates "${tag[@]}" "${small[@]}" --out "$dir/tag_png"
+says "$dir/tag_png/self_attention.png"
+says "Is a directory"
 
 if [ "$failures" -gt 0 ]; then
   echo "$failures check(s) failed"
   exit 1
 fi
-echo "all study checks passed"
+echo "all study checks passed ($n runs)"

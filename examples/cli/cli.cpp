@@ -2,6 +2,7 @@
 #include "cli/cli.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -216,7 +217,9 @@ CLI::Option* choice(CLI::App& app, const std::string& name, std::string& value, 
         throw UsageError{name + " needs " + list + ", got " + got(s)};
       },
       help);
-  o->type_name(list);
+  std::string bars;
+  for (const std::string& c : choices) bars += (bars.empty() ? "" : "|") + c;
+  o->type_name(bars);
   if (!value.empty()) o->default_str(value);
   return o;
 }
@@ -239,6 +242,21 @@ void make_output_dir(const std::string& flag, const std::string& dir) {
   }
   ::close(fd);
   ::unlink(probe.c_str());
+}
+
+void check_output_file(const char* op, const std::string& path, const std::string& what) {
+  if (path.empty()) ember::fail(op, "the path for ", what, " is empty; expected a file name");
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+    ember::fail(op, "cannot write ", what, " to '", path, "': it is a directory; expected a file name");
+  const size_t slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  if (::stat(dir.c_str(), &st) != 0)
+    ember::fail(op, "cannot write ", what, " to '", path, "': '", dir, "': ", std::strerror(errno));
+  if (!S_ISDIR(st.st_mode))
+    ember::fail(op, "cannot write ", what, " to '", path, "': '", dir, "' is not a directory");
+  if (::access(dir.c_str(), W_OK | X_OK) != 0)
+    ember::fail(op, "cannot write ", what, " to '", path, "': '", dir, "': ", std::strerror(errno));
 }
 
 }  // namespace cli

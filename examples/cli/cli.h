@@ -84,4 +84,10 @@ CLI::Option* choice(CLI::App& app, const std::string& name, std::string& value, 
 // cannot be made or written into is an ember::Error naming it and the system's reason.
 void make_output_dir(const std::string& flag, const std::string& dir);
 
+// Refuses (ember::Error naming op) an output path that cannot be written, before any
+// work is done: path must not be a directory, and its folder must exist, be a directory
+// and be writable. what says what the file is for. The write itself still checks every
+// system call; this only makes a doomed run fail at once.
+void check_output_file(const char* op, const std::string& path, const std::string& what);
+
 }  // namespace cli

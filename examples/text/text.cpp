@@ -1,37 +1,51 @@
 // Pair files and the character vocabulary of text.h.
 #include "text/text.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include "core/error.h"
 
 namespace text {
 
 using ember::fail;
+using ember::printable;
 
-std::vector<char32_t> code_points(const std::string& s, const std::string& what) {
-  std::vector<char32_t> out;
+namespace {
+
+// Decodes UTF-8 into out; returns the 0-based byte offset of the first invalid sequence
+// (overlong forms, surrogates and code points past U+10FFFF included), or npos.
+size_t decode(const std::string& s, std::vector<char32_t>& out) {
   const auto* p = reinterpret_cast<const unsigned char*>(s.data());
   const size_t n = s.size();
   for (size_t i = 0; i < n;) {
     const unsigned char c = p[i];
     int len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
-    if (len == 0 || i + len > n) fail("utf8", what, ": invalid UTF-8 at byte ", i + 1);
+    if (len == 0 || i + len > n) return i;
     char32_t cp = len == 1 ? c : c & (0x7F >> len);
     for (int k = 1; k < len; k++) {
-      if ((p[i + k] & 0xC0) != 0x80) fail("utf8", what, ": invalid UTF-8 at byte ", i + 1);
+      if ((p[i + k] & 0xC0) != 0x80) return i;
       cp = cp << 6 | (p[i + k] & 0x3F);
     }
     const char32_t least[5] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < least[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
-      fail("utf8", what, ": invalid UTF-8 at byte ", i + 1);
+    if (cp < least[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return i;
     out.push_back(cp);
     i += len;
   }
+  return std::string::npos;
+}
+
+}  // namespace
+
+std::vector<char32_t> code_points(const std::string& s, const std::string& what) {
+  std::vector<char32_t> out;
+  const size_t bad = decode(s, out);
+  if (bad != std::string::npos) fail("utf8", what, ": invalid UTF-8 at byte ", bad + 1, " of ", printable(s));
   return out;
 }
 
@@ -57,12 +71,24 @@ std::string utf8(char32_t c) {
 
 namespace {
 
-// How a character is shown in a message: itself when printable, else U+XXXX.
+constexpr char32_t kByteOrderMark = 0xFEFF;
+
+// How a character is shown in a message: quoted when visible, else U+XXXX.
 std::string show(char32_t c) {
-  if (c >= 0x20 && c != 0x7F) return "'" + utf8(c) + "'";
-  char b[16];
-  std::snprintf(b, sizeof b, "U+%04X", (unsigned)c);
-  return b;
+  const std::string p = printable(utf8(c));
+  if (p.size() >= 8 && p.compare(0, 3, "\"U+") == 0) return p.substr(1, p.size() - 2);
+  return "'" + utf8(c) + "'";
+}
+
+bool is_control(char32_t c) { return c < 0x20 || c == 0x7F || (c >= 0x80 && c < 0xA0); }
+
+const char* file_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
 }
 
 }  // namespace
@@ -70,7 +96,7 @@ std::string show(char32_t c) {
 std::vector<Pair> parse_pairs(const std::string& name, const std::string& contents) {
   const char* op = "read_pairs";
   std::vector<Pair> pairs;
-  size_t start = 0;
+  size_t start = contents.rfind("\xEF\xBB\xBF", 0) == 0 ? 3 : 0;  // a byte-order mark names the encoding
   int64_t line_no = 0;
   while (start < contents.size()) {
     size_t end = contents.find('\n', start);
@@ -81,30 +107,69 @@ std::vector<Pair> parse_pairs(const std::string& name, const std::string& conten
     if (!line.empty() && line.back() == '\r') line.pop_back();
     const std::string where = name + ":" + std::to_string(line_no);
     if (line.empty()) fail(op, where, ": empty line (expected 'source<TAB>target')");
+    std::vector<char32_t> chars;
+    const size_t bad = decode(line, chars);
+    if (bad != std::string::npos)
+      fail(op, where, ": invalid UTF-8 at byte ", bad + 1, " of the line ", printable(line),
+           " (expected UTF-8 text)");
     const size_t tab = line.find('\t');
-    if (tab == std::string::npos) fail(op, where, ": no tab (expected 'source<TAB>target')");
+    if (tab == std::string::npos) fail(op, where, ": no tab in ", printable(line), " (expected 'source<TAB>target')");
     if (line.find('\t', tab + 1) != std::string::npos)
-      fail(op, where, ": more than one tab (expected 'source<TAB>target')");
+      fail(op, where, ": more than one tab in ", printable(line), " (expected 'source<TAB>target')");
     Pair p{line.substr(0, tab), line.substr(tab + 1), line_no};
-    if (p.source.empty()) fail(op, where, ": the source is empty");
-    if (p.target.empty()) fail(op, where, ": the target is empty");
-    for (const std::string* side : {&p.source, &p.target}) {
-      for (char32_t c : code_points(*side, where))
-        if (c < 0x20 || c == 0x7F) fail(op, where, ": control character ", show(c));
+    if (p.source.empty()) fail(op, where, ": the source is empty in ", printable(line), " (expected 'source<TAB>target')");
+    if (p.target.empty()) fail(op, where, ": the target is empty in ", printable(line), " (expected 'source<TAB>target')");
+    int64_t column = 0;
+    for (char32_t c : chars) {
+      column++;
+      if (c == '\t') continue;
+      if (is_control(c))
+        fail(op, where, ": control character ", show(c), " at character ", column, " of ", printable(line),
+             " (expected printable text)");
+      if (c == kByteOrderMark)
+        fail(op, where, ": byte-order mark U+FEFF at character ", column, " of ", printable(line),
+             " (expected one only at the very start of the file)");
     }
     pairs.push_back(std::move(p));
   }
-  if (pairs.empty()) fail(op, name, ": no pairs (the file is empty)");
+  if (pairs.empty()) fail(op, "'", name, "' holds no pairs (the file is empty; expected 'source<TAB>target' lines)");
   return pairs;
 }
 
 std::vector<Pair> read_pairs(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) fail("read_pairs", "cannot open '", path, "': ", std::strerror(errno));
-  std::ostringstream s;
-  s << f.rdbuf();
-  if (f.bad()) fail("read_pairs", "cannot read '", path, "'");
-  return parse_pairs(path, s.str());
+  const char* op = "read_pairs";
+  const char* expected = "expected a file of 'source<TAB>target' lines";
+  // Look before opening: opening a FIFO would wait for a writer, and a device may never end.
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) fail(op, "cannot open '", path, "': ", std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) fail(op, "'", path, "' is ", file_kind(st.st_mode), "; ", expected);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0) fail(op, "cannot open '", path, "': ", std::strerror(errno));
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  if (::fstat(fd, &st) != 0) fail(op, "cannot inspect '", path, "': ", std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) fail(op, "'", path, "' is ", file_kind(st.st_mode), "; ", expected);
+  auto too_large = [&](int64_t bytes, const char* how) {
+    fail(op, "'", path, "' holds ", how, bytes, " bytes, more than the ", kMaxPairFileBytes,
+         " (1 GiB) a pair file may hold");
+  };
+  if (st.st_size > kMaxPairFileBytes) too_large((int64_t)st.st_size, "");
+  std::string contents;
+  contents.reserve((size_t)st.st_size);
+  char buf[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      fail(op, "cannot read '", path, "': ", std::strerror(errno));
+    }
+    if (n == 0) break;
+    contents.append(buf, (size_t)n);
+    if ((int64_t)contents.size() > kMaxPairFileBytes) too_large((int64_t)contents.size(), "at least ");  // it grew
+  }
+  return parse_pairs(path, contents);
 }
 
 CharVocab CharVocab::build(const std::vector<std::string>& texts) {
@@ -121,12 +186,12 @@ CharVocab CharVocab::from_tokens(const std::vector<std::string>& tokens) {
   const char* specials[4] = {"<pad>", "<s>", "</s>", "<unk>"};
   if (tokens.size() < 4) fail(op, "expected at least the 4 special tokens, got ", tokens.size(), " tokens");
   for (int i = 0; i < 4; i++)
-    if (tokens[i] != specials[i]) fail(op, "token ", i, " must be '", specials[i], "', got '", tokens[i], "'");
+    if (tokens[i] != specials[i]) fail(op, "token ", i, " must be '", specials[i], "', got ", printable(tokens[i]));
   CharVocab v;
   v.tokens_ = tokens;
   for (size_t i = 4; i < tokens.size(); i++) {
     auto cps = code_points(tokens[i], "token " + std::to_string(i));
-    if (cps.size() != 1) fail(op, "token ", i, " must be one character, got '", tokens[i], "'");
+    if (cps.size() != 1) fail(op, "token ", i, " must be one character, got ", printable(tokens[i]));
     if (!v.ids_.emplace(cps[0], (int64_t)i).second) fail(op, "token ", i, " ", show(cps[0]), " appears twice");
   }
   return v;
@@ -140,7 +205,7 @@ std::vector<int64_t> CharVocab::encode(const std::string& s, bool allow_unknown)
     auto it = ids_.find(c);
     if (it != ids_.end()) ids.push_back(it->second);
     else if (allow_unknown) ids.push_back(kUnknown);
-    else fail("CharVocab::encode", "character ", show(c), " at position ", pos, " of \"", s, "\" is not in the vocabulary");
+    else fail("CharVocab::encode", "character ", show(c), " at position ", pos, " of ", printable(s), " is not in the vocabulary");
   }
   return ids;
 }

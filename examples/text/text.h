@@ -13,12 +13,18 @@ struct Pair {
   int64_t line = 0;  // where it was read, 1-based
 };
 
-// Reads "source<TAB>target" lines. A missing file, an empty line, a line without
-// exactly one tab, an empty side, a control character or invalid UTF-8 is an
-// ember::Error naming the file and the line. A final line without a newline is fine;
-// "\r\n" endings are accepted.
+// Reads "source<TAB>target" lines. A missing or unreadable file, a directory or anything
+// else that is not a regular file (a FIFO, a device), a file over kMaxPairFileBytes, an
+// empty line, a line without exactly one tab, an empty side, a control character, a
+// byte-order mark past the file's start or invalid UTF-8 is an ember::Error naming the
+// file and the line, with the offending text shown by ember::printable (invisible
+// characters as U+XXXX, long lines cut). A byte-order mark at the start of the file is
+// skipped; a final line without a newline is fine; "\r\n" endings are accepted.
 std::vector<Pair> read_pairs(const std::string& path);
 std::vector<Pair> parse_pairs(const std::string& name, const std::string& contents);  // name is for messages
+
+// The largest pair file read_pairs reads: far beyond any data set these examples train on.
+constexpr int64_t kMaxPairFileBytes = int64_t(1) << 30;
 
 // The code points of UTF-8 text; invalid UTF-8 is an ember::Error naming `what`.
 std::vector<char32_t> code_points(const std::string& s, const std::string& what = "text");
