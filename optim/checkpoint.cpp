@@ -531,7 +531,8 @@ std::string CheckpointManager::save(const Checkpoint& ckpt) {
   std::string path = path_for(ckpt.progress.step);
   save_checkpoint(path, ckpt);
   auto all = list();
-  for (size_t i = 0; i + keep_last_ < all.size(); i++) fs::remove(all[i], ec);
+  for (size_t i = 0; i + keep_last_ < all.size(); i++)
+    if (all[i] != path) fs::remove(all[i], ec);  // never the file just written
   return path;
 }
 

@@ -77,8 +77,9 @@ RunDirectory::~RunDirectory() {
 namespace {
 
 volatile std::sig_atomic_t g_first = 0;
-const int kSignals[] = {SIGINT, SIGTERM, SIGHUP};
-struct sigaction g_previous[3], g_previous_xfsz;
+const int kSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
+constexpr int kCount = 4;
+struct sigaction g_previous[kCount], g_previous_xfsz;
 
 extern "C" void on_stop_signal(int sig) {
   if (g_first == 0) g_first = sig;
@@ -93,7 +94,12 @@ StopSignals::StopSignals() {
   sa.sa_handler = on_stop_signal;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;
-  for (int i = 0; i < 3; i++) sigaction(kSignals[i], &sa, &g_previous[i]);
+  for (int i = 0; i < kCount; i++) {
+    sigaction(kSignals[i], nullptr, &g_previous[i]);
+    // a signal the process was started ignoring stays ignored: nohup's SIGHUP, a
+    // background job's SIGINT
+    if (g_previous[i].sa_handler != SIG_IGN) sigaction(kSignals[i], &sa, nullptr);
+  }
   // a write past the file-size limit (ulimit -f) then fails with its reason, EFBIG,
   // instead of killing the process in the middle of a save
   sa.sa_handler = SIG_IGN;
@@ -101,7 +107,7 @@ StopSignals::StopSignals() {
 }
 
 StopSignals::~StopSignals() {
-  for (int i = 0; i < 3; i++) sigaction(kSignals[i], &g_previous[i], nullptr);
+  for (int i = 0; i < kCount; i++) sigaction(kSignals[i], &g_previous[i], nullptr);
   sigaction(SIGXFSZ, &g_previous_xfsz, nullptr);
 }
 
@@ -112,6 +118,7 @@ const char* StopSignals::name(int signal) {
     case SIGINT: return "SIGINT";
     case SIGTERM: return "SIGTERM";
     case SIGHUP: return "SIGHUP";
+    case SIGPIPE: return "SIGPIPE";
     default: return "a signal";
   }
 }

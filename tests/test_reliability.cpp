@@ -207,6 +207,9 @@ TEST_CASE("StopSignals turns SIGINT, SIGTERM and SIGHUP into a flag, keeps the f
   struct sigaction before;
   sigaction(SIGTERM, nullptr, &before);
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    struct sigaction cur;
+    sigaction(sig, nullptr, &cur);
+    if (cur.sa_handler == SIG_IGN) signal(sig, SIG_DFL);  // a run started in the background ignores SIGINT
     optim::StopSignals signals;
     CHECK(optim::StopSignals::received() == 0);
     raise(sig);
@@ -219,4 +222,22 @@ TEST_CASE("StopSignals turns SIGINT, SIGTERM and SIGHUP into a flag, keeps the f
   sigaction(SIGTERM, nullptr, &now);
   CHECK(now.sa_handler == before.sa_handler);
   CHECK(std::string(optim::StopSignals::name(SIGTERM)) == "SIGTERM");
+}
+
+TEST_CASE("StopSignals leaves a signal the process was started ignoring ignored (nohup), and answers SIGPIPE") {
+  struct sigaction before;
+  sigaction(SIGHUP, nullptr, &before);
+  signal(SIGHUP, SIG_IGN);
+  {
+    optim::StopSignals signals;
+    raise(SIGHUP);
+    CHECK(optim::StopSignals::received() == 0);
+    raise(SIGPIPE);
+    CHECK(optim::StopSignals::received() == SIGPIPE);
+    CHECK(optim::StopSignals::exit_code(SIGPIPE) == 141);
+  }
+  struct sigaction now;
+  sigaction(SIGHUP, nullptr, &now);
+  CHECK(now.sa_handler == SIG_IGN);
+  sigaction(SIGHUP, &before, nullptr);
 }

@@ -101,3 +101,27 @@ TEST_CASE("a tiny Transformer learns to reverse strings, and greedy decoding get
   CHECK(acc.exact == 1.0);
   CHECK(model.is_training());  // decoding restored the mode
 }
+
+TEST_CASE("a checkpoint's data order must be a permutation of the training set, its position within an epoch") {
+  CHECK_NOTHROW(seq2seq::check_order({2, 0, 1}, 3, 3, "c.h5", "t.tsv"));
+  CHECK_THAT(error_of([] { seq2seq::check_order({2, 0, 1}, 0, 4, "c.h5", "t.tsv"); }),
+             Catch::Contains("'c.h5' was trained on 3 pairs; --train t.tsv has 4"));
+  CHECK_THAT(error_of([] { seq2seq::check_order({2, 0, 7}, 0, 3, "c.h5", "t.tsv"); }),
+             Catch::Contains("not a permutation") && Catch::Contains("7"));
+  CHECK_THAT(error_of([] { seq2seq::check_order({2, -1, 0}, 0, 3, "c.h5", "t.tsv"); }), Catch::Contains("-1"));
+  CHECK_THAT(error_of([] { seq2seq::check_order({1, 1, 0}, 0, 3, "c.h5", "t.tsv"); }), Catch::Contains("repeated"));
+  CHECK_THAT(error_of([] { seq2seq::check_order({0, 1, 2}, 4, 3, "c.h5", "t.tsv"); }),
+             Catch::Contains("'/progress/position' is 4"));
+}
+
+TEST_CASE("parameter_count counts a Transformer's parameters exactly") {
+  for (int64_t enc : {1, 2, 3}) {
+    nn::TransformerConfig cfg;
+    cfg.norm_first = enc == 2;
+    cfg.src_vocab = 11, cfg.tgt_vocab = 7;
+    cfg.d_model = 16, cfg.nhead = 2, cfg.num_encoder_layers = enc, cfg.num_decoder_layers = 2;
+    cfg.dim_feedforward = 24, cfg.max_len = 12;
+    nn::Transformer model(cfg);
+    CHECK(seq2seq::parameter_count(cfg) == double(model.num_parameters()));
+  }
+}

@@ -104,7 +104,10 @@ run 2 bad_value "$bin" train --steps three
 contains "$dir/bad_value.err" "--steps needs an integer"
 run 2 no_command "$bin"
 
-# Ctrl-C saves a checkpoint and exits
+# Ctrl-C saves a checkpoint and exits. (With job control on, so that the background run
+# does not start with SIGINT ignored, as a non-interactive shell's background jobs do -
+# and a signal a process starts ignoring stays ignored.)
+set -m
 "$bin" train "${small[@]}" --out "$dir/run3" --steps 100000 --save-every 100000 >"$dir/sigint.out" 2>"$dir/sigint.err" &
 pid=$!
 for _ in $(seq 1 100); do grep -q "step 5/" "$dir/sigint.out" && break; sleep 0.1; done
@@ -258,6 +261,61 @@ contains "$dir/heads_divide.err" "--heads 3 must divide --d-model 16"
 { cat "$dir/train.tsv"; printf '%s\t2000-01-01\n' "$(printf '1%.0s' $(seq 1 70))"; } >"$dir/long.tsv"
 run 1 long_pair "$bin" train "${small[@]}" --train "$dir/long.tsv" --out "$dir/long" --steps 2
 contains "$dir/long_pair.err" "long.tsv:401: the source has 70 characters, but --max-len 64"
+
+# resuming from an earlier checkpoint into a directory that went further is refused (the
+# later checkpoints would be rotated away); so is resuming another run's checkpoint there
+cp -r "$dir/fsize" "$dir/later" && rm -f "$dir/later/.lock"
+run 0 later_run "$bin" train "${small[@]}" --out "$dir/later" --steps 30 --resume auto --keep 5
+run 1 rollback "$bin" train "${small[@]}" --out "$dir/later" --steps 20 --resume "$dir/later/ckpt-00000010.h5" --keep 1
+contains "$dir/rollback.err" "holds checkpoints past step 10 (ckpt-00000020.h5, ckpt-00000030.h5)"
+[ -f "$dir/later/ckpt-00000030.h5" ] || fail "a refused rollback removed a later checkpoint"
+run 1 foreign "$bin" train "${small[@]}" --out "$dir/later" --steps 50 --resume "$dir/fsize/ckpt-00000010.h5"
+contains "$dir/foreign.err" "holds checkpoints of another run"
+# a damaged checkpoint numbered past the others is moved aside, so that the run's own
+# saves are never rotated away in its favour
+cp "$dir/later/ckpt-00000030.h5" "$dir/later/ckpt-00000099.h5"
+printf 'junk' | dd of="$dir/later/ckpt-00000099.h5" bs=1 seek=3000 conv=notrunc 2>/dev/null
+run 0 damaged_high "$bin" train "${small[@]}" --out "$dir/later" --steps 40 --resume auto --keep 1
+contains "$dir/damaged_high.err" "moved it to $dir/later/ckpt-00000099.h5.damaged"
+[ -f "$dir/later/ckpt-00000040.h5" ] || fail "the run's newest checkpoint was rotated away: $(ls "$dir/later")"
+contains "$dir/damaged_high.out" "checkpoint: $dir/later/ckpt-00000040.h5"
+# nothing to train: the checkpoint is already at --steps, and no save happens
+run 0 nothing "$bin" train "${small[@]}" --out "$dir/later" --steps 40 --resume auto
+contains "$dir/nothing.out" "nothing to train: the checkpoint is at step 40"
+grep -q "^saved" "$dir/nothing.out" && fail "a run with nothing to train saved a checkpoint"
+
+# the reader of the output goes away (SIGPIPE): the run saves and stops with 141
+( "$bin" train "${small[@]}" --out "$dir/pipe" --steps 100000 --save-every 100000 --log-every 1 2>"$dir/pipe.err"
+  echo $? >"$dir/pipe.code" ) | head -n 3 >/dev/null
+[ "$(cat "$dir/pipe.code")" = 141 ] || fail "SIGPIPE: exit $(cat "$dir/pipe.code"), expected 141"
+ls "$dir/pipe"/ckpt-*.h5 >/dev/null 2>&1 || fail "SIGPIPE saved no checkpoint"
+
+# a thread count from the environment is checked like --threads
+OMP_NUM_THREADS=100000 "$bin" train --steps 1 >"$dir/omp.out" 2>"$dir/omp.err"
+[ $? -eq 2 ] || fail "OMP_NUM_THREADS=100000 should exit 2"
+contains "$dir/omp.err" "OMP_NUM_THREADS needs an integer in [1, 1024]"
+run 2 lr_zero "$bin" train "${small[@]}" --out "$dir/lr0" --lr 0
+contains "$dir/lr_zero.err" "--lr must be positive"
+run 2 empty_path "$bin" train --train ""
+contains "$dir/empty_path.err" "--train needs a non-empty value"
+
+# decode: endless or unreadable input and unwritable output are errors, not silence
+good="$dir/later/ckpt-00000040.h5"
+run 1 decode_zero timeout 60 "$bin" decode --checkpoint "$good" </dev/zero
+contains "$dir/decode_zero.err" "longer than 1048576 bytes"
+run 1 decode_dir "$bin" decode --checkpoint "$good" <"$dir"
+contains "$dir/decode_dir.err" "cannot read standard input"
+if [ -w /dev/full ]; then
+  "$bin" decode --checkpoint "$good" "1/2/2000" >/dev/full 2>"$dir/decode_full.err"
+  [ $? -eq 1 ] || fail "decode to /dev/full should exit 1"
+  contains "$dir/decode_full.err" "No space left on device"
+fi
+# eval: an expected output the model cannot write counts as a mistake
+{ head -n 3 "$dir/valid.tsv"; printf '1/2/2000\t2000-01-02Z\n'; } >"$dir/odd_target.tsv"
+run 0 eval_odd "$bin" eval --checkpoint "$good" --data "$dir/odd_target.tsv"
+contains "$dir/eval_odd.out" "4 pairs"
+run 2 heads_help "$bin" train "${small[@]}" --out "$dir/h3" --d-model 16 --heads 3
+contains "$dir/heads_help.err" "Run 'translate train --help'"
 
 # --help for the program and every command
 for cmd in "" train eval decode attention; do

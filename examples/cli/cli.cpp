@@ -70,7 +70,8 @@ double parse_real(const std::string& flag, const std::string& text, double lo, d
   errno = 0;
   const double v = std::strtod(text.c_str(), &end);
   const bool hex = text.find_first_of("xX") != std::string::npos;
-  if (*end != '\0' || hex || !std::isfinite(v) || errno == ERANGE || v < lo || v > hi) throw UsageError{need};
+  // (ERANGE also flags an underflow to a denormal or 0, which is a number all the same)
+  if (*end != '\0' || hex || !std::isfinite(v) || v < lo || v > hi) throw UsageError{need};
   return v;
 }
 
@@ -97,7 +98,14 @@ CLI::Option* real(CLI::App& app, const std::string& name, double& value, double 
 }
 
 CLI::Option* text(CLI::App& app, const std::string& name, std::string& value, const std::string& help) {
-  auto* o = app.add_option(name, value, help)->type_name("TEXT");
+  auto* o = app.add_option_function<std::string>(
+      name,
+      [&value, name](const std::string& s) {
+        if (s.empty()) throw UsageError{name + " needs a non-empty value"};
+        value = s;
+      },
+      help);
+  o->type_name("TEXT");
   if (!value.empty()) o->default_str(value);
   return o;
 }
@@ -170,12 +178,24 @@ int run(const std::string& program, const std::function<int()>& body) {
     else std::fprintf(stderr, "%s: %s\n", program.c_str(), what.c_str());
   };
   try {
+    // OpenMP would start this many threads at the first parallel region, whatever it is
+    if (const char* env = std::getenv("OMP_NUM_THREADS"); env && *env) {
+      const std::string text = env;
+      const std::string first = text.substr(0, text.find(','));  // a list sets nested levels
+      try {
+        parse_int("OMP_NUM_THREADS", first, 1, kMaxThreads);
+      } catch (const UsageError& e) {
+        say("the environment's " + e.message);
+        return 2;
+      }
+    }
     return body();
   } catch (const Exit& e) {
     return e.code;
   } catch (const UsageError& e) {
     say(e.message);
-    std::fprintf(stderr, "Run '%s --help' for the options.\n", program.c_str());
+    const std::string where = e.command.empty() ? program : program + " " + e.command;
+    std::fprintf(stderr, "Run '%s --help' for the options.\n", where.c_str());
     return 2;
   } catch (const std::bad_alloc&) {
     say("out of memory (a request for more memory than the system could give)");

@@ -29,6 +29,7 @@ namespace cli {
 // the message, then a pointer to --help; exit code 2.
 struct UsageError {
   std::string message;
+  std::string command;  // the subcommand whose --help to point at, if any
 };
 
 // Ends the program with this code (thrown by parse() for --help and parse errors, whose

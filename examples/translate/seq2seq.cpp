@@ -55,12 +55,12 @@ Tensor pad_sources(const std::vector<std::vector<int64_t>>& sources) {
 }
 
 std::vector<Example> encode_pairs(const std::vector<text::Pair>& pairs, const std::string& file,
-                                  const CharVocab& src_vocab, const CharVocab& tgt_vocab) {
+                                  const CharVocab& src_vocab, const CharVocab& tgt_vocab, bool unknown_targets) {
   std::vector<Example> out;
   out.reserve(pairs.size());
   for (auto& p : pairs) {
     try {
-      out.push_back({src_vocab.encode(p.source), tgt_vocab.encode(p.target)});
+      out.push_back({src_vocab.encode(p.source), tgt_vocab.encode(p.target, unknown_targets)});
     } catch (const Error& e) {
       fail("encode_pairs", file, ":", p.line, ": ", e.what());
     }
@@ -164,7 +164,7 @@ nn::TransformerConfig from_config(const optim::Config& config, const std::string
   c.nhead = integer("nhead", 1, c.d_model);
   if (c.d_model % c.nhead != 0)
     fail(op, "'", file, "': key '/config': nhead ", c.nhead, " does not divide d_model ", c.d_model);
-  c.num_encoder_layers = integer("num_encoder_layers", 0, kMaxLayers);
+  c.num_encoder_layers = integer("num_encoder_layers", 1, kMaxLayers);
   c.num_decoder_layers = integer("num_decoder_layers", 1, kMaxLayers);
   c.dim_feedforward = integer("dim_feedforward", 1, kMaxWidth * 16);
   c.norm_first = integer("norm_first", 0, 1) != 0;
@@ -187,11 +187,29 @@ nn::TransformerConfig from_config(const optim::Config& config, const std::string
   return c;
 }
 
+void check_order(const std::vector<int64_t>& order, int64_t position, size_t pairs, const std::string& path,
+                 const std::string& train) {
+  if (order.size() != pairs)
+    fail("check_order", "'", path, "' was trained on ", order.size(), " pairs; --train ", train, " has ", pairs,
+         ": a run resumes on the training set it began with");
+  std::vector<bool> seen(pairs, false);
+  for (int64_t i : order) {
+    if (i < 0 || i >= (int64_t)pairs || seen[(size_t)i])
+      fail("check_order", "'", path, "': key '/extra/order' is not a permutation of the ", pairs,
+           " pair indices (", i, " is out of range or repeated)");
+    seen[(size_t)i] = true;
+  }
+  if (position > (int64_t)pairs)
+    fail("check_order", "'", path, "': key '/progress/position' is ", position, ", past the ", pairs,
+         " pairs of an epoch");
+}
+
 double parameter_count(const nn::TransformerConfig& c) {
   const double d = double(c.d_model), f = double(c.dim_feedforward);
   const double attention = 4 * d * d + 4 * d, feed_forward = 2 * d * f + f + d, norm = 2 * d;
-  const double encoder = double(c.num_encoder_layers) * (attention + feed_forward + 2 * norm) + norm;
-  const double decoder = double(c.num_decoder_layers) * (2 * attention + feed_forward + 3 * norm) + norm;
+  const double final_norm = c.norm_first ? norm : 0;  // pre-norm stacks end with a LayerNorm, post-norm ones do not
+  const double encoder = double(c.num_encoder_layers) * (attention + feed_forward + 2 * norm) + final_norm;
+  const double decoder = double(c.num_decoder_layers) * (2 * attention + feed_forward + 3 * norm) + final_norm;
   return double(c.src_vocab + c.tgt_vocab) * d + encoder + decoder + d * double(c.tgt_vocab) + double(c.tgt_vocab);
 }
 

@@ -33,8 +33,11 @@ Tensor pad_sources(const std::vector<std::vector<int64_t>>& sources);  // each +
 
 // Encodes pairs with the vocabularies; an unknown character is an error naming the
 // pair's file and line.
+// With unknown_targets, a target character outside the vocabulary becomes <unk> (which
+// the model never produces, so the pair counts as wrong) instead of an error.
 std::vector<Example> encode_pairs(const std::vector<text::Pair>& pairs, const std::string& file,
-                                  const text::CharVocab& src_vocab, const text::CharVocab& tgt_vocab);
+                                  const text::CharVocab& src_vocab, const text::CharVocab& tgt_vocab,
+                                  bool unknown_targets = false);
 
 // PyTorch nn.Transformer's initialisation of the encoder and decoder: Xavier-uniform
 // for every matrix (the embeddings keep N(0, 1/d_model)).
@@ -53,6 +56,12 @@ struct Accuracy {
   int64_t count = 0;
 };
 Accuracy accuracy(const std::vector<std::vector<int64_t>>& outputs, const std::vector<std::vector<int64_t>>& targets);
+
+// A checkpoint's data order and position, before training continues from them: the order
+// must be a permutation of the training set's indices (a run resumes on the set it began
+// with, --train naming it in messages) and the position within it. Errors name the file.
+void check_order(const std::vector<int64_t>& order, int64_t position, size_t pairs, const std::string& path,
+                 const std::string& train);
 
 // Upper bounds of a model's sizes, for command lines and checkpoints: far past any
 // model a CPU trains, and small enough that products of them cannot overflow.

@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <iostream>
@@ -73,7 +74,7 @@ void add_train_options(CLI::App* app, TrainOptions& o) {
   g["--batch"] = integer(*app, "--batch", o.batch, 1, kMaxSize, "pairs per batch");
   g["--d-model"] = integer(*app, "--d-model", o.d_model, 1, kMaxWidth, "model width");
   g["--heads"] = integer(*app, "--heads", o.heads, 1, kMaxWidth, "attention heads (must divide --d-model)");
-  g["--enc-layers"] = integer(*app, "--enc-layers", o.enc_layers, 0, kMaxLayers, "encoder layers");
+  g["--enc-layers"] = integer(*app, "--enc-layers", o.enc_layers, 1, kMaxLayers, "encoder layers");
   g["--dec-layers"] = integer(*app, "--dec-layers", o.dec_layers, 1, kMaxLayers, "decoder layers");
   g["--ffn"] = integer(*app, "--ffn", o.ffn, 1, kMaxWidth * 16, "feed-forward width");
   g["--dropout"] = real(*app, "--dropout", o.dropout, 0, 0.99, "dropout probability");
@@ -89,7 +90,8 @@ void add_train_options(CLI::App* app, TrainOptions& o) {
   g["--log-every"] = integer(*app, "--log-every", o.log_every, 1, kMaxSteps,
                              "a progress line every N steps when not on a terminal");
   g["--seed"] = integer(*app, "--seed", o.seed, 0, int64_t(1) << 53, "initialisation, dropout and data order");
-  g["--threads"] = integer(*app, "--threads", o.threads, 1, kMaxThreads, "threads (default: OMP_NUM_THREADS, else every core)");
+  g["--threads"] = integer(*app, "--threads", o.threads, 1, kMaxThreads, "threads")
+                     ->default_str("OMP_NUM_THREADS, else every core");
 }
 
 bool given(const TrainOptions& o, const std::string& flag) { return o.given.at(flag)->count() > 0; }
@@ -113,11 +115,11 @@ struct Loaded {
 
 CharVocab vocab_of(const optim::Checkpoint& c, const std::string& name, const std::string& file) {
   auto it = c.vocab.find(name);
-  if (it == c.vocab.end()) fail("translate", "'", file, "': key '/vocab/", name, "' is missing");
+  if (it == c.vocab.end()) fail("load", "'", file, "': key '/vocab/", name, "' is missing");
   try {
     return CharVocab::from_tokens(it->second);
   } catch (const Error& e) {
-    fail("translate", "'", file, "': key '/vocab/", name, "': ", e.what());
+    fail("load", "'", file, "': key '/vocab/", name, "': ", e.what());
   }
 }
 
@@ -128,7 +130,7 @@ Loaded load_model(const std::string& path) {
   l.src_vocab = vocab_of(l.checkpoint, "source", path);
   l.tgt_vocab = vocab_of(l.checkpoint, "target", path);
   if (l.src_vocab.size() != cfg.src_vocab || l.tgt_vocab.size() != cfg.tgt_vocab)
-    fail("translate", "'", path, "': the vocabularies have ", l.src_vocab.size(), " and ", l.tgt_vocab.size(),
+    fail("load", "'", path, "': the vocabularies have ", l.src_vocab.size(), " and ", l.tgt_vocab.size(),
          " tokens, the configuration says ", cfg.src_vocab, " and ", cfg.tgt_vocab);
   cli::check_fits_in_memory("translate", 4 * seq2seq::parameter_count(cfg),
                             cat_str("'", path, "': a ", std::llround(seq2seq::parameter_count(cfg)), "-parameter model"));
@@ -143,11 +145,11 @@ Loaded load_model(const std::string& path) {
 
 // The ids of one input line for the model, or an error saying what is wrong with it.
 std::vector<int64_t> source_ids(const Loaded& l, const std::string& line) {
-  if (line.empty()) fail("translate", "the input is empty");
+  if (line.empty()) throw Error("the input is empty");
   std::vector<int64_t> ids = l.src_vocab.encode(line);
   const int64_t limit = l.model->cfg.max_len - 1;  // room for </s>
   if ((int64_t)ids.size() > limit)
-    fail("translate", "the input has ", ids.size(), " characters; this model reads at most ", limit);
+    throw Error(cat_str("the input has ", ids.size(), " characters; this model reads at most ", limit));
   return ids;
 }
 
@@ -157,18 +159,24 @@ struct History {
   std::vector<double> step, loss, eval_step, eval_acc;
 };
 
-// The training curves; a figure that cannot be written is a warning, never a reason to
-// stop training or to lose a checkpoint.
-void write_curves(const std::string& path, const History& h) {
+// The training curves; a figure that cannot be written is a warning (once), never a
+// reason to stop training or to lose a checkpoint. Returns whether it was written.
+bool write_curves(const std::string& path, const History& h) {
+  static bool warned = false;
   plot::Lines loss{"training loss (cross-entropy per target token)", "step", "loss", {{"train", h.step, h.loss}}};
   loss.log_y = true;
   plot::Lines acc{"validation exact match", "step", "accuracy", {{"valid", h.eval_step, h.eval_acc}}};
   acc.ymin = 0, acc.ymax = 1;
   try {
     plot::save_png(path, {loss, acc}, 2, 560, 380);
+    return true;
   } catch (const Error& e) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "translate train: warning: training goes on without the curves: %s\n", e.what());
+    if (!warned) {
+      std::fflush(stdout);
+      std::fprintf(stderr, "translate train: warning: training goes on without the curves: %s\n", e.what());
+    }
+    warned = true;
+    return false;
   }
 }
 
@@ -182,9 +190,13 @@ std::optional<std::string> newest_intact(const optim::CheckpointManager& ckpts, 
       optim::read_checkpoint(*it);
       return *it;
     } catch (const Error& e) {
+      // renamed out of the numbered series (the bytes are kept), so that the new run's
+      // saves are never rotated away in favour of it
+      const std::string aside = *it + ".damaged";
+      const bool moved = std::rename(it->c_str(), aside.c_str()) == 0;
       std::fflush(stdout);
-      std::fprintf(stderr, "translate train: warning: %s is damaged, trying an older checkpoint (%s)\n", it->c_str(),
-                   e.what());
+      std::fprintf(stderr, "translate train: warning: %s is damaged (%s); %s, trying an older checkpoint\n", it->c_str(),
+                   e.what(), moved ? ("moved it to " + aside).c_str() : "left it in place");
       damaged.push_back(*it);
     }
   }
@@ -245,9 +257,35 @@ void check_lengths(const std::vector<text::Pair>& pairs, const std::vector<Examp
              max_len, " leaves room for ", max_len - 1, " (one position is </s>)");
 }
 
+// Checkpoints of another history in --out would be rotated in among this run's: the
+// resumed checkpoint must be --out's own newest, or --out must hold none.
+void check_resume_place(const optim::CheckpointManager& ckpts, const std::string& out, const std::string& resume,
+                        int64_t step) {
+  const std::vector<std::string> all = ckpts.list();
+  if (all.empty()) return;
+  std::error_code ec;
+  size_t at = all.size();
+  for (size_t i = 0; i < all.size(); i++)
+    if (fs::equivalent(all[i], resume, ec)) at = i;
+  auto names = [&](size_t from) {
+    std::string s;
+    for (size_t i = from; i < all.size(); i++) s += (i > from ? ", " : "") + fs::path(all[i]).filename().string();
+    return s;
+  };
+  if (at == all.size())
+    fail("translate train", "'", out, "' holds checkpoints of another run (", names(0), "); resuming '", resume,
+         "' there would rotate them away. Resume into another --out, or move them first");
+  if (at + 1 < all.size())
+    fail("translate train", "'", out, "' holds checkpoints past step ", step, " (", names(at + 1),
+         "): resuming from step ", step, " would rotate them away. Move them elsewhere first, or resume into "
+         "another --out");
+}
+
 int train(const TrainOptions& o) {
   if (given(o, "--threads")) set_num_threads(o.threads);
+  if (!(o.lr > 0)) throw UsageError{"--lr must be positive, got 0", "train"};
   optim::RunDirectory run_dir(o.out, "translate train");  // created, writable, locked, swept
+  optim::StopSignals signals;  // from here on a stop signal is answered by the loop
   if (!run_dir.removed().empty())
     std::printf("removed %zu temporary file(s) left by interrupted saves in %s\n", run_dir.removed().size(),
                 o.out.c_str());
@@ -267,7 +305,10 @@ int train(const TrainOptions& o) {
     fail("translate train", "'", o.out, "' already holds checkpoints (", *ckpts.latest(),
          "); continue with --resume auto, or choose another --out");
   std::optional<optim::Checkpoint> previous;
-  if (resume) previous = optim::read_checkpoint(*resume);
+  if (resume) {
+    previous = optim::read_checkpoint(*resume);
+    check_resume_place(ckpts, o.out, *resume, previous->progress.step);
+  }
 
   auto train_pairs = text::read_pairs(o.train);
   auto valid_pairs = text::read_pairs(o.valid);
@@ -281,7 +322,7 @@ int train(const TrainOptions& o) {
     check_resume_options(o, *previous, cfg, *resume);
   } else {
     if (o.d_model % o.heads != 0)
-      throw UsageError{cat_str("--heads ", o.heads, " must divide --d-model ", o.d_model)};
+      throw UsageError{cat_str("--heads ", o.heads, " must divide --d-model ", o.d_model), "train"};
     std::vector<std::string> sources, targets;
     for (auto& p : train_pairs) sources.push_back(p.source), targets.push_back(p.target);
     src_vocab = CharVocab::build(sources);
@@ -314,9 +355,16 @@ int train(const TrainOptions& o) {
   // on resume the schedule is the checkpoint's (check_resume_options refused a new one)
   double peak_lr = o.lr;
   int64_t warmup = o.warmup;
-  if (previous && previous->schedule && previous->schedule->settings.count("warmup")) {
-    warmup = std::llround(previous->schedule->settings.at("warmup"));
-    peak_lr = previous->schedule->settings.at("factor") / std::sqrt(double(cfg.d_model) * double(warmup));
+  if (previous) {
+    const auto& s = previous->schedule;
+    const bool ok = s && s->settings.count("warmup") && s->settings.count("factor") &&
+                    s->settings.at("warmup") >= 1 && s->settings.at("warmup") <= double(cli::kMaxSteps) &&
+                    std::isfinite(s->settings.at("factor")) && s->settings.at("factor") > 0;
+    if (!ok)
+      fail("translate train", "'", *resume, "': key '/schedule' should hold an inverse-square-root schedule with a "
+           "warmup of at least 1 step and a positive, finite factor");
+    warmup = std::llround(s->settings.at("warmup"));
+    peak_lr = s->settings.at("factor") / std::sqrt(double(cfg.d_model) * double(warmup));
   }
   optim::Adam opt(params, {.lr = peak_lr, .beta1 = 0.9, .beta2 = 0.98, .eps = 1e-9});
   // lr = peak * min(step / warmup, sqrt(warmup / step)): the inverse-square-root schedule
@@ -334,10 +382,10 @@ int train(const TrainOptions& o) {
     t.config = previous->config;
     optim::Checkpoint c = optim::load_checkpoint(*resume, t);
     progress = c.progress;
-    if (c.extra.count("order")) order = c.extra.at("order").to_vector<int64_t>();
-    if ((int64_t)order.size() != (int64_t)train_set.size() || progress.position > (int64_t)order.size())
-      fail("translate train", "'", *resume, "' was trained on ", order.size(), " pairs, ", o.train, " has ",
-           train_set.size());
+    if (!c.extra.count("order") || c.extra.at("order").dtype() != kInt64 || c.extra.at("order").dim() != 1)
+      fail("translate train", "'", *resume, "': key '/extra/order' should hold the data order, int64 [pairs]");
+    order = c.extra.at("order").to_vector<int64_t>();
+    seq2seq::check_order(order, progress.position, train_set.size(), *resume, o.train);
     auto series = [&](const char* name, std::vector<double>& x, std::vector<double>& y) {
       if (!c.extra.count(name)) return;
       auto v = c.extra.at(name).to_vector<double>();
@@ -358,6 +406,7 @@ int train(const TrainOptions& o) {
 
   const bool tty = isatty(1);
   std::string last_saved = resume ? *resume : std::string();
+  int64_t saved_step = previous ? previous->progress.step : -1;
   // A save that fails (a full disk) ends the run: going on would only pile up more work
   // that cannot be kept. The previous checkpoint is untouched.
   auto save = [&](const std::string& why) {
@@ -383,17 +432,17 @@ int train(const TrainOptions& o) {
     }
     std::printf("%ssaved %s (%s)\n", tty ? "\n" : "", path.c_str(), why.c_str());
     last_saved = path;
+    saved_step = progress.step;
   };
 
   std::vector<std::vector<int64_t>> valid_sources, valid_targets;
   for (auto& e : valid_set) valid_sources.push_back(e.source), valid_targets.push_back(e.target);
 
   std::printf("training a %lld-parameter Transformer (d_model %lld, %lld heads, %lld+%lld layers, ffn %lld) on %zu pairs, "
-              "%d threads\n",
+              "%d thread(s)\n",
               (long long)model->num_parameters(), (long long)cfg.d_model, (long long)cfg.nhead,
               (long long)cfg.num_encoder_layers, (long long)cfg.num_decoder_layers, (long long)cfg.dim_feedforward,
               train_set.size(), num_threads());
-  optim::StopSignals signals;
   const std::string curves = (fs::path(o.out) / "curves.png").string();
   const auto start = Clock::now();
   double train_seconds = 0, window_loss = 0;
@@ -401,13 +450,24 @@ int train(const TrainOptions& o) {
   auto window_start = Clock::now();
   double best_acc = hist.eval_acc.empty() ? 0 : hist.eval_acc.back();
   bool reached = best_acc >= o.target_acc;
+  const int64_t first_step = progress.step;
+  if (progress.step >= o.steps || reached) {
+    std::printf("nothing to train: the checkpoint is at step %lld and %s\n", (long long)progress.step,
+                reached ? "has already reached --target-acc" : cat_str("--steps is ", o.steps).c_str());
+    std::printf("checkpoint: %s\n", last_saved.c_str());
+    return 0;
+  }
   // steps after step 100, those of them in which the allocator took memory from the system, and how much
   int64_t steady_steps = 0, steady_grew = 0, steady_growth = 0;
   model->train();
 
   while (progress.step < o.steps && !reached) {
     if (int sig = optim::StopSignals::received()) {
-      save(cat_str("stopped by ", optim::StopSignals::name(sig)));
+      if (progress.step == first_step) {
+        std::printf("stopped by %s before the first step; nothing new to save\n", optim::StopSignals::name(sig));
+        return optim::StopSignals::exit_code(sig);
+      }
+      if (saved_step != progress.step) save(cat_str("stopped by ", optim::StopSignals::name(sig)));
       std::printf("stopped by %s at step %lld; resume with --resume auto\n", optim::StopSignals::name(sig),
                   (long long)progress.step);
       return optim::StopSignals::exit_code(sig);
@@ -477,8 +537,8 @@ int train(const TrainOptions& o) {
     }
     if (progress.step % o.save_every == 0 && !reached) save("every --save-every steps");
   }
-  save(reached ? "target accuracy reached" : "last step");
-  write_curves(curves, hist);
+  if (saved_step != progress.step) save(reached ? "target accuracy reached" : "last step");
+  const bool drew = write_curves(curves, hist);
   const double wall = std::chrono::duration<double>(Clock::now() - start).count();
   std::printf("done: %lld steps, %.1f s of training (%.1f s wall), best validation exact match %.2f%%\n",
               (long long)progress.step, train_seconds, wall, 100 * best_acc);
@@ -489,7 +549,7 @@ int train(const TrainOptions& o) {
               double(ru.ru_maxrss) / 1024.0, double(Storage::system_bytes()) / 1048576.0,
               (long long)(steady_steps - steady_grew), (long long)steady_steps, (long long)steady_grew,
               double(steady_growth) / 1024.0);
-  std::printf("checkpoint: %s\ncurves: %s\n", last_saved.c_str(), curves.c_str());
+  std::printf("checkpoint: %s\ncurves: %s\n", last_saved.c_str(), drew ? curves.c_str() : "(not written: see the warning)");
   return 0;
 }
 
@@ -505,7 +565,8 @@ int eval(const EvalOptions& o) {
   const int64_t show = o.show;
   Loaded l = load_model(path);
   auto pairs = text::read_pairs(data);
-  auto set = seq2seq::encode_pairs(pairs, data, l.src_vocab, l.tgt_vocab);
+  // an expected output the model cannot write counts as wrong, not as an error
+  auto set = seq2seq::encode_pairs(pairs, data, l.src_vocab, l.tgt_vocab, /*unknown_targets=*/true);
   std::vector<std::vector<int64_t>> sources, targets;
   for (size_t i = 0; i < set.size(); i++) {
     if ((int64_t)set[i].source.size() + 1 > l.model->cfg.max_len)
@@ -546,12 +607,33 @@ int decode(const DecodeOptions& o) {
   Loaded l = load_model(path);
   std::vector<std::string> inputs = o.texts;
   const bool from_stdin = inputs.empty();
-  if (from_stdin)
-    for (std::string line; std::getline(std::cin, line);) {
+  if (from_stdin) {
+    // lines of at most kMaxLine bytes, kMaxInput in all: endless input (/dev/zero) is refused, not stored
+    constexpr size_t kMaxLine = size_t(1) << 20, kMaxInput = size_t(1) << 30;
+    size_t total = 0;
+    std::string line;
+    for (int c; (c = std::getchar()) != EOF;) {
+      if (c != '\n') {
+        line.push_back((char)c);
+        if (line.size() > kMaxLine)
+          fail("translate decode", "line ", inputs.size() + 1, " of standard input is longer than ", kMaxLine,
+               " bytes: ", printable(line));
+        continue;
+      }
       if (!line.empty() && line.back() == '\r') line.pop_back();
       if (inputs.empty() && line.rfind("\xEF\xBB\xBF", 0) == 0) line.erase(0, 3);  // a byte-order mark
+      total += line.size() + 1;
+      if (total > kMaxInput) fail("translate decode", "standard input holds more than ", kMaxInput, " bytes");
+      inputs.push_back(std::move(line));
+      line.clear();
+    }
+    if (std::ferror(stdin)) fail("translate decode", "cannot read standard input: ", std::strerror(errno));
+    if (!line.empty()) {  // a last line without a newline
+      if (line.back() == '\r') line.pop_back();
+      if (inputs.empty() && line.rfind("\xEF\xBB\xBF", 0) == 0) line.erase(0, 3);
       inputs.push_back(line);
     }
+  }
   // Translate the good inputs together; a bad one reports its error (stderr) and leaves
   // an empty output line, so outputs stay aligned with inputs.
   std::vector<std::vector<int64_t>> sources;
@@ -578,7 +660,8 @@ int decode(const DecodeOptions& o) {
     }
     std::printf("%s\n", results[i].c_str());
   }
-  std::fflush(stdout);
+  if (std::fflush(stdout) != 0 || std::ferror(stdout))
+    fail("translate decode", "cannot write the translations: ", std::strerror(errno));
   return failures ? 1 : 0;
 }
 
@@ -693,7 +776,8 @@ int main(int argc, char** argv) {
     decode_cmd->add_option("TEXT", decode_options.texts, "dates to translate");
 
     AttentionOptions attention_options;
-    CLI::App* attention_cmd = app.add_subcommand("attention", "draw every layer's attention weights for one TEXT as PNG heatmaps");
+    CLI::App* attention_cmd = app.add_subcommand(
+        "attention", "draw each decoder layer's cross-attention and each encoder layer's self-attention for one TEXT");
     cli::text(*attention_cmd, "--checkpoint", attention_options.checkpoint, "the checkpoint")->required();
     cli::text(*attention_cmd, "--out", attention_options.out, "directory for the pictures")->required();
     cli::integer(*attention_cmd, "--pad", attention_options.pad, 0, seq2seq::kMaxLength,
@@ -706,9 +790,20 @@ int main(int argc, char** argv) {
     if (argc == 2 && std::string(argv[1]) == "help") args[1] = help;
     cli::parse(app, (int)args.size(), args.data());
 
-    if (train_cmd->parsed()) return train(train_options);
-    if (eval_cmd->parsed()) return eval(eval_options);
-    if (decode_cmd->parsed()) return decode(decode_options);
-    return attention(attention_options);
+    // errors name the command ("translate eval: ...") unless they already do
+    auto as = [](const std::string& command, const std::function<int()>& run) {
+      try {
+        return run();
+      } catch (const OutOfMemory& e) {
+        throw OutOfMemory("translate " + command + ": " + e.what());
+      } catch (const Error& e) {
+        if (std::string(e.what()).rfind("translate", 0) == 0) throw;
+        throw Error("translate " + command + ": " + e.what());
+      }
+    };
+    if (train_cmd->parsed()) return as("train", [&] { return train(train_options); });
+    if (eval_cmd->parsed()) return as("eval", [&] { return eval(eval_options); });
+    if (decode_cmd->parsed()) return as("decode", [&] { return decode(decode_options); });
+    return as("attention", [&] { return attention(attention_options); });
   });
 }
