@@ -156,27 +156,61 @@ void SGD::set_lr(double lr) {
   opt_.lr = lr;
 }
 
-std::map<std::string, double> SGD::hyper() const {
-  return {{"lr", opt_.lr},
-          {"momentum", opt_.momentum},
-          {"dampening", opt_.dampening},
-          {"weight_decay", opt_.weight_decay},
-          {"nesterov", opt_.nesterov ? 1.0 : 0.0}};
+namespace {
+
+// The hyper-parameters of an options struct, each named once: a real number, or a flag
+// that hyper() gives as 0 or 1.
+template <class O>
+struct HyperField {
+  const char* name;
+  double O::*real;
+  bool O::*flag;
+};
+
+constexpr HyperField<SGDOptions> kSGDHyper[] = {{"lr", &SGDOptions::lr, nullptr},
+                                                {"momentum", &SGDOptions::momentum, nullptr},
+                                                {"dampening", &SGDOptions::dampening, nullptr},
+                                                {"weight_decay", &SGDOptions::weight_decay, nullptr},
+                                                {"nesterov", nullptr, &SGDOptions::nesterov}};
+constexpr HyperField<AdamOptions> kAdamHyper[] = {{"lr", &AdamOptions::lr, nullptr},
+                                                  {"beta1", &AdamOptions::beta1, nullptr},
+                                                  {"beta2", &AdamOptions::beta2, nullptr},
+                                                  {"eps", &AdamOptions::eps, nullptr},
+                                                  {"weight_decay", &AdamOptions::weight_decay, nullptr},
+                                                  {"amsgrad", nullptr, &AdamOptions::amsgrad}};
+
+template <class O, size_t N>
+std::map<std::string, double> hyper_of(const O& o, const HyperField<O> (&fields)[N]) {
+  std::map<std::string, double> h;
+  for (const auto& f : fields) h[f.name] = f.real ? o.*f.real : (o.*f.flag ? 1.0 : 0.0);
+  return h;
 }
 
-void SGD::set_hyper(const std::string& name, double value) {
-  SGDOptions o = opt_;
-  if (name == "lr") o.lr = value;
-  else if (name == "momentum") o.momentum = value;
-  else if (name == "dampening") o.dampening = value;
-  else if (name == "weight_decay") o.weight_decay = value;
-  else if (name == "nesterov") {
-    if (value != 0 && value != 1) fail("SGD::set_hyper", "nesterov must be 0 or 1, got ", value);
-    o.nesterov = value != 0;
-  } else {
-    fail("SGD::set_hyper", "unknown hyper-parameter '", name,
-         "' (expected lr, momentum, dampening, weight_decay or nesterov)");
+// o with the named hyper-parameter set; an unknown name, or a flag other than 0 or 1, is
+// an error naming op.
+template <class O, size_t N>
+O with_hyper(O o, const HyperField<O> (&fields)[N], const std::string& name, double value, const char* op) {
+  for (const auto& f : fields) {
+    if (name != f.name) continue;
+    if (f.real) {
+      o.*f.real = value;
+    } else {
+      if (value != 0 && value != 1) fail(op, name, " must be 0 or 1, got ", value);
+      o.*f.flag = value != 0;
+    }
+    return o;
   }
+  std::string names;
+  for (size_t i = 0; i < N; i++) names += (i ? (i + 1 == N ? " or " : ", ") : "") + std::string(fields[i].name);
+  fail(op, "unknown hyper-parameter '", name, "' (expected ", names, ")");
+}
+
+}  // namespace
+
+std::map<std::string, double> SGD::hyper() const { return hyper_of(opt_, kSGDHyper); }
+
+void SGD::set_hyper(const std::string& name, double value) {
+  SGDOptions o = with_hyper(opt_, kSGDHyper, name, value, "SGD::set_hyper");
   check_sgd("SGD::set_hyper", o);
   opt_ = o;
 }
@@ -268,29 +302,11 @@ void Adam::set_lr(double lr) {
   opt_.lr = lr;
 }
 
-std::map<std::string, double> Adam::hyper() const {
-  return {{"lr", opt_.lr},
-          {"beta1", opt_.beta1},
-          {"beta2", opt_.beta2},
-          {"eps", opt_.eps},
-          {"weight_decay", opt_.weight_decay},
-          {"amsgrad", opt_.amsgrad ? 1.0 : 0.0}};
-}
+std::map<std::string, double> Adam::hyper() const { return hyper_of(opt_, kAdamHyper); }
 
 void Adam::set_hyper(const std::string& name, double value) {
   const char* op = decoupled_ ? "AdamW::set_hyper" : "Adam::set_hyper";
-  AdamOptions o = opt_;
-  if (name == "lr") o.lr = value;
-  else if (name == "beta1") o.beta1 = value;
-  else if (name == "beta2") o.beta2 = value;
-  else if (name == "eps") o.eps = value;
-  else if (name == "weight_decay") o.weight_decay = value;
-  else if (name == "amsgrad") {
-    if (value != 0 && value != 1) fail(op, "amsgrad must be 0 or 1, got ", value);
-    o.amsgrad = value != 0;
-  } else {
-    fail(op, "unknown hyper-parameter '", name, "' (expected lr, beta1, beta2, eps, weight_decay or amsgrad)");
-  }
+  AdamOptions o = with_hyper(opt_, kAdamHyper, name, value, op);
   check_adam(op, o);
   if (o.amsgrad != opt_.amsgrad)
     for (auto& s : state_)
