@@ -2,7 +2,8 @@
 //
 // Training allocates much the same buffers every step. Returning them to the system and
 // asking again costs a page fault per 4 KiB on first touch, which on a virtual machine
-// costs more than the arithmetic of a small layer. So nothing is returned:
+// costs more than the arithmetic of a small layer. So, under the Keep policy (the
+// default; storage.h), nothing is returned:
 //  - blocks below kCacheMin come from malloc's heap, tuned by the first Storage so that it
 //    serves them all (glibc would mmap each block over 128 KiB and unmap it on free) and
 //    keeps its free memory (no trimming): a step's tensors reuse the memory the previous
@@ -11,14 +12,18 @@
 //    classes per doubling, so at most a quarter is wasted - and kept, on free, in a free
 //    list per class (up to kCacheCap bytes in all), for any later request of that class.
 // system_bytes() tells how much memory all of it holds; a training loop checks that it
-// stops growing. Sanitizer builds skip the class cache so that use-after-free stays
-// detectable.
+// stops growing. Under the System policy blocks come from malloc and go back to it, and
+// malloc's settings are glibc's. Sanitizer builds skip the class cache so that
+// use-after-free stays detectable.
 #include "core/storage.h"
 
 #include <malloc.h>
 
 #include <cstdlib>
 #include <cstring>
+#include <string>
+
+#include "core/error.h"
 #include <mutex>
 #include <new>
 #include <unordered_map>
@@ -98,23 +103,47 @@ size_t round_size(size_t n) {
   return r == 0 ? 64 : r;
 }
 
-void tune_malloc() {
+// The policy: -1 until decided (from EMBER_ALLOCATOR at the first allocation), then an
+// AllocatorPolicy. tuned: whether malloc's settings are ember's now.
+std::atomic<int> g_policy{-1};
+std::mutex g_policy_mu;
+bool g_tuned = false;
+
+void apply(AllocatorPolicy p) {  // under g_policy_mu
 #if defined(__GLIBC__)
-  static const bool done = [] {
+  if (p == AllocatorPolicy::Keep && !g_tuned) {
     mallopt(M_MMAP_THRESHOLD, int(kCacheMin));
     mallopt(M_TRIM_THRESHOLD, int(kCacheCap));
-    return true;
-  }();
-  (void)done;
+    g_tuned = true;
+  } else if (p == AllocatorPolicy::System && g_tuned) {
+    mallopt(M_MMAP_THRESHOLD, 128 * 1024);  // glibc's defaults
+    mallopt(M_TRIM_THRESHOLD, 128 * 1024);
+    g_tuned = false;
+  }
 #endif
+  g_policy = int(p);
+}
+
+AllocatorPolicy current_policy() {
+  int p = g_policy.load(std::memory_order_relaxed);
+  if (p >= 0) return AllocatorPolicy(p);
+  std::lock_guard<std::mutex> lock(g_policy_mu);
+  if (g_policy.load() < 0) {
+    const char* env = std::getenv("EMBER_ALLOCATOR");
+    const std::string choice = env ? env : "";
+    if (!choice.empty() && choice != "keep" && choice != "system")
+      throw Error("Storage: the environment variable EMBER_ALLOCATOR must be 'keep' or 'system', got '" + choice + "'");
+    apply(choice == "system" ? AllocatorPolicy::System : AllocatorPolicy::Keep);
+  }
+  return AllocatorPolicy(g_policy.load());
 }
 
 }  // namespace
 
 Storage::Storage(size_t n, bool zero_fill) : nbytes(n) {
-  tune_malloc();
+  const bool keep = current_policy() == AllocatorPolicy::Keep;
   size_t rounded = round_size(n);
-  if (kUseCache && rounded >= kCacheMin) data = cache().take(rounded);
+  if (kUseCache && keep && rounded >= kCacheMin) data = cache().take(rounded);
   if (!data) {
     data = aligned_block(rounded);
     if (!data) throw std::bad_alloc();
@@ -128,7 +157,8 @@ Storage::Storage(size_t n, bool zero_fill) : nbytes(n) {
 
 Storage::~Storage() {
   size_t rounded = round_size(nbytes);
-  if (!(kUseCache && rounded >= kCacheMin && cache().give(data, rounded))) free_block(data);
+  const bool keep = g_policy.load(std::memory_order_relaxed) == int(AllocatorPolicy::Keep);
+  if (!(kUseCache && keep && rounded >= kCacheMin && cache().give(data, rounded))) free_block(data);
   g_live--;
   g_bytes -= (int64_t)nbytes;
 }
@@ -151,5 +181,15 @@ int64_t Storage::cached_bytes() {
   return (int64_t)cache().cached;
 }
 void Storage::empty_cache() { cache().clear(); }
+
+void Storage::set_policy(AllocatorPolicy policy) {
+  {
+    std::lock_guard<std::mutex> lock(g_policy_mu);
+    apply(policy);
+  }
+  if (policy == AllocatorPolicy::System) empty_cache();
+}
+
+AllocatorPolicy Storage::policy() { return current_policy(); }
 
 }  // namespace ember

@@ -8,6 +8,19 @@
 
 namespace ember {
 
+// Where storages get their memory (storage.cpp says why it matters):
+// - Keep, the default: blocks below 32 MiB from malloc's heap, which ember asks (mallopt,
+//   once, at the first allocation) to serve blocks up to 32 MiB itself and to keep what is
+//   freed; larger blocks kept in a size-class cache. A training step then reuses the last
+//   step's memory instead of faulting in fresh pages. This changes malloc's settings for
+//   the whole process.
+// - System: plain malloc and free, nothing cached, malloc's settings left alone (or put
+//   back to glibc's defaults, if Keep had changed them). For a host program that tunes
+//   malloc itself.
+// Chosen with Storage::set_policy, or before the first allocation with the environment
+// variable EMBER_ALLOCATOR=keep|system.
+enum class AllocatorPolicy { Keep, System };
+
 struct Storage {
   void* data = nullptr;
   size_t nbytes = 0;
@@ -30,6 +43,8 @@ struct Storage {
   static int64_t system_bytes();
   static int64_t cached_bytes();       // freed large blocks kept for reuse
   static void empty_cache();           // returns them to the system
+  static void set_policy(AllocatorPolicy policy);
+  static AllocatorPolicy policy();
 };
 
 }  // namespace ember

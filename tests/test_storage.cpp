@@ -1,9 +1,12 @@
 // Storage: counters and the cache of large blocks.
+#include <cstdlib>
+
 #include <catch2/catch.hpp>
 
 #include <vector>
 
 #include "core/ops.h"
+#include "core/storage.h"
 
 using namespace ember;
 
@@ -79,3 +82,27 @@ TEST_CASE("steps that allocate the same buffers again take no more memory from t
 }
 #endif
 #endif
+
+TEST_CASE("the allocator policy: Keep caches large blocks, System gives them back at once") {
+  const AllocatorPolicy before = Storage::policy();
+  Storage::set_policy(AllocatorPolicy::System);
+  CHECK(Storage::policy() == AllocatorPolicy::System);
+  { Tensor big = empty({int64_t(40) << 20}, kFloat32); }  // 160 MiB, freed
+  CHECK(Storage::cached_bytes() == 0);                   // nothing kept
+  Storage::set_policy(AllocatorPolicy::Keep);
+  CHECK(Storage::policy() == AllocatorPolicy::Keep);
+#if !defined(__SANITIZE_ADDRESS__)
+  { Tensor big = empty({int64_t(40) << 20}, kFloat32); }
+  CHECK(Storage::cached_bytes() > 0);  // kept for the next request of its size class
+#endif
+  Storage::set_policy(AllocatorPolicy::System);  // empties the cache
+  CHECK(Storage::cached_bytes() == 0);
+  Storage::set_policy(before);
+}
+
+// Run by CTest with EMBER_ALLOCATOR set (tests/CMakeLists.txt), hidden otherwise.
+TEST_CASE("EMBER_ALLOCATOR chooses the policy before the first allocation", "[.env]") {
+  const char* env = std::getenv("EMBER_ALLOCATOR");
+  REQUIRE(env != nullptr);
+  CHECK(Storage::policy() == (std::string(env) == "system" ? AllocatorPolicy::System : AllocatorPolicy::Keep));
+}
