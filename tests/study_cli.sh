@@ -82,7 +82,7 @@ says "the saturation experiment with --n 65536 and --trials 1000000 would need a
 expect 1 softmax_lab --out "$dir/a_file/sub"
 says "softmax_lab: cannot create the directory \"$dir/a_file/sub\" (--out): Not a directory"
 expect 2 softmax_lab --out ""
-says '--out needs a directory name, got ""'
+says '--out needs a non-empty value'
 mkdir -p "$dir/lab_csv/saturation.csv"
 expect 1 softmax_lab --out "$dir/lab_csv" --trials 5
 says "$dir/lab_csv/saturation.csv"
@@ -193,7 +193,7 @@ says '--dropout needs a number in [0, 0.99], got "1"'
 expect 2 tag_dates --lr nan
 expect 2 tag_dates --threads 0
 expect 2 tag_dates --train ""
-says '--train needs a file name, got ""'
+says '--train needs a non-empty value'
 expect 2 tag_dates --lim 5
 says "unknown option"
 expect 0 tag_dates --help
