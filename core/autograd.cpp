@@ -70,7 +70,8 @@ bool wants_grad_list(const std::vector<Tensor>& inputs) {
   return false;
 }
 
-Tensor record(const char* op, const Loc& loc, Tensor out, const std::vector<Tensor>& inputs, BackwardFn backward) {
+Tensor record(const char* op, const Loc& loc, Tensor out, const std::vector<Tensor>& inputs, BackwardFn backward,
+              const std::vector<Tensor>& saved) {
   if (anomaly_enabled() && !t_in_backward && !kernel::all_finite(out)) {
     std::string shapes;
     for (size_t i = 0; i < inputs.size(); i++) shapes += (i ? ", " : "") + shape_str(inputs[i].shape());
@@ -84,6 +85,8 @@ Tensor record(const char* op, const Loc& loc, Tensor out, const std::vector<Tens
   node->where = loc;
   node->out_shape = out.shape();
   node->backward = std::move(backward);
+  for (const Tensor& t : saved)
+    if (t.defined()) node->saved.push_back({t.storage(), t.storage()->version, t.shape(), t.dtype()});
   node->inputs.reserve(inputs.size());
   for (const Tensor& t : inputs) {
     Edge e;
@@ -196,6 +199,11 @@ void run_backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) 
       fail(op, "trying to backward through the graph a second time (through ", n->name, " called at ",
            format_loc(n->where), "); its saved values were freed after the first backward. Pass ",
            "retain_graph=true to the first backward to keep them");
+    for (const SavedVersion& s : n->saved)
+      if (s.storage->version != s.version)
+        fail(op, "a ", dtype_name(s.dtype), " tensor of shape ", s.shape, " that ", n->name, " (called at ",
+             format_loc(n->where), ") saved for its backward was modified in place after it was saved (version ",
+             s.version, ", now ", s.storage->version, "); compute the gradient first, or modify a clone()");
     std::vector<Tensor> in_grads = n->backward(g);
     if (in_grads.size() != n->inputs.size())
       fail(n->name, "internal: backward returned ", (int64_t)in_grads.size(), " gradients for ",
@@ -203,6 +211,7 @@ void run_backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) 
     if (anomaly_enabled()) check_finite_backward(*n, in_grads);
     if (!retain_graph) {
       n->backward = nullptr;
+      n->saved.clear();
       n->released = true;
     }
     for (size_t i = 0; i < n->inputs.size(); i++) {
@@ -224,7 +233,7 @@ void run_backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) 
         if (grads.count(e.fn.get())) ready.push_back(e.fn.get());
         else {
           // no gradient reached it (all paths gave undefined gradients): still release it
-          if (!retain_graph && !e.fn->released) { e.fn->backward = nullptr; e.fn->released = true; }
+          if (!retain_graph && !e.fn->released) { e.fn->backward = nullptr; e.fn->saved.clear(); e.fn->released = true; }
         }
       }
     }

@@ -30,11 +30,22 @@ struct Edge {
 // Gradient of the output -> gradient of each input (undefined where not needed).
 using BackwardFn = std::function<std::vector<Tensor>(const Tensor& grad_output)>;
 
+// A tensor an op's backward reads, and its storage's version when the op ran: an in-place
+// change between the forward and the backward would make the gradient silently wrong,
+// so the engine checks every one before running the backward (as PyTorch does).
+struct SavedVersion {
+  std::shared_ptr<Storage> storage;
+  uint64_t version = 0;
+  Shape shape;
+  DType dtype = DType::Float32;
+};
+
 struct Node {
   const char* name = "";
   Loc where;
   std::vector<Edge> inputs;
   BackwardFn backward;
+  std::vector<SavedVersion> saved;
   Shape out_shape;
   bool released = false;  // backward already ran and freed what it had saved
 
@@ -83,9 +94,11 @@ bool wants_grad(const T&... inputs) {
 bool wants_grad_list(const std::vector<Tensor>& inputs);
 
 // Finishes an op: runs the anomaly check on its output and, when backward is given,
-// records the node that makes `out` differentiable with respect to `inputs`.
+// records the node that makes `out` differentiable with respect to `inputs`. `saved`
+// lists the tensors the backward reads (inputs, or the output itself): modifying one in
+// place before the backward runs makes that backward an error naming the op.
 Tensor record(const char* op, const Loc& loc, Tensor out, const std::vector<Tensor>& inputs,
-              BackwardFn backward);
+              BackwardFn backward, const std::vector<Tensor>& saved = {});
 
 // Runs backward from `root` with upstream gradient `grad`.
 void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph);

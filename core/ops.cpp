@@ -79,11 +79,12 @@ Tensor unary_op(const char* name, const Tensor& a, const Loc& loc, Save save, F 
     map1<T, T>(out, x, [&](T v) { return f(v); });
   });
   BackwardFn bw;
+  Tensor s;
   if (wants_grad(a)) {
-    Tensor s = save == Save::Input ? x : out.detach();
+    s = save == Save::Input ? x : out.detach();
     bw = [s, df, name](const Tensor& g) { return std::vector<Tensor>{zip_grad(name, g, s, df)}; };
   }
-  return record(name, loc, out, {a}, std::move(bw));
+  return record(name, loc, out, {a}, std::move(bw), {s});
 }
 
 std::vector<bool> dims_mask(const Tensor& a, const Dims& dims, const char* op) {
@@ -125,14 +126,15 @@ Tensor sub(const Tensor& a, const Tensor& b, Loc loc) {
 Tensor mul(const Tensor& a, const Tensor& b, Loc loc) {
   Tensor out = binary_forward("mul", a, b, false, [](auto x, auto y) { return x * y; });
   BackwardFn bw;
+  Tensor sa, sb;
   if (wants_grad(a, b)) {
-    Tensor sa = b.requires_grad() ? a.detach() : Tensor();
-    Tensor sb = a.requires_grad() ? b.detach() : Tensor();
+    sa = b.requires_grad() ? a.detach() : Tensor();
+    sb = a.requires_grad() ? b.detach() : Tensor();
     bw = [sa, sb](const Tensor& g) {
       return std::vector<Tensor>{sb.defined() ? mul(g, sb) : Tensor(), sa.defined() ? mul(g, sa) : Tensor()};
     };
   }
-  return record("mul", loc, out, {a, b}, std::move(bw));
+  return record("mul", loc, out, {a, b}, std::move(bw), {sa, sb});
 }
 
 Tensor div(const Tensor& a, const Tensor& b, Loc loc) {
@@ -146,7 +148,7 @@ Tensor div(const Tensor& a, const Tensor& b, Loc loc) {
       return std::vector<Tensor>{ga ? gq : Tensor(), gb ? neg(mul(gq, div(sa, sb))) : Tensor()};
     };
   }
-  return record("div", loc, out, {a, b}, std::move(bw));
+  return record("div", loc, out, {a, b}, std::move(bw), {a, b});
 }
 
 Tensor pow(const Tensor& a, const Tensor& b, Loc loc) {
@@ -166,7 +168,7 @@ Tensor pow(const Tensor& a, const Tensor& b, Loc loc) {
       return std::vector<Tensor>{da, db};
     };
   }
-  return record("pow", loc, out, {a, b}, std::move(bw));
+  return record("pow", loc, out, {a, b}, std::move(bw), {a, b, out});
 }
 
 static Tensor extreme2(const char* name, const Tensor& a, const Tensor& b, const Loc& loc, bool is_max) {
@@ -187,7 +189,7 @@ static Tensor extreme2(const char* name, const Tensor& a, const Tensor& b, const
       return std::vector<Tensor>{ga, sub(g, ga)};
     };
   }
-  return record(name, loc, out, {a, b}, std::move(bw));
+  return record(name, loc, out, {a, b}, std::move(bw), {a, b});
 }
 Tensor maximum(const Tensor& a, const Tensor& b, Loc loc) { return extreme2("maximum", a, b, loc, true); }
 Tensor minimum(const Tensor& a, const Tensor& b, Loc loc) { return extreme2("minimum", a, b, loc, false); }
@@ -230,7 +232,7 @@ Tensor rdiv(double s, const Tensor& a, Loc loc) {
       })};
     };
   }
-  return record("rdiv", loc, out, {a}, std::move(bw));
+  return record("rdiv", loc, out, {a}, std::move(bw), {a});
 }
 Tensor pow(const Tensor& a, double p, Loc loc) {
   return unary_op("pow", a, loc, Save::Input, [p](auto x) { return std::pow(x, static_cast<decltype(x)>(p)); },
@@ -437,7 +439,7 @@ static Tensor extreme(const char* name, const Tensor& a, const Dims& dims, bool 
       return std::vector<Tensor>{mul(hit, div(g.reshape(ks), count))};
     };
   }
-  return record(name, loc, out, {a}, std::move(bw));
+  return record(name, loc, out, {a}, std::move(bw), {a, out});
 }
 Tensor amax(const Tensor& a, const Dims& dims, bool keepdim, Loc loc) { return extreme("amax", a, dims, keepdim, loc, true); }
 Tensor amin(const Tensor& a, const Dims& dims, bool keepdim, Loc loc) { return extreme("amin", a, dims, keepdim, loc, false); }
@@ -512,9 +514,10 @@ Tensor matmul(const Tensor& a, const Tensor& b, Loc loc) {
   Tensor out = empty(so, a.dtype());
   kernel::gemm_batched(out, a.detach().expand(sa), b.detach().expand(sb));
   BackwardFn bw;
+  Tensor xa, xb;
   if (wants_grad(a, b)) {
-    Tensor xa = b.requires_grad() ? a.detach() : Tensor();
-    Tensor xb = a.requires_grad() ? b.detach() : Tensor();
+    xa = b.requires_grad() ? a.detach() : Tensor();
+    xb = a.requires_grad() ? b.detach() : Tensor();
     // b given as a transposed view (a Linear layer's x @ W^T): its gradient is made as
     // the transpose of a contiguous [N, K] product, so that it reaches W without a copy.
     const bool b_transposed = b.dim() == 2 && b.stride(0) == 1 && b.stride(1) != 1;
@@ -535,7 +538,7 @@ Tensor matmul(const Tensor& a, const Tensor& b, Loc loc) {
       return std::vector<Tensor>{ga, gb};
     };
   }
-  return record("matmul", loc, out, {a, b}, std::move(bw));
+  return record("matmul", loc, out, {a, b}, std::move(bw), {xa, xb});
 }
 
 // ------------------------------------------------------------------ linear
@@ -560,9 +563,10 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Loc loc
   if (bias.defined()) y.copy_(bias.detach().expand({rows, out_f}));
   kernel::gemm_batched(y, x2, w.t(), /*accumulate=*/bias.defined());
   BackwardFn bw;
+  Tensor saved_x, saved_w;
   if (wants_grad(x, weight, bias)) {
     const bool gx = x.requires_grad(), gw = weight.requires_grad(), gb = bias.defined() && bias.requires_grad();
-    Tensor saved_x = gw ? x2 : Tensor(), saved_w = gx ? w : Tensor();
+    saved_x = gw ? x2 : Tensor(), saved_w = gx ? w : Tensor();
     const Shape x_shape = x.shape();
     bw = [saved_x, saved_w, gx, gw, gb, rows, in_f, out_f, x_shape](const Tensor& g) {
       Tensor g2 = g.reshape({rows, out_f});
@@ -580,7 +584,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Loc loc
       return std::vector<Tensor>{dx, dw, db};
     };
   }
-  return record(op, loc, y.view(out_shape), {x, weight, bias}, std::move(bw));
+  return record(op, loc, y.view(out_shape), {x, weight, bias}, std::move(bw), {saved_x, saved_w});
 }
 
 // ------------------------------------------------------------------ softmax
@@ -603,7 +607,7 @@ static Tensor softmax_impl(const char* name, const Tensor& a, int64_t dim, const
       return std::vector<Tensor>{dx};
     };
   }
-  return record(name, loc, out, {a}, std::move(bw));
+  return record(name, loc, out, {a}, std::move(bw), {out});
 }
 Tensor softmax(const Tensor& a, int64_t dim, Loc loc) { return softmax_impl("softmax", a, dim, loc, false); }
 Tensor log_softmax(const Tensor& a, int64_t dim, Loc loc) { return softmax_impl("log_softmax", a, dim, loc, true); }
@@ -634,7 +638,7 @@ Tensor masked_fill(const Tensor& a, const Tensor& mask, double value, Loc loc) {
       return std::vector<Tensor>{gx};
     };
   }
-  return record("masked_fill", loc, out, {a}, std::move(bw));
+  return record("masked_fill", loc, out, {a}, std::move(bw), {me});
 }
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b, Loc loc) {
@@ -658,7 +662,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b, Loc loc) {
       return std::vector<Tensor>{Tensor(), ga ? where(ce, g, z) : Tensor(), gb ? where(ce, z, g) : Tensor()};
     };
   }
-  return record("where", loc, out, {cond, a, b}, std::move(bw));
+  return record("where", loc, out, {cond, a, b}, std::move(bw), {ce});
 }
 
 Tensor where(const Tensor& cond, const Tensor& a, double b, Loc loc) { return where(cond, a, full({}, b, a.dtype()), loc); }
@@ -784,7 +788,7 @@ Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index_in, Loc lo
       return std::vector<Tensor>{gx};
     };
   }
-  return record("index_select", loc, out, {a}, std::move(bw));
+  return record("index_select", loc, out, {a}, std::move(bw), {index});
 }
 
 Tensor gather(const Tensor& a, int64_t dim, const Tensor& index_in, Loc loc) {
@@ -809,7 +813,7 @@ Tensor gather(const Tensor& a, int64_t dim, const Tensor& index_in, Loc loc) {
       return std::vector<Tensor>{gx};
     };
   }
-  return record("gather", loc, out, {a}, std::move(bw));
+  return record("gather", loc, out, {a}, std::move(bw), {index});
 }
 
 Tensor embedding_lookup(const Tensor& weight, const Tensor& ids, Loc loc) {

@@ -87,14 +87,13 @@ AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
   kernel::gemm_batched(out, pd, ve);
 
   BackwardFn bw;
+  std::vector<Tensor> saved;
   if (wants_grad(q, k, v)) {
     const bool gq = q.requires_grad(), gk = k.requires_grad(), gv = v.requires_grad();
     // save only what the needed gradients use
     Tensor saved_q = gk ? qe : Tensor(), saved_k = gq ? ke : Tensor(), saved_v = (gq || gk) ? ve : Tensor();
-    const uint64_t p_version = p.storage()->version;
-    bw = [g, rows, sc, gq, gk, gv, p, keep, saved_q, saved_k, saved_v, p_version](const Tensor& dout) {
-      if (p.storage()->version != p_version)
-        fail(kOp, "the attention weights saved for backward were modified in place after the forward");
+    saved = {p, saved_q, saved_k, saved_v};
+    bw = [g, rows, sc, gq, gk, gv, p, keep, saved_q, saved_k, saved_v](const Tensor& dout) {
       Tensor dq, dk, dv;
       if (gv) {
         Tensor pdrop = keep.defined() ? mul(p, keep) : p;
@@ -122,7 +121,7 @@ AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
       return std::vector<Tensor>{dq, dk, dv};
     };
   }
-  return {record(kOp, loc, out, {q, k, v}, std::move(bw)), p};
+  return {record(kOp, loc, out, {q, k, v}, std::move(bw), saved), p};
 }
 
 // ------------------------------------------------------------------ the reference

@@ -168,11 +168,12 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
   });
 
   BackwardFn bw;
+  Tensor w_for_dx;
   if (wants_grad(x, weight, bias)) {
     const bool need_dx = x.requires_grad();
     const bool need_dw = weight.defined() && weight.requires_grad();
     const bool need_db = bias.defined() && bias.requires_grad();
-    Tensor w_for_dx = need_dx ? w : Tensor();
+    w_for_dx = need_dx ? w : Tensor();
     bw = [xc, w_for_dx, mean, rstd, R, C, need_dx, need_dw, need_db](const Tensor& grad) {
       Tensor dy = grad.contiguous();
       Tensor dx = need_dx ? empty(xc.shape(), xc.dtype()) : Tensor();
@@ -190,7 +191,7 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
       return std::vector<Tensor>{dx, dw, db};
     };
   }
-  return record(op, loc, out, {x, weight, bias}, std::move(bw));
+  return record(op, loc, out, {x, weight, bias}, std::move(bw), {xc, w_for_dx});
 }
 
 // ------------------------------------------------------------------ cross_entropy
@@ -248,7 +249,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
       return std::vector<Tensor>{dz, Tensor()};
     };
   }
-  return record(op, loc, out, {logits, target}, std::move(bw));
+  return record(op, loc, out, {logits, target}, std::move(bw), {z, t});
 }
 
 }  // namespace ember::nn
