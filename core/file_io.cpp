@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -41,6 +42,17 @@ int write_all(int fd, const void* data, size_t size) {
   return 0;
 }
 
+// Refuses a target that exists and is not a regular file: a device (/dev/null), a FIFO
+// or a directory must never be replaced by a file, nor a FIFO written into (it could
+// block forever).
+void check_regular_or_missing(const std::string& path, const char* op) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+    fail(op, "'", path, "' exists and is not a regular file (",
+         S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO" : "a device or socket",
+         "); choose another name");
+}
+
 // Creates path and writes the bytes, flushed; on failure removes it and throws, naming
 // the file as shown (the target, when path is its temporary file).
 void write_new(const std::string& path, const std::string& shown, const void* data, size_t size, const char* op,
@@ -67,6 +79,7 @@ constexpr const char* kTmpTag = ".tmp-";
 }  // namespace
 
 void write_file(const std::string& path, const void* data, size_t size, const char* op) {
+  check_regular_or_missing(path, op);
   write_new(path, path, data, size, op, O_TRUNC);
 }
 
@@ -74,7 +87,12 @@ void replace_file(const std::string& path, const void* data, size_t size, const 
   static std::atomic<uint64_t> counter{0};
   const fs::path target(path);
   if (target.filename().empty()) fail(op, "'", path, "' names a directory, not a file");
+  check_regular_or_missing(path, op);
   const std::string dir = dir_of(path);
+  // what an earlier writer of this file left when it was killed mid-write
+  const std::string mine = "." + target.filename().string() + kTmpTag;
+  for (const std::string& stale : stale_temporary_files(dir))
+    if (fs::path(stale).filename().string().rfind(mine, 0) == 0) ::unlink(stale.c_str());
   const std::string tmp =
       (fs::path(dir) / cat_str(".", target.filename().string(), kTmpTag, ::getpid(), "-", counter++)).string();
   write_new(tmp, path, data, size, op, O_EXCL);

@@ -86,7 +86,7 @@ says '--out needs a non-empty value'
 mkdir -p "$dir/lab_csv/saturation.csv"
 expect 1 softmax_lab --out "$dir/lab_csv" --trials 5
 says "$dir/lab_csv/saturation.csv"
-says "Is a directory"
+says "is not a regular file (a directory)"
 
 # A directory this shell cannot write into: as root, run the program as nobody.
 as_user=()
@@ -133,7 +133,7 @@ says "cannot create the directory \"$dir/a_file\" (--out): Not a directory"
 mkdir -p "$dir/walk_png/heads_sentence1.png"
 expect 1 attention_walkthrough --out "$dir/walk_png"
 says "$dir/walk_png/heads_sentence1.png"
-says "Is a directory"
+says "is not a regular file (a directory)"
 
 # ---------------------------------------------------------------- fit_sine
 expect 0 fit_sine --steps 50
@@ -205,7 +205,7 @@ says "tag_dates: cannot create the directory \"$dir/a_file/sub\" (--out): Not a 
 mkdir -p "$dir/tag_png/self_attention.png"
 expect 1 tag_dates "${tag[@]}" "${small[@]}" --out "$dir/tag_png"
 says "$dir/tag_png/self_attention.png"
-says "Is a directory"
+says "is not a regular file (a directory)"
 
 if [ "$failures" -gt 0 ]; then
   echo "$failures check(s) failed"

@@ -4,6 +4,7 @@
 // made printable in messages.
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -240,4 +241,34 @@ TEST_CASE("StopSignals leaves a signal the process was started ignoring ignored 
   sigaction(SIGHUP, nullptr, &now);
   CHECK(now.sa_handler == SIG_IGN);
   sigaction(SIGHUP, &before, nullptr);
+}
+
+TEST_CASE("replace_file and write_file refuse a target that is a device, a FIFO or a directory, and replace nothing") {
+  ScratchDir dir;
+  const std::string fifo = dir.file("fifo");
+  REQUIRE(::mkfifo(fifo.c_str(), 0644) == 0);
+  CHECK_THAT(error_of([&] { io::replace_file(fifo, "x", 1, "op"); }), Catch::Contains("is not a regular file (a FIFO)"));
+  CHECK_THAT(error_of([&] { io::write_file(fifo, "x", 1, "op"); }), Catch::Contains("a FIFO"));
+  struct stat st;
+  REQUIRE(::stat(fifo.c_str(), &st) == 0);
+  CHECK(S_ISFIFO(st.st_mode));
+  CHECK_THAT(error_of([&] { io::replace_file("/dev/null", "x", 1, "op"); }), Catch::Contains("a device"));
+  REQUIRE(::stat("/dev/null", &st) == 0);
+  CHECK(S_ISCHR(st.st_mode));
+  CHECK_THAT(error_of([&] { io::replace_file(dir.path.string(), "x", 1, "op"); }), Catch::Contains("directory"));
+}
+
+TEST_CASE("replace_file removes the temporary files of its target left by writers that have ended") {
+  ScratchDir dir;
+  std::fflush(nullptr);
+  pid_t gone = fork();
+  if (gone == 0) _exit(0);
+  waitpid(gone, nullptr, 0);
+  const std::string left = dir.file(".out.png.tmp-" + std::to_string(gone) + "-0");
+  const std::string other = dir.file(".other.png.tmp-" + std::to_string(gone) + "-0");
+  std::ofstream(left) << "partial";
+  std::ofstream(other) << "partial";
+  io::replace_file(dir.file("out.png"), "png", 3, "op");
+  CHECK(!fs::exists(left));
+  CHECK(fs::exists(other));  // another file's: its own next write removes it
 }

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -177,6 +178,10 @@ int run(const std::string& program, const std::function<int()>& body) {
     if (what.rfind(program, 0) == 0) std::fprintf(stderr, "%s\n", what.c_str());
     else std::fprintf(stderr, "%s: %s\n", program.c_str(), what.c_str());
   };
+  // A write past `ulimit -f` then fails with its reason (EFBIG) instead of killing the
+  // program mid-write; and progress reaches a log or a pipe line by line.
+  std::signal(SIGXFSZ, SIG_IGN);
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   try {
     // OpenMP would start this many threads at the first parallel region, whatever it is
     if (const char* env = std::getenv("OMP_NUM_THREADS"); env && *env) {

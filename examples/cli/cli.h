@@ -65,7 +65,9 @@ CLI::Option* text(CLI::App& app, const std::string& name, std::string& value, co
 // (code 2), the error prefixed by the app's name.
 void parse(CLI::App& app, int argc, char** argv);
 
-// Runs a program's body and turns whatever it throws into a message and an exit code:
+// Runs a program's body and turns whatever it throws into a message and an exit code.
+// Before it, SIGXFSZ is ignored (a write past `ulimit -f` fails with its reason), stdout
+// is line-buffered, and OMP_NUM_THREADS is checked like --threads. Exit codes:
 // Exit as given, UsageError 2, ember::Error, out of memory and any other exception 1.
 // Messages are prefixed by program unless they already start with it.
 int run(const std::string& program, const std::function<int()>& body);

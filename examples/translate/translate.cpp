@@ -449,7 +449,7 @@ int train(const TrainOptions& o) {
   int64_t window_steps = 0, window_tokens = 0;
   auto window_start = Clock::now();
   double best_acc = hist.eval_acc.empty() ? 0 : hist.eval_acc.back();
-  bool reached = best_acc >= o.target_acc;
+  bool reached = !hist.eval_acc.empty() && best_acc >= o.target_acc;
   const int64_t first_step = progress.step;
   if (progress.step >= o.steps || reached) {
     std::printf("nothing to train: the checkpoint is at step %lld and %s\n", (long long)progress.step,
