@@ -90,7 +90,9 @@ void replace_file(const std::string& path, const void* data, size_t size, const 
   check_regular_or_missing(path, op);
   const std::string dir = dir_of(path);
   // what an earlier writer of this file left when it was killed mid-write
-  const std::string mine = "." + target.filename().string() + kTmpTag;
+  std::string mine(".");  // (appended piece by piece: GCC 12 warns falsely on "." + string)
+  mine += target.filename().string();
+  mine += kTmpTag;
   for (const std::string& stale : stale_temporary_files(dir))
     if (fs::path(stale).filename().string().rfind(mine, 0) == 0) ::unlink(stale.c_str());
   const std::string tmp =

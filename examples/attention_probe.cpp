@@ -29,7 +29,7 @@
 #include "cli/cli.h"
 #include "core/error.h"
 #include "core/file_io.h"
-#include "core/h5.h"
+#include "io/h5.h"
 #include "nn/multihead_attention.h"
 
 using namespace ember;

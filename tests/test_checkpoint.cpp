@@ -17,12 +17,13 @@
 #include <fstream>
 
 #include "core/autograd.h"
-#include "core/h5.h"
+#include "io/h5.h"
 #include "nn/layers.h"
-#include "optim/checkpoint.h"
+#include "io/checkpoint.h"
 
 using namespace ember;
 using namespace ember::optim;
+using namespace ember::io;
 using namespace ember::testing;
 namespace fs = std::filesystem;
 

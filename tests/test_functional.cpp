@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "core/gradcheck.h"
-#include "core/h5.h"
+#include "io/h5.h"
 #include "core/ops.h"
 #include "core/parallel.h"
 #include "core/random.h"

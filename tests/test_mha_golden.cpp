@@ -5,7 +5,7 @@
 
 #include "test_util.h"
 
-#include "core/h5.h"
+#include "io/h5.h"
 #include "nn/multihead_attention.h"
 
 using namespace ember;

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "core/autograd.h"
-#include "core/h5.h"
+#include "io/h5.h"
 #include "core/ops.h"
 #include "core/parallel.h"
 #include "nn/layers.h"

@@ -4,7 +4,7 @@
 
 #include "test_util.h"
 
-#include "core/h5.h"
+#include "io/h5.h"
 #include "core/ops.h"
 
 using namespace ember;

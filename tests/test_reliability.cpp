@@ -15,7 +15,7 @@
 
 #include "core/error.h"
 #include "core/file_io.h"
-#include "core/h5.h"
+#include "io/h5.h"
 #include "core/ops.h"
 #include "optim/training_run.h"
 #include "test_util.h"

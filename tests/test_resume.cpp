@@ -15,10 +15,11 @@
 #include "core/parallel.h"
 #include "nn/functional.h"
 #include "nn/transformer.h"
-#include "optim/checkpoint.h"
+#include "io/checkpoint.h"
 
 using namespace ember;
 using namespace ember::optim;
+using namespace ember::io;
 namespace fs = std::filesystem;
 
 namespace {

@@ -19,7 +19,7 @@
 #include <functional>
 #include <string>
 
-#include "core/h5.h"
+#include "io/h5.h"
 #include "text/text.h"
 
 using namespace ember;

@@ -131,7 +131,7 @@ Accuracy accuracy(const std::vector<std::vector<int64_t>>& outputs, const std::v
   return a;
 }
 
-optim::Config to_config(const nn::TransformerConfig& c) {
+io::Config to_config(const nn::TransformerConfig& c) {
   return {{"src_vocab", c.src_vocab},
           {"tgt_vocab", c.tgt_vocab},
           {"d_model", c.d_model},
@@ -146,13 +146,13 @@ optim::Config to_config(const nn::TransformerConfig& c) {
           {"pad_id", c.pad_id}};
 }
 
-nn::TransformerConfig from_config(const optim::Config& config, const std::string& file) {
+nn::TransformerConfig from_config(const io::Config& config, const std::string& file) {
   const char* op = "from_config";
   auto integer = [&](const char* k, int64_t lo, int64_t hi) {
     auto it = config.find(k);
     if (it == config.end()) fail(op, "'", file, "': key '/config' lacks '", k, "'");
     auto* v = std::get_if<int64_t>(&it->second);
-    if (!v) fail(op, "'", file, "': key '/config' attribute '", k, "' must be an integer, got ", optim::to_string(it->second));
+    if (!v) fail(op, "'", file, "': key '/config' attribute '", k, "' must be an integer, got ", io::to_string(it->second));
     if (*v < lo || *v > hi)
       fail(op, "'", file, "': key '/config' attribute '", k, "' must be in [", lo, ", ", hi, "], got ", *v);
     return *v;

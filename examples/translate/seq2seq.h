@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "nn/transformer.h"
-#include "optim/checkpoint.h"
+#include "io/checkpoint.h"
 #include "text/text.h"
 
 namespace seq2seq {
@@ -78,7 +78,7 @@ double training_bytes(const ember::nn::TransformerConfig& c, int64_t batch);
 
 // The model's configuration as checkpoint attributes, and back (checked: every key
 // present, of the right type, in range).
-ember::optim::Config to_config(const ember::nn::TransformerConfig& c);
-ember::nn::TransformerConfig from_config(const ember::optim::Config& config, const std::string& file);
+ember::io::Config to_config(const ember::nn::TransformerConfig& c);
+ember::nn::TransformerConfig from_config(const ember::io::Config& config, const std::string& file);
 
 }  // namespace seq2seq

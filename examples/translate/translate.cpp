@@ -31,7 +31,7 @@
 #include "core/parallel.h"
 #include "core/storage.h"
 #include "nn/functional.h"
-#include "optim/checkpoint.h"
+#include "io/checkpoint.h"
 #include "optim/schedule.h"
 #include "optim/training_run.h"
 #include "plot/plot.h"
@@ -110,10 +110,10 @@ std::string clock_time(double seconds) {
 struct Loaded {
   std::shared_ptr<nn::Transformer> model;
   CharVocab src_vocab, tgt_vocab;
-  optim::Checkpoint checkpoint;
+  io::Checkpoint checkpoint;
 };
 
-CharVocab vocab_of(const optim::Checkpoint& c, const std::string& name, const std::string& file) {
+CharVocab vocab_of(const io::Checkpoint& c, const std::string& name, const std::string& file) {
   auto it = c.vocab.find(name);
   if (it == c.vocab.end()) fail("load", "'", file, "': key '/vocab/", name, "' is missing");
   try {
@@ -125,7 +125,7 @@ CharVocab vocab_of(const optim::Checkpoint& c, const std::string& name, const st
 
 Loaded load_model(const std::string& path) {
   Loaded l;
-  l.checkpoint = optim::read_checkpoint(path);
+  l.checkpoint = io::read_checkpoint(path);
   nn::TransformerConfig cfg = seq2seq::from_config(l.checkpoint.config, path);
   l.src_vocab = vocab_of(l.checkpoint, "source", path);
   l.tgt_vocab = vocab_of(l.checkpoint, "target", path);
@@ -135,10 +135,10 @@ Loaded load_model(const std::string& path) {
   cli::check_fits_in_memory("translate", 4 * seq2seq::parameter_count(cfg),
                             cat_str("'", path, "': a ", std::llround(seq2seq::parameter_count(cfg)), "-parameter model"));
   l.model = std::make_shared<nn::Transformer>(cfg);
-  optim::ResumeTargets t;
+  io::ResumeTargets t;
   t.model = l.model->state_dict();
   t.config = l.checkpoint.config;
-  optim::load_checkpoint(path, t);
+  io::load_checkpoint(path, t);
   l.model->eval();
   return l;
 }
@@ -182,12 +182,12 @@ bool write_curves(const std::string& path, const History& h) {
 
 // The newest checkpoint of the directory that reads back whole; damaged ones are named
 // and skipped.
-std::optional<std::string> newest_intact(const optim::CheckpointManager& ckpts, const std::string& out) {
+std::optional<std::string> newest_intact(const io::CheckpointManager& ckpts, const std::string& out) {
   auto all = ckpts.list();
   std::vector<std::string> damaged;
   for (auto it = all.rbegin(); it != all.rend(); ++it) {
     try {
-      optim::read_checkpoint(*it);
+      io::read_checkpoint(*it);
       return *it;
     } catch (const Error& e) {
       // renamed out of the numbered series (the bytes are kept), so that the new run's
@@ -208,7 +208,7 @@ std::optional<std::string> newest_intact(const optim::CheckpointManager& ckpts, 
 
 // On resume the checkpoint decides the model and the schedule. Says, for each option given,
 // whether it applies; refuses those that would change what the checkpoint fixed.
-void check_resume_options(const TrainOptions& o, const optim::Checkpoint& c, const nn::TransformerConfig& cfg,
+void check_resume_options(const TrainOptions& o, const io::Checkpoint& c, const nn::TransformerConfig& cfg,
                           const std::string& path) {
   std::vector<std::string> applies, matches, refused;
   auto compare = [&](const std::string& flag, double want, double have, const std::string& what) {
@@ -259,7 +259,7 @@ void check_lengths(const std::vector<text::Pair>& pairs, const std::vector<Examp
 
 // Checkpoints of another history in --out would be rotated in among this run's: the
 // resumed checkpoint must be --out's own newest, or --out must hold none.
-void check_resume_place(const optim::CheckpointManager& ckpts, const std::string& out, const std::string& resume,
+void check_resume_place(const io::CheckpointManager& ckpts, const std::string& out, const std::string& resume,
                         int64_t step) {
   const std::vector<std::string> all = ckpts.list();
   if (all.empty()) return;
@@ -289,7 +289,7 @@ int train(const TrainOptions& o) {
   if (!run_dir.removed().empty())
     std::printf("removed %zu temporary file(s) left by interrupted saves in %s\n", run_dir.removed().size(),
                 o.out.c_str());
-  optim::CheckpointManager ckpts(o.out, (int)o.keep, "ckpt");
+  io::CheckpointManager ckpts(o.out, (int)o.keep, "ckpt");
 
   // The checkpoint to resume from, if any: its configuration and vocabularies win.
   std::optional<std::string> resume;
@@ -304,9 +304,9 @@ int train(const TrainOptions& o) {
   if (!resume && ckpts.latest())
     fail("translate train", "'", o.out, "' already holds checkpoints (", *ckpts.latest(),
          "); continue with --resume auto, or choose another --out");
-  std::optional<optim::Checkpoint> previous;
+  std::optional<io::Checkpoint> previous;
   if (resume) {
-    previous = optim::read_checkpoint(*resume);
+    previous = io::read_checkpoint(*resume);
     check_resume_place(ckpts, o.out, *resume, previous->progress.step);
   }
 
@@ -370,17 +370,17 @@ int train(const TrainOptions& o) {
   // lr = peak * min(step / warmup, sqrt(warmup / step)): the inverse-square-root schedule
   optim::InverseSqrtSchedule sched(cfg.d_model, warmup, peak_lr * std::sqrt(double(cfg.d_model * warmup)));
 
-  optim::Progress progress;
+  io::Progress progress;
   std::vector<int64_t> order;
   History hist;
   if (previous) {
-    optim::ResumeTargets t;
+    io::ResumeTargets t;
     t.model = model->state_dict();
     t.optimizer = &opt;
     t.schedule = &sched;
     t.generators = {{"default", &default_generator()}, {"data", &data_gen}};
     t.config = previous->config;
-    optim::Checkpoint c = optim::load_checkpoint(*resume, t);
+    io::Checkpoint c = io::load_checkpoint(*resume, t);
     progress = c.progress;
     if (!c.extra.count("order") || c.extra.at("order").dtype() != kInt64 || c.extra.at("order").dim() != 1)
       fail("translate train", "'", *resume, "': key '/extra/order' should hold the data order, int64 [pairs]");
@@ -410,7 +410,7 @@ int train(const TrainOptions& o) {
   // A save that fails (a full disk) ends the run: going on would only pile up more work
   // that cannot be kept. The previous checkpoint is untouched.
   auto save = [&](const std::string& why) {
-    optim::Checkpoint c = optim::make_checkpoint(model->state_dict(), &opt, &sched,
+    io::Checkpoint c = io::make_checkpoint(model->state_dict(), &opt, &sched,
                                                  {{"default", &default_generator()}, {"data", &data_gen}}, progress,
                                                  seq2seq::to_config(cfg));
     c.vocab["source"] = src_vocab.tokens();

@@ -31,13 +31,14 @@
 #include <vector>
 
 #include "core/error.h"
-#include "core/h5.h"
+#include "io/h5.h"
 #include "core/ops.h"
-#include "optim/checkpoint.h"
+#include "io/checkpoint.h"
 #include "optim/schedule.h"
 
 using namespace ember;
 using namespace ember::optim;
+using namespace ember::io;
 
 namespace {
 

@@ -5,10 +5,11 @@
 #include <vector>
 
 #include "core/ops.h"
-#include "optim/checkpoint.h"
+#include "io/checkpoint.h"
 
 using namespace ember;
 using namespace ember::optim;
+using namespace ember::io;
 
 int main(int argc, char** argv) {
   if (argc != 2) {

@@ -1,6 +1,6 @@
 // HDF5 through the C API. Every handle is closed by an RAII guard; HDF5's own error
 // printing is silenced and each failure becomes an ember::Error naming file and key.
-#include "core/h5.h"
+#include "io/h5.h"
 
 #include <fcntl.h>
 #include <hdf5.h>

@@ -1,7 +1,7 @@
 // Checkpoint files: layout in docs/checkpoint-format.md. Writing goes through a
 // temporary file, a checksum header and an atomic rename; reading checks the header and
 // checksum first, then parses the HDF5 image from memory, then checks every key.
-#include "optim/checkpoint.h"
+#include "io/checkpoint.h"
 
 #include <zlib.h>
 
@@ -17,9 +17,9 @@
 #include "core/autograd.h"
 #include "core/error.h"
 #include "core/file_io.h"
-#include "core/h5.h"
+#include "io/h5.h"
 
-namespace ember::optim {
+namespace ember::io {
 
 namespace fs = std::filesystem;
 
@@ -177,7 +177,7 @@ Checkpoint parse(const h5::Reader& r, const std::string& file) {
 
   if (r.has("/optimizer")) {
     p.require_group("/optimizer");
-    OptimizerState os;
+    optim::OptimizerState os;
     for (auto& a : r.attr_names("/optimizer")) {
       if (a == "kind") {
         if (!r.attr_is_string("/optimizer", a)) p.bad("/optimizer", "attribute 'kind' should be a string");
@@ -191,7 +191,7 @@ Checkpoint parse(const h5::Reader& r, const std::string& file) {
     p.require_group("/optimizer/state");
     for (auto& name : p.groups_under("/optimizer/state")) {
       std::string g = "/optimizer/state/" + name;
-      ParamState ps;
+      optim::ParamState ps;
       ps.step = p.scalar_int(g + "/step");
       for (auto& slot : r.children(g))
         if (slot != "step") ps.slots[slot] = p.tensor(g + "/" + slot);
@@ -361,13 +361,13 @@ Checkpoint read_checkpoint(const std::string& path) {
   return read_checkpoint_bytes(path, bytes);
 }
 
-Checkpoint make_checkpoint(const std::map<std::string, Tensor>& model, const Optimizer* optimizer,
-                           const Schedule* schedule, const std::map<std::string, Generator*>& generators,
+Checkpoint make_checkpoint(const std::map<std::string, Tensor>& model, const optim::Optimizer* optimizer,
+                           const optim::Schedule* schedule, const std::map<std::string, Generator*>& generators,
                            Progress progress, Config config) {
   Checkpoint c;
   for (auto& [k, t] : model) c.model[k] = t.detach().clone();
   if (optimizer) {
-    OptimizerState s = optimizer->state();
+    optim::OptimizerState s = optimizer->state();
     for (auto& [name, ps] : s.params)
       for (auto& [slot, t] : ps.slots) t = t.clone();
     c.optimizer = std::move(s);
@@ -442,7 +442,7 @@ Checkpoint load_checkpoint(const std::string& path, ResumeTargets& t) {
     }
   }
 
-  std::unique_ptr<Schedule> probe;
+  std::unique_ptr<optim::Schedule> probe;
   if (t.schedule) {
     if (!c.schedule) bad("/schedule", "is missing (the checkpoint holds no schedule state)");
     if (c.schedule->kind != t.schedule->kind())
@@ -536,4 +536,4 @@ std::string CheckpointManager::save(const Checkpoint& ckpt) {
   return path;
 }
 
-}  // namespace ember::optim
+}  // namespace ember::io

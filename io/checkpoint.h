@@ -27,7 +27,7 @@
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
 
-namespace ember::optim {
+namespace ember::io {
 
 constexpr int64_t kCheckpointSchemaVersion = 1;
 
@@ -51,7 +51,7 @@ struct ScheduleState {
 // The contents of a checkpoint, in memory.
 struct Checkpoint {
   std::map<std::string, Tensor> model;  // /model/<dotted name>: parameters and persistent buffers
-  std::optional<OptimizerState> optimizer;
+  std::optional<optim::OptimizerState> optimizer;
   std::optional<ScheduleState> schedule;
   Progress progress;
   std::map<std::string, std::vector<uint64_t>> generators;  // /rng/<name>: Generator::get_state()
@@ -75,8 +75,8 @@ Checkpoint read_checkpoint_bytes(const std::string& name, const std::vector<uint
 // checked or restored.
 struct ResumeTargets {
   std::map<std::string, Tensor> model;
-  Optimizer* optimizer = nullptr;
-  Schedule* schedule = nullptr;
+  optim::Optimizer* optimizer = nullptr;
+  optim::Schedule* schedule = nullptr;
   std::map<std::string, Generator*> generators;
   Config config;  // must equal the checkpoint's configuration key by key
 };
@@ -88,8 +88,8 @@ struct ResumeTargets {
 Checkpoint load_checkpoint(const std::string& path, ResumeTargets& targets);
 
 // Builds a checkpoint of the given objects (tensors are copied, so training may go on).
-Checkpoint make_checkpoint(const std::map<std::string, Tensor>& model, const Optimizer* optimizer,
-                           const Schedule* schedule, const std::map<std::string, Generator*>& generators,
+Checkpoint make_checkpoint(const std::map<std::string, Tensor>& model, const optim::Optimizer* optimizer,
+                           const optim::Schedule* schedule, const std::map<std::string, Generator*>& generators,
                            Progress progress, Config config = {});
 
 // Numbered checkpoints in a directory, keeping the newest keep_last of them:
@@ -107,4 +107,4 @@ class CheckpointManager {
   int keep_last_;
 };
 
-}  // namespace ember::optim
+}  // namespace ember::io
