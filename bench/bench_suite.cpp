@@ -36,7 +36,7 @@
 #include "nn/multihead_attention.h"
 #include "optim/optimizer.h"
 #include "text/text.h"
-#include "seq2seq.h"
+#include "seq2seq/seq2seq.h"
 
 using namespace ember;
 using Clock = std::chrono::steady_clock;

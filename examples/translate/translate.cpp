@@ -35,7 +35,7 @@
 #include "optim/schedule.h"
 #include "optim/training_run.h"
 #include "plot/plot.h"
-#include "seq2seq.h"
+#include "seq2seq/seq2seq.h"
 
 using namespace ember;
 using seq2seq::Example;

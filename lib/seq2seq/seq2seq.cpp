@@ -1,5 +1,5 @@
 // Batching, decoding, accuracy and configuration for the sequence-to-sequence examples.
-#include "seq2seq.h"
+#include "seq2seq/seq2seq.h"
 
 #include <algorithm>
 #include <cmath>
