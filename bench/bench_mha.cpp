@@ -67,7 +67,7 @@ int bench(int runs, int warmup, const std::string& json) {
   bool first_row = true;
   for (auto [B, L, E, H] : shapes) {
     Generator gen(1);
-    nn::MultiHeadAttention mha(E, H, 0, 0, true, 0.0, &gen);
+    nn::MultiHeadAttention mha({.embed_dim = E, .num_heads = H, .gen = &gen});
     Tensor x = randn({B, L, E}, kFloat32, &gen);
     Tensor xg = x.detach().requires_grad_();
     const double f1 = 8.0 * B * L * E * E + 4.0 * B * L * L * E;

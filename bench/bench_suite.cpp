@@ -117,12 +117,12 @@ struct MhaCase {
   nn::MultiHeadAttention mha;
   Tensor x, gy;
   MhaCase(int64_t B, int64_t L, int64_t E, int64_t H, Generator& gen)
-      : mha(E, H, 0, 0, true, 0.0, &gen), x(randn({B, L, E}, kFloat32, &gen).requires_grad_()),
+      : mha({.embed_dim = E, .num_heads = H, .gen = &gen}), x(randn({B, L, E}, kFloat32, &gen).requires_grad_()),
         gy(randn({B, L, E}, kFloat32, &gen)) {
     mha.train();
   }
   void step() {
-    Tensor y = mha.forward(x, x, x, {}, {}, nn::AttnWeights::None).output;
+    Tensor y = mha.forward(x, x, x).output;
     y.backward(gy);
     x.zero_grad();
     for (auto& p : mha.parameters()) p.zero_grad();

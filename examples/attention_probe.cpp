@@ -164,7 +164,7 @@ int probe(const std::string& in, const std::string& out, DType dtype) {
   cli::check_fits_in_memory(kOp, 3 * elem * double(E) * double(2 * E + kdim + vdim + 4),
                             cat_str("the parameters of '", in, "' (embed_dim ", E, ", kdim ", kdim, ", vdim ", vdim, ")"));
 
-  MultiHeadAttention mha(E, H, kdim, vdim, bias, 0.0, nullptr, dtype);
+  MultiHeadAttention mha({.embed_dim = E, .num_heads = H, .kdim = kdim, .vdim = vdim, .bias = bias, .dtype = dtype});
   StateDict state;
   for (auto& [name, p] : mha.named_parameters())
     state[name] = c.numbers("params/" + name, p.shape(), "the parameter's shape").to(dtype);
@@ -188,7 +188,7 @@ int probe(const std::string& in, const std::string& out, DType dtype) {
     pad = AttentionMask::blocked(c.mask("input/key_padding_mask", {B, S}, "[B, S]"));
   if (c.has("input/attn_mask")) attn = AttentionMask::blocked(c.mask("input/attn_mask", {L, S}, "[L, S]"));
 
-  auto r = mha.forward(q, k, v, pad, attn, AttnWeights::PerHead);
+  auto r = mha.forward(q, k, v, {.key_padding_mask = pad, .attn_mask = attn, .need_weights = AttnWeights::PerHead});
   r.output.backward(grad_output);
 
   std::vector<std::pair<std::string, Tensor>> results{{"output", r.output}, {"attn_weights", r.weights},

@@ -52,7 +52,7 @@ int main(int argc, char** argv) {
     Generator gen((uint64_t)seed);
     nn::Embedding embed(vocab, d_model, /*padding_idx=*/0, &gen);
     nn::PositionalEncoding pos(d_model, 64);
-    nn::MultiHeadAttention mha(d_model, heads, 0, 0, /*bias=*/false, 0.0, &gen);
+    nn::MultiHeadAttention mha({.embed_dim = d_model, .num_heads = heads, .bias = false, .gen = &gen});
     nn::LayerNorm norm(d_model);
 
     std::printf("multi-head self-attention, step by step (d_model %lld, %lld heads of d_k = %lld)\n\n",
@@ -83,7 +83,7 @@ int main(int argc, char** argv) {
     step(11, "residual + LayerNorm: LayerNorm(X + attention)", y);
 
     // The same with the module in one call.
-    auto r = mha.forward(x, x, x, nn::AttentionMask::blocked(blocked), {}, nn::AttnWeights::PerHead);
+    auto r = mha.forward(x, x, x, {.key_padding_mask = nn::AttentionMask::blocked(blocked), .need_weights = nn::AttnWeights::PerHead});
     const double d_out = max(abs(sub(r.output, attn_out))).item(), d_w = max(abs(sub(r.weights, weights))).item();
     std::printf("\nnn::MultiHeadAttention with the same weights: largest difference %.2e in the output, %.2e in the "
                 "weights\n",

@@ -239,7 +239,8 @@ std::vector<Entry> entries() {
                [](const Flags& f, DType t) {
                  Generator g(f.options.seed);
                  const int64_t kdim = f.kdim > 0 ? f.kdim : f.embed, vdim = f.vdim > 0 ? f.vdim : f.embed;
-                 auto mha = std::make_shared<nn::MultiHeadAttention>(f.embed, f.heads, kdim, vdim, true, 0.0, &g, kFloat64);
+                 auto mha = std::make_shared<nn::MultiHeadAttention>(nn::MultiHeadAttentionOptions{
+                     .embed_dim = f.embed, .num_heads = f.heads, .kdim = kdim, .vdim = vdim, .gen = &g, .dtype = kFloat64});
                  mha->to(t);
                  Case c;
                  c.inputs = {leaf({f.batch, f.L, f.embed}, t, g, f.noncontiguous),
@@ -250,7 +251,7 @@ std::vector<Entry> entries() {
                  c.modules = {mha};
                  Masks m = masks_of(f);
                  c.f = [mha, m](const std::vector<Tensor>& in) {
-                   return mha->forward(in[0], in[1], in[2], m.padding, m.attn).output;
+                   return mha->forward(in[0], in[1], in[2], {.key_padding_mask = m.padding, .attn_mask = m.attn}).output;
                  };
                  return c;
                }});
@@ -289,7 +290,7 @@ std::vector<Entry> entries() {
                  add_parameters(c, *layer, "");
                  c.modules = {layer};
                  c.f = [layer, m](const std::vector<Tensor>& in) {
-                   return layer->forward(in[0], in[1], {}, m.padding, /*causal=*/true);
+                   return layer->forward(in[0], in[1], {.memory_key_padding_mask = m.padding});
                  };
                  return c;
                }});

@@ -5,10 +5,18 @@
 
 namespace ember::nn {
 
-MultiHeadAttention::MultiHeadAttention(int64_t E, int64_t H, int64_t kd, int64_t vd, bool bias, double p,
-                                       Generator* gen, DType dtype)
-    : embed_dim(E), num_heads(H), kdim(kd > 0 ? kd : E), vdim(vd > 0 ? vd : E), dropout(p) {
+MultiHeadAttention::MultiHeadAttention(const MultiHeadAttentionOptions& o)
+    : embed_dim(o.embed_dim),
+      num_heads(o.num_heads),
+      kdim(o.kdim > 0 ? o.kdim : o.embed_dim),
+      vdim(o.vdim > 0 ? o.vdim : o.embed_dim),
+      dropout(o.dropout) {
   const char* op = "MultiHeadAttention";
+  const int64_t E = o.embed_dim, H = o.num_heads, kd = o.kdim, vd = o.vdim;
+  const double p = o.dropout;
+  const bool bias = o.bias;
+  Generator* gen = o.gen;
+  const DType dtype = o.dtype;
   if (E <= 0 || H <= 0) fail(op, "embed_dim and num_heads must be positive, got ", E, " and ", H);
   if (E % H != 0) fail(op, "embed_dim ", E, " is not divisible by num_heads ", H);
   if (kd < 0 || vd < 0) fail(op, "kdim and vdim must be positive (or 0 for embed_dim), got ", kd, " and ", vd);
@@ -26,10 +34,14 @@ MultiHeadAttention::MultiHeadAttention(int64_t E, int64_t H, int64_t kd, int64_t
 }
 
 MultiHeadAttentionOutput MultiHeadAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value,
-                                                     const AttentionMask& key_padding_mask,
-                                                     const AttentionMask& attn_mask, AttnWeights need_weights,
-                                                     KVCache* cache, bool fixed_memory, const Packing* query_packing,
-                                                     const Packing* kv_packing) {
+                                                     const AttentionCall& call) {
+  const AttentionMask& key_padding_mask = call.key_padding_mask;
+  const AttentionMask& attn_mask = call.attn_mask;
+  const AttnWeights need_weights = call.need_weights;
+  KVCache* cache = call.cache;
+  const bool fixed_memory = call.fixed_memory;
+  const Packing* query_packing = call.query_packing;
+  const Packing* kv_packing = call.kv_packing;
   const char* op = "MultiHeadAttention::forward";
   const bool reuse = cache && cache->fixed && cache->k.defined();
   int64_t B, L;

@@ -40,21 +40,41 @@ struct KVCache {
   bool fixed = false;  // true: computed once from a fixed memory (cross-attention) and reused
 };
 
+// MultiHeadAttention({.embed_dim = 512, .num_heads = 8, .kdim = 256, .dropout = 0.1})
+struct MultiHeadAttentionOptions {
+  int64_t embed_dim = 0;
+  int64_t num_heads = 1;
+  int64_t kdim = 0, vdim = 0;  // 0: embed_dim
+  bool bias = true;
+  double dropout = 0.0;
+  Generator* gen = nullptr;  // initialisation (the default generator when null)
+  DType dtype = kFloat32;
+};
+
+// What a forward call takes besides query, key and value, every part optional:
+// mha.forward(h, h, h, {.key_padding_mask = pad, .need_weights = AttnWeights::PerHead})
+struct AttentionCall {
+  AttentionMask key_padding_mask;  // [B, S]
+  AttentionMask attn_mask;         // [L, S] or [B, L, S]
+  AttnWeights need_weights = AttnWeights::None;
+  KVCache* cache = nullptr;   // token-by-token decoding
+  bool fixed_memory = false;  // the cache holds a fixed memory's keys and values (cross-attention)
+  const Packing* query_packing = nullptr;  // query given as packed rows [N, E]
+  const Packing* kv_packing = nullptr;     // key and value given as packed rows
+};
+
 class MultiHeadAttention : public Module {
  public:
   // From this many (query, key) pairs on, forward without weights runs
   // scaled_dot_product_attention_tiled, whose memory is linear in L and S.
   static constexpr int64_t kTiledMinPairs = 128 * 128;
 
-  // kdim and vdim of 0 mean embed_dim.
-  MultiHeadAttention(int64_t embed_dim, int64_t num_heads, int64_t kdim = 0, int64_t vdim = 0, bool bias = true,
-                     double dropout = 0.0, Generator* gen = nullptr, DType dtype = kFloat32);
+  explicit MultiHeadAttention(const MultiHeadAttentionOptions& options);
+  MultiHeadAttention(int64_t embed_dim, int64_t num_heads)
+      : MultiHeadAttention(MultiHeadAttentionOptions{.embed_dim = embed_dim, .num_heads = num_heads}) {}
 
   MultiHeadAttentionOutput forward(const Tensor& query, const Tensor& key, const Tensor& value,
-                                   const AttentionMask& key_padding_mask = {},
-                                   const AttentionMask& attn_mask = {}, AttnWeights need_weights = AttnWeights::None,
-                                   KVCache* cache = nullptr, bool fixed_memory = false,
-                                   const Packing* query_packing = nullptr, const Packing* kv_packing = nullptr);
+                                   const AttentionCall& call = {});
 
   int64_t embed_dim, num_heads, kdim, vdim, head_dim;
   double dropout;

@@ -20,7 +20,8 @@ void check_config(const LayerConfig& c, const char* op) {
 EncoderLayer::EncoderLayer(const LayerConfig& c, Generator* gen, DType dtype) : cfg(c) {
   check_config(c, "EncoderLayer");
   self_attn = register_module("self_attn",
-                              std::make_shared<MultiHeadAttention>(c.d_model, c.nhead, 0, 0, true, c.dropout, gen, dtype));
+                              std::make_shared<MultiHeadAttention>(
+          MultiHeadAttentionOptions{.embed_dim = c.d_model, .num_heads = c.nhead, .dropout = c.dropout, .gen = gen, .dtype = dtype}));
   ffn = register_module("ffn", std::make_shared<FeedForward>(c.d_model, c.dim_feedforward, c.dropout, c.activation,
                                                               gen, dtype));
   norm1 = register_module("norm1", std::make_shared<LayerNorm>(c.d_model, c.layer_norm_eps, true, dtype));
@@ -45,13 +46,13 @@ Tensor EncoderLayer::sublayers(const Tensor& x, const std::function<MultiHeadAtt
 
 Tensor EncoderLayer::forward(const Tensor& x, const AttentionMask& pad, const AttentionMask& mask) {
   AttnWeights w = keep_weights ? AttnWeights::PerHead : AttnWeights::None;
-  return sublayers(x, [&](const Tensor& h) { return self_attn->forward(h, h, h, pad, mask, w); });
+  return sublayers(x, [&](const Tensor& h) { return self_attn->forward(h, h, h, {.key_padding_mask = pad, .attn_mask = mask, .need_weights = w}); });
 }
 
 Tensor EncoderLayer::forward(const Tensor& rows, const Packing& packing) {
   AttnWeights w = keep_weights ? AttnWeights::PerHead : AttnWeights::None;
   return sublayers(rows, [&](const Tensor& h) {
-    return self_attn->forward(h, h, h, {}, {}, w, nullptr, false, &packing, &packing);
+    return self_attn->forward(h, h, h, {.need_weights = w, .query_packing = &packing, .kv_packing = &packing});
   });
 }
 
@@ -59,9 +60,11 @@ Tensor EncoderLayer::forward(const Tensor& rows, const Packing& packing) {
 DecoderLayer::DecoderLayer(const LayerConfig& c, Generator* gen, DType dtype) : cfg(c) {
   check_config(c, "DecoderLayer");
   self_attn = register_module("self_attn",
-                              std::make_shared<MultiHeadAttention>(c.d_model, c.nhead, 0, 0, true, c.dropout, gen, dtype));
+                              std::make_shared<MultiHeadAttention>(
+          MultiHeadAttentionOptions{.embed_dim = c.d_model, .num_heads = c.nhead, .dropout = c.dropout, .gen = gen, .dtype = dtype}));
   cross_attn = register_module(
-      "cross_attn", std::make_shared<MultiHeadAttention>(c.d_model, c.nhead, 0, 0, true, c.dropout, gen, dtype));
+      "cross_attn", std::make_shared<MultiHeadAttention>(
+          MultiHeadAttentionOptions{.embed_dim = c.d_model, .num_heads = c.nhead, .dropout = c.dropout, .gen = gen, .dtype = dtype}));
   ffn = register_module("ffn", std::make_shared<FeedForward>(c.d_model, c.dim_feedforward, c.dropout, c.activation,
                                                               gen, dtype));
   norm1 = register_module("norm1", std::make_shared<LayerNorm>(c.d_model, c.layer_norm_eps, true, dtype));
@@ -72,21 +75,28 @@ DecoderLayer::DecoderLayer(const LayerConfig& c, Generator* gen, DType dtype) : 
   dropout3 = register_module("dropout3", std::make_shared<Dropout>(c.dropout));
 }
 
-Tensor DecoderLayer::forward(const Tensor& x, const Tensor& memory, const AttentionMask& tgt_pad,
-                             const AttentionMask& mem_pad, bool causal, LayerCache* cache,
-                             const Packing* memory_packing) {
+Tensor DecoderLayer::forward(const Tensor& x, const Tensor& memory, const DecoderLayerCall& call) {
+  const AttentionMask &tgt_pad = call.tgt_key_padding_mask, &mem_pad = call.memory_key_padding_mask;
+  const bool causal = call.causal;
+  LayerCache* cache = call.cache;
+  const Packing* memory_packing = call.memory_packing;
   AttnWeights w = keep_weights ? AttnWeights::PerHead : AttnWeights::None;
   const int64_t T = x.size(1);
   auto self = [&](const Tensor& h) {
     int64_t past = cache && cache->self.k.defined() ? cache->self.k.size(2) : 0;
     AttentionMask m = causal ? causal_mask(T, past + T) : AttentionMask();
-    auto r = self_attn->forward(h, h, h, tgt_pad, m, w, cache ? &cache->self : nullptr);
+    auto r = self_attn->forward(
+        h, h, h, {.key_padding_mask = tgt_pad, .attn_mask = m, .need_weights = w, .cache = cache ? &cache->self : nullptr});
     if (keep_weights) last_self_weights = r.weights;
     return r.output;
   };
   auto cross = [&](const Tensor& h) {
-    auto r = cross_attn->forward(h, memory, memory, mem_pad, {}, w, cache ? &cache->cross : nullptr,
-                                 /*fixed_memory=*/true, nullptr, memory_packing);
+    auto r = cross_attn->forward(h, memory, memory,
+                                 {.key_padding_mask = mem_pad,
+                                  .need_weights = w,
+                                  .cache = cache ? &cache->cross : nullptr,
+                                  .fixed_memory = true,
+                                  .kv_packing = memory_packing});
     if (keep_weights) last_cross_weights = r.weights;
     return r.output;
   };
@@ -127,13 +137,16 @@ Decoder::Decoder(const LayerConfig& c, int64_t n, Generator* gen, DType dtype) {
   if (c.norm_first) norm = register_module("norm", std::make_shared<LayerNorm>(c.d_model, c.layer_norm_eps, true, dtype));
 }
 
-Tensor Decoder::forward(const Tensor& x, const Tensor& memory, const AttentionMask& tgt_pad,
-                        const AttentionMask& mem_pad, std::vector<LayerCache>* caches,
-                        const Packing* memory_packing) {
+Tensor Decoder::forward(const Tensor& x, const Tensor& memory, const DecoderCall& call) {
+  std::vector<LayerCache>* caches = call.caches;
   if (caches && caches->size() != layers->size()) caches->resize(layers->size());
   Tensor h = x;
   for (size_t i = 0; i < layers->size(); i++)
-    h = layer(i)->forward(h, memory, tgt_pad, mem_pad, true, caches ? &(*caches)[i] : nullptr, memory_packing);
+    h = layer(i)->forward(h, memory,
+                          {.tgt_key_padding_mask = call.tgt_key_padding_mask,
+                           .memory_key_padding_mask = call.memory_key_padding_mask,
+                           .cache = caches ? &(*caches)[i] : nullptr,
+                           .memory_packing = call.memory_packing});
   return norm ? norm->forward(h) : h;
 }
 
@@ -182,7 +195,9 @@ Tensor Transformer::encode(const Tensor& src) {
 Tensor Transformer::decode(const Tensor& tgt, const Tensor& memory, const AttentionMask& memory_padding) {
   if (tgt.dim() != 2 || tgt.dtype() != kInt64)
     fail("Transformer::decode", "expected int64 target ids [B, T], got ", dtype_name(tgt.dtype()), " ", tgt.shape());
-  Tensor h = decoder->forward(embed(tgt_embed, tgt, 0), memory, padding_mask(tgt, cfg.pad_id), memory_padding);
+  Tensor h = decoder->forward(embed(tgt_embed, tgt, 0), memory,
+                              {.tgt_key_padding_mask = padding_mask(tgt, cfg.pad_id),
+                               .memory_key_padding_mask = memory_padding});
   return out_proj->forward(h);
 }
 
@@ -194,7 +209,8 @@ Tensor Transformer::forward(const Tensor& src, const Tensor& tgt) {
   if (tgt.dtype() != kInt64) fail("Transformer::forward", "expected int64 target ids [B, T], got ", dtype_name(tgt.dtype()));
   Packing packing = Packing::of(src, cfg.pad_id);
   Tensor memory = encode_rows(src, packing);
-  Tensor h = decoder->forward(embed(tgt_embed, tgt, 0), memory, padding_mask(tgt, cfg.pad_id), {}, nullptr, &packing);
+  Tensor h = decoder->forward(embed(tgt_embed, tgt, 0), memory,
+                              {.tgt_key_padding_mask = padding_mask(tgt, cfg.pad_id), .memory_packing = &packing});
   return out_proj->forward(h);
 }
 
@@ -216,7 +232,7 @@ Tensor Transformer::decode_step(DecoderState& s, const Tensor& tokens) {
          dtype_name(tokens.dtype()), " ", tokens.shape());
   Tensor x = embed(tgt_embed, tokens.unsqueeze(1), s.position);
   // padding is never fed while decoding, so no target padding mask is needed
-  Tensor h = decoder->forward(x, s.memory, {}, {}, &s.caches, &s.memory_packing);
+  Tensor h = decoder->forward(x, s.memory, {.caches = &s.caches, .memory_packing = &s.memory_packing});
   s.position++;
   return out_proj->forward(h).select(1, 0);
 }

@@ -60,16 +60,31 @@ struct LayerCache {
   KVCache self, cross;
 };
 
+// What a decoder layer's forward takes besides x and memory, every part optional:
+// layer.forward(y, memory, {.memory_key_padding_mask = pad, .cache = &cache})
+struct DecoderLayerCall {
+  AttentionMask tgt_key_padding_mask;     // [B, T]
+  AttentionMask memory_key_padding_mask;  // [B, S]
+  bool causal = true;                     // the target attends to earlier positions only
+  LayerCache* cache = nullptr;            // token-by-token decoding: x holds the newest positions
+  const Packing* memory_packing = nullptr;  // memory given as packed rows [N, d_model]
+};
+
+// The same for a stack of decoder layers (always causal).
+struct DecoderCall {
+  AttentionMask tgt_key_padding_mask;
+  AttentionMask memory_key_padding_mask;
+  std::vector<LayerCache>* caches = nullptr;  // one per layer, resized as needed
+  const Packing* memory_packing = nullptr;
+};
+
 class DecoderLayer : public Module {
  public:
   explicit DecoderLayer(const LayerConfig& cfg, Generator* gen = nullptr, DType dtype = kFloat32);
-  // x [B, T, d_model], memory [B, S, d_model]. tgt_mask defaults to causal when
-  // causal is set. With a cache, x holds only the newest positions. With memory_packing,
-  // memory is packed rows [N, d_model] (see Packing) whose padding is the memory's key
-  // padding mask (memory_key_padding_mask must then be none).
-  Tensor forward(const Tensor& x, const Tensor& memory, const AttentionMask& tgt_key_padding_mask = {},
-                 const AttentionMask& memory_key_padding_mask = {}, bool causal = true,
-                 LayerCache* cache = nullptr, const Packing* memory_packing = nullptr);
+  // x [B, T, d_model], memory [B, S, d_model]. With memory_packing, memory is packed rows
+  // [N, d_model] (see Packing) whose padding is the memory's key padding mask
+  // (memory_key_padding_mask must then be none).
+  Tensor forward(const Tensor& x, const Tensor& memory, const DecoderLayerCall& call = {});
   bool keep_weights = false;
   Tensor last_self_weights, last_cross_weights;  // [B, H, T, T] and [B, H, T, S]
 
@@ -94,11 +109,7 @@ class Encoder : public Module {
 class Decoder : public Module {
  public:
   Decoder(const LayerConfig& cfg, int64_t num_layers, Generator* gen = nullptr, DType dtype = kFloat32);
-  // caches: one per layer when decoding token by token (resized as needed), else null.
-  // memory_packing: memory is packed rows, as for DecoderLayer.
-  Tensor forward(const Tensor& x, const Tensor& memory, const AttentionMask& tgt_key_padding_mask = {},
-                 const AttentionMask& memory_key_padding_mask = {}, std::vector<LayerCache>* caches = nullptr,
-                 const Packing* memory_packing = nullptr);
+  Tensor forward(const Tensor& x, const Tensor& memory, const DecoderCall& call = {});
   std::shared_ptr<ModuleList> layers;
   std::shared_ptr<LayerNorm> norm;  // only with norm_first
   std::shared_ptr<DecoderLayer> layer(size_t i) const { return layers->at<DecoderLayer>(i); }

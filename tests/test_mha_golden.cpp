@@ -20,7 +20,7 @@ static void check_case(const std::string& name) {
   const auto E = (int64_t)h5::attr_double(f, "/", "embed_dim"), H = (int64_t)h5::attr_double(f, "/", "num_heads");
   const auto kdim = (int64_t)h5::attr_double(f, "/", "kdim"), vdim = (int64_t)h5::attr_double(f, "/", "vdim");
   const bool bias = h5::attr_double(f, "/", "bias") != 0;
-  MultiHeadAttention mha(E, H, kdim, vdim, bias, 0.0, nullptr, kFloat64);
+  MultiHeadAttention mha({.embed_dim = E, .num_heads = H, .kdim = kdim, .vdim = vdim, .bias = bias, .dtype = kFloat64});
   StateDict state;
   for (auto& [pname, p] : mha.named_parameters()) state[pname] = h5::read(f, "params/" + pname);
   mha.load_state_dict(state);
@@ -32,7 +32,7 @@ static void check_case(const std::string& name) {
   if (h5::exists(f, "input/key_padding_mask")) pad = AttentionMask::blocked(h5::read(f, "input/key_padding_mask"));
   if (h5::exists(f, "input/attn_mask")) attn = AttentionMask::blocked(h5::read(f, "input/attn_mask"));
 
-  auto r = mha.forward(q, k, v, pad, attn, AttnWeights::PerHead);
+  auto r = mha.forward(q, k, v, {.key_padding_mask = pad, .attn_mask = attn, .need_weights = AttnWeights::PerHead});
   CHECK(max_abs_diff(r.output, h5::read(f, "expected/output")) < 1e-9);
   CHECK(max_abs_diff(r.weights, h5::read(f, "expected/attn_weights")) < 1e-9);
   r.output.backward(h5::read(f, "input/grad_output"));

@@ -161,7 +161,7 @@ TEST_CASE("Linear computes x W^T + b over any leading dims, with or without bias
 
 TEST_CASE("MultiHeadAttention initialises projections Xavier-uniform with zero biases") {
   Generator g(3);
-  MultiHeadAttention mha(32, 4, 0, 0, true, 0.0, &g);
+  MultiHeadAttention mha({.embed_dim = 32, .num_heads = 4, .gen = &g});
   const double bound = std::sqrt(6.0 / 64.0);
   for (auto& p : {mha.q_proj, mha.k_proj, mha.v_proj}) {
     CHECK(amax(abs(p->weight)).item() <= bound);
@@ -234,7 +234,7 @@ TEST_CASE("FeedForward is linear2(activation(linear1(x)))") {
 TEST_CASE("MultiHeadAttention rejects bad configurations and inputs with clear errors") {
   CHECK_THAT(error_of([] { MultiHeadAttention m(10, 3); }),
              StartsWith("MultiHeadAttention: embed_dim 10 is not divisible by num_heads 3"));
-  MultiHeadAttention m(8, 2, 6, 5);
+  MultiHeadAttention m({.embed_dim = 8, .num_heads = 2, .kdim = 6, .vdim = 5});
   Tensor q = randn({2, 3, 8}), k = randn({2, 4, 6}), v = randn({2, 4, 5});
   CHECK_NOTHROW(m.forward(q, k, v));
   CHECK_THAT(error_of([&] { m.forward(randn({2, 3, 7}), k, v); }), Contains("expected query [B, L, 8], got shape [2,3,7]"));
@@ -242,16 +242,16 @@ TEST_CASE("MultiHeadAttention rejects bad configurations and inputs with clear e
   CHECK_THAT(error_of([&] { m.forward(q, k, randn({2, 4, 6})); }), Contains("expected value [B, S, 5]"));
   CHECK_THAT(error_of([&] { m.forward(q, k, randn({2, 5, 5})); }), Contains("same length S"));
   auto bad_pad = AttentionMask::blocked(zeros({2, 5}, kBool));
-  CHECK_THAT(error_of([&] { m.forward(q, k, v, bad_pad); }), Contains("key_padding_mask [B, S] = [2,4], got shape [2,5]"));
+  CHECK_THAT(error_of([&] { m.forward(q, k, v, {.key_padding_mask = bad_pad}); }), Contains("key_padding_mask [B, S] = [2,4], got shape [2,5]"));
   auto bad_attn = AttentionMask::blocked(zeros({4, 3}, kBool));
-  CHECK_THAT(error_of([&] { m.forward(q, k, v, {}, bad_attn); }), Contains("attn_mask [L, S] = [3,4]"));
+  CHECK_THAT(error_of([&] { m.forward(q, k, v, {.attn_mask = bad_attn}); }), Contains("attn_mask [L, S] = [3,4]"));
 }
 
 TEST_CASE("MultiHeadAttention returns weights per head or averaged over heads") {
   MultiHeadAttention m(8, 2);
   Tensor x = randn({2, 3, 8});
-  auto per = m.forward(x, x, x, {}, {}, AttnWeights::PerHead);
-  auto avg = m.forward(x, x, x, {}, {}, AttnWeights::Averaged);
+  auto per = m.forward(x, x, x, {.need_weights = AttnWeights::PerHead});
+  auto avg = m.forward(x, x, x, {.need_weights = AttnWeights::Averaged});
   auto none = m.forward(x, x, x);
   CHECK(per.weights.shape() == Shape{2, 2, 3, 3});
   CHECK(allclose(avg.weights, mean(per.weights, {1}), 1e-6, 1e-7));
@@ -278,22 +278,22 @@ TEST_CASE("gradcheck: Linear, Embedding and LayerNorm modules") {
 }
 
 TEST_CASE("gradcheck: MultiHeadAttention, self and cross with kdim, vdim and L != S, with masks") {
-  MultiHeadAttention self(8, 2, 0, 0, true, 0.0, nullptr, kFloat64);
+  MultiHeadAttention self({.embed_dim = 8, .num_heads = 2, .dtype = kFloat64});
   Tensor x = randn({2, 3, 8}, kFloat64).requires_grad_();
   auto causal = causal_mask(3, 3);
   auto r1 = check_module(self, {x}, [&](const std::vector<Tensor>& in) {
-    return self.forward(in[0], in[0], in[0], {}, causal).output;
+    return self.forward(in[0], in[0], in[0], {.attn_mask = causal}).output;
   });
   INFO(r1.to_string());
   CHECK(r1.passed);
 
-  MultiHeadAttention cross(6, 3, 5, 4, true, 0.0, nullptr, kFloat64);
+  MultiHeadAttention cross({.embed_dim = 6, .num_heads = 3, .kdim = 5, .vdim = 4, .dtype = kFloat64});
   Tensor q = randn({2, 2, 6}, kFloat64).requires_grad_();
   Tensor k = randn({2, 4, 5}, kFloat64).requires_grad_();
   Tensor v = randn({2, 4, 4}, kFloat64).requires_grad_();
   auto pad = AttentionMask::blocked(from_bools({false, false, true, true, false, true, true, true}, {2, 4}));
   auto r2 = check_module(cross, {q, k, v}, [&](const std::vector<Tensor>& in) {
-    return cross.forward(in[0], in[1], in[2], pad).output;
+    return cross.forward(in[0], in[1], in[2], {.key_padding_mask = pad}).output;
   });
   INFO(r2.to_string());
   CHECK(r2.passed);
@@ -313,7 +313,7 @@ TEST_CASE("gradcheck: EncoderLayer and DecoderLayer, post-norm and pre-norm") {
     Tensor y = randn({2, 2, 8}, kFloat64).requires_grad_();
     Tensor mem = randn({2, 3, 8}, kFloat64).requires_grad_();
     auto r2 = check_module(dec, {y, mem}, [&](const std::vector<Tensor>& in) {
-      return dec.forward(in[0], in[1], {}, pad);
+      return dec.forward(in[0], in[1], {.memory_key_padding_mask = pad});
     });
     INFO(r2.to_string());
     CHECK(r2.passed);
@@ -395,16 +395,16 @@ TEST_CASE("packed encoder and decoder layers equal the padded ones at every kept
     DecoderLayer dec(c, &g, kFloat64);
     Tensor y = normal({3, 2, 8}, 0.0, 1.0, kFloat64, &g);
     Tensor mem = normal({3, 4, 8}, 0.0, 1.0, kFloat64, &g);
-    Tensor a = dec.forward(y, mem, {}, p.padding);
+    Tensor a = dec.forward(y, mem, {.memory_key_padding_mask = p.padding});
     Tensor w = normal(a.shape(), 0.0, 1.0, kFloat64, &g);
     auto grads_a = parameter_grads(dec, a, w);
-    Tensor b = dec.forward(y, p.pack(mem), {}, {}, true, nullptr, &p);
+    Tensor b = dec.forward(y, p.pack(mem), {.memory_packing = &p});
     CHECK(allclose(a, b, 1e-12, 1e-12));
     auto grads_b = parameter_grads(dec, b, w);
     for (size_t i = 0; i < grads_b.size(); i++) CHECK(allclose(grads_a[i], grads_b[i], 1e-10, 1e-12));
-    CHECK_THAT(error_of([&] { dec.forward(y, p.pack(mem), {}, p.padding, true, nullptr, &p); }),
+    CHECK_THAT(error_of([&] { dec.forward(y, p.pack(mem), {.memory_key_padding_mask = p.padding, .memory_packing = &p}); }),
                Contains("expected no key_padding_mask"));
-    CHECK_THAT(error_of([&] { dec.forward(y, mem, {}, {}, true, nullptr, &p); }),
+    CHECK_THAT(error_of([&] { dec.forward(y, mem, {.memory_packing = &p}); }),
                Contains("expected packed key rows [M, 8] with M = 8") && Contains("[3,4,8]"));
   }
 }
@@ -513,7 +513,7 @@ TEST_CASE("MultiHeadAttention without weights runs tiled from kTiledMinPairs on:
   const int64_t L = 130;
   REQUIRE(L * L >= MultiHeadAttention::kTiledMinPairs);
   Generator gen(6);
-  MultiHeadAttention mha(16, 2, 0, 0, true, 0.0, &gen, kFloat64);
+  MultiHeadAttention mha({.embed_dim = 16, .num_heads = 2, .gen = &gen, .dtype = kFloat64});
   Tensor x = normal({2, L, 16}, 0.0, 1.0, kFloat64, &gen);
   AttentionMask pad = AttentionMask::blocked(gt(uniform({2, L}, 0.0, 1.0, kFloat32, &gen), 0.8));
   Tensor u = normal({2, L, 16}, 0.0, 1.0, kFloat64, &gen);
@@ -522,7 +522,10 @@ TEST_CASE("MultiHeadAttention without weights runs tiled from kTiledMinPairs on:
   for (int w = 0; w < 2; w++) {
     Tensor xi = x.detach().requires_grad_();
     const int64_t before = Storage::live_bytes();
-    auto r = mha.forward(xi, xi, xi, pad, causal_mask(L, L), w ? AttnWeights::PerHead : AttnWeights::None);
+    auto r = mha.forward(xi, xi, xi,
+                         {.key_padding_mask = pad,
+                          .attn_mask = causal_mask(L, L),
+                          .need_weights = w ? AttnWeights::PerHead : AttnWeights::None});
     kept[w] = Storage::live_bytes() - before;
     CHECK(r.weights.defined() == (w == 1));
     grads[w] = parameter_grads(mha, r.output, u);

@@ -26,7 +26,7 @@ int main() {
   auto report = gradcheck([](const std::vector<Tensor>& in) { return matmul(in[0], in[1]); },
                           {randn({2, 3}, kFloat64).requires_grad_(), randn({3, 2}, kFloat64).requires_grad_()});
   std::printf("%s", report.to_string().c_str());
-  nn::MultiHeadAttention mha(8, 2, 0, 0, true, 0.0, nullptr, kFloat64);
+  nn::MultiHeadAttention mha({.embed_dim = 8, .num_heads = 2, .dtype = kFloat64});
   Tensor seq = randn({1, 3, 8}, kFloat64).requires_grad_();
   auto mha_report = gradcheck([&](const std::vector<Tensor>& in) { return mha.forward(in[0], in[0], in[0]).output; }, {seq});
   std::printf("%s", mha_report.to_string().c_str());
