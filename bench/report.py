@@ -110,6 +110,16 @@ def main():
                     "PyTorch (no KV cache)", unit="sentences/s")
     floor("attention time and memory at every L no worse than PyTorch's", scaling_ok, "see the table")
 
+    # the allocator's policy: the default Keep (malloc tuned, large blocks cached) against
+    # System (plain malloc and free), on the same training step
+    if os.path.exists(f"{work}/train_system.json"):
+        system = {(r["workload"], r["shape"]): r for r in load(f"{work}/train_system.json")["results"]}
+        for r in load(f"{work}/train.json")["results"]:
+            s = system.get((r["workload"], r["shape"]))
+            if s and r["workload"].startswith("training step"):
+                add("train", "training step, allocator Keep (System as reference)", r["shape"], r["ms"], s["ms"],
+                    "AllocatorPolicy::System")
+
     # a training run's peak memory and the allocation counter
     ours, theirs = rss_mb(f"{work}/ember_run.time"), rss_mb(f"{work}/torch_run.time")
     add("train", "peak RSS of a 300-step run", "date model", ours, theirs, "PyTorch", unit="MB")

@@ -57,6 +57,8 @@ for L in 64 128 256 512 1024; do
 done | tee "$work/attn_mem.txt"
 echo "== training step and decoding: ember, then PyTorch"
 build/bench/bench_suite train --data data/dates --json "$work/train.json"
+echo "== the same training step with the allocator's System policy (plain malloc, no caching)"
+EMBER_ALLOCATOR=system build/bench/bench_suite train --data data/dates --json "$work/train_system.json"
 $py bench/torch_suite.py train --data data/dates --ref "$shared/torch_translate_ref.py" \
   --json "$work/torch_train.json" 2>/dev/null
 echo "== peak memory of a 300-step training run: ember, then PyTorch"
