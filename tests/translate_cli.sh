@@ -110,7 +110,7 @@ run 2 no_command "$bin"
 set -m
 "$bin" train "${small[@]}" --out "$dir/run3" --steps 100000 --save-every 100000 >"$dir/sigint.out" 2>"$dir/sigint.err" &
 pid=$!
-for _ in $(seq 1 100); do grep -q "step 5/" "$dir/sigint.out" && break; sleep 0.1; done
+for _ in $(seq 1 600); do grep -q "step 5/" "$dir/sigint.out" && break; sleep 0.1; done
 kill -INT "$pid"
 wait "$pid"
 code=$?
@@ -125,7 +125,7 @@ for sig in TERM HUP; do
   out="$dir/run_$sig"
   "$bin" train "${small[@]}" --out "$out" --steps 100000 --save-every 100000 >"$dir/sig$sig.out" 2>"$dir/sig$sig.err" &
   pid=$!
-  for _ in $(seq 1 100); do grep -q "step 5/" "$dir/sig$sig.out" && break; sleep 0.1; done
+  for _ in $(seq 1 600); do grep -q "step 5/" "$dir/sig$sig.out" && break; sleep 0.1; done
   kill -"$sig" "$pid"
   wait "$pid"
   code=$?
@@ -142,7 +142,7 @@ done
 # or without --resume auto; the lock goes with the first run
 "$bin" train "${small[@]}" --out "$dir/shared" --steps 100000 --save-every 100000 >"$dir/first.out" 2>&1 &
 first=$!
-for _ in $(seq 1 100); do grep -q "step 2/" "$dir/first.out" && break; sleep 0.1; done
+for _ in $(seq 1 600); do grep -q "step 2/" "$dir/first.out" && break; sleep 0.1; done
 run 1 second "$bin" train "${small[@]}" --out "$dir/shared" --steps 5
 contains "$dir/second.err" "in use by another run (process $first"
 run 1 second_resume "$bin" train "${small[@]}" --out "$dir/shared" --steps 5 --resume auto
@@ -153,7 +153,7 @@ run 0 after_first "$bin" train "${small[@]}" --out "$dir/shared" --steps 20 --re
 # a run killed outright leaves its lock to the kernel: the next run proceeds
 "$bin" train "${small[@]}" --out "$dir/shared" --steps 100000 --resume auto >"$dir/killed.out" 2>&1 &
 victim=$!
-for _ in $(seq 1 100); do grep -q "resumed from" "$dir/killed.out" && break; sleep 0.1; done
+for _ in $(seq 1 600); do grep -q "resumed from" "$dir/killed.out" && break; sleep 0.1; done
 kill -KILL "$victim"
 wait "$victim" 2>/dev/null
 # ...and so does the temporary file of a save it was killed in: the next run removes it
