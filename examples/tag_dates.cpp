@@ -11,8 +11,10 @@
 //   tag_dates [--train FILE] [--test FILE] [--out DIR] [--steps N] [--target-acc A]
 //             [--require A] [--limit N] [--batch N] [--d-model N] [--heads N] [--layers N]
 //             [--ffn N] [--dropout P] [--lr X] [--warmup N] [--eval-every N] [--seed N] [--threads N]
+//
+// Exits 0, 1 on bad input or when the accuracy is below --require, 3 when the loss stops
+// being finite (the learning rate is too large).
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -32,9 +34,9 @@
 #include "optim/schedule.h"
 #include "plot/plot.h"
 #include "text/text.h"
+#include "train/trainer.h"
 
 using namespace ember;
-using Clock = std::chrono::steady_clock;
 
 namespace {
 
@@ -219,11 +221,11 @@ int run(const Settings& o) {
 
   std::vector<int64_t> order(train.size());
   size_t pos = order.size();
-  const auto start = Clock::now();
-  double train_s = 0, loss_sum = 0, acc = 0;
-  int64_t loss_n = 0, step = 0;
-  model.train();
-  while (step < steps) {
+  double loss_sum = 0, acc = 0;
+  int64_t loss_n = 0;
+  training::Trainer trainer({.program = "tag_dates", .steps = steps, .eval_every = eval_every, .target = target,
+                          .nonfinite_hint = cat_str("--lr ", peak_lr, " is too large for this model")});
+  trainer.step = [&] {
     if (pos + (size_t)batch > order.size()) {  // a new epoch: reshuffle
       for (size_t i = 0; i < order.size(); i++) order[i] = (int64_t)i;
       for (size_t i = order.size() - 1; i > 0; i--) std::swap(order[i], order[order_gen.next_u64() % (i + 1)]);
@@ -232,31 +234,28 @@ int run(const Settings& o) {
     std::vector<const Example*> rows;
     for (int64_t k = 0; k < batch && pos < order.size(); k++) rows.push_back(&train[(size_t)order[pos++]]);
     auto [ids, labels] = batch_of(rows);
-    const auto t0 = Clock::now();
     sched.step(opt);
     opt.zero_grad();
     Tensor loss = nn::cross_entropy(model.forward(ids).reshape({-1, kClasses}), labels.reshape({-1}), -1);
     const double loss_value = loss.item();
-    if (!std::isfinite(loss_value))
-      fail("tag_dates", "the loss became ", loss_value, " at step ", step + 1, ": --lr ", peak_lr,
-           " is too large for this model");
+    if (!std::isfinite(loss_value)) return training::StepResult{.loss = loss_value};  // the trainer stops here
     loss.backward();
     opt.step();
-    step++;
-    train_s += std::chrono::duration<double>(Clock::now() - t0).count();
     loss_sum += loss_value, loss_n++;
-    if (step % eval_every == 0 || step == steps) {
-      acc = per_char_accuracy(predict(model, test), test);
-      std::printf("step %5lld  loss %.4f  test per-character accuracy %.2f%%  (%.1f s of training)\n", (long long)step,
-                  loss_sum / double(loss_n), 100 * acc, train_s);
-      std::fflush(stdout);
-      loss_sum = 0, loss_n = 0;
-      if (acc >= target) break;
-    }
-  }
-  const double wall = std::chrono::duration<double>(Clock::now() - start).count();
+    return training::StepResult{.loss = loss_value};
+  };
+  trainer.evaluate = [&] {
+    acc = per_char_accuracy(predict(model, test), test);
+    std::printf("step %5lld  loss %.4f  test per-character accuracy %.2f%%  (%.1f s of training)\n",
+                (long long)trainer.current_step(), loss_sum / double(loss_n), 100 * acc, trainer.train_seconds());
+    std::fflush(stdout);
+    loss_sum = 0, loss_n = 0;
+    return acc;
+  };
+  model.train();
+  if (int code = trainer.run(); code != 0) return code;
   std::printf("done: %lld steps, %.1f s of training (%.1f s wall), test per-character accuracy %.2f%%\n\n",
-              (long long)step, train_s, wall, 100 * acc);
+              (long long)trainer.current_step(), trainer.train_seconds(), trainer.wall_seconds(), 100 * acc);
 
   // a few tagged dates, one of each form
   auto pred = predict(model, test);

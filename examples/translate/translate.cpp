@@ -36,6 +36,7 @@
 #include "optim/training_run.h"
 #include "plot/plot.h"
 #include "seq2seq/seq2seq.h"
+#include "train/trainer.h"
 
 using namespace ember;
 using seq2seq::Example;
@@ -96,14 +97,6 @@ void add_train_options(CLI::App* app, TrainOptions& o) {
 
 bool given(const TrainOptions& o, const std::string& flag) { return o.given.at(flag)->count() > 0; }
 
-std::string clock_time(double seconds) {
-  if (!std::isfinite(seconds) || seconds < 0) return "?";
-  long s = long(seconds + 0.5);
-  char b[32];
-  if (s >= 3600) std::snprintf(b, sizeof b, "%ld:%02ld:%02ld", s / 3600, s / 60 % 60, s % 60);
-  else std::snprintf(b, sizeof b, "%ld:%02ld", s / 60, s % 60);
-  return b;
-}
 
 // ---------------------------------------------------------------- a trained model
 
@@ -404,15 +397,12 @@ int train(const TrainOptions& o) {
   };
   if (order.empty()) new_epoch_order();
 
-  const bool tty = isatty(1);
-  std::string last_saved = resume ? *resume : std::string();
-  int64_t saved_step = previous ? previous->progress.step : -1;
-  // A save that fails (a full disk) ends the run: going on would only pile up more work
-  // that cannot be kept. The previous checkpoint is untouched.
-  auto save = [&](const std::string& why) {
+  // What one save holds: the model, the optimizer, the schedule, both generators, the
+  // place in the data, the vocabularies and the curves so far.
+  auto make_checkpoint = [&] {
     io::Checkpoint c = io::make_checkpoint(model->state_dict(), &opt, &sched,
-                                                 {{"default", &default_generator()}, {"data", &data_gen}}, progress,
-                                                 seq2seq::to_config(cfg));
+                                           {{"default", &default_generator()}, {"data", &data_gen}}, progress,
+                                           seq2seq::to_config(cfg));
     c.vocab["source"] = src_vocab.tokens();
     c.vocab["target"] = tgt_vocab.tokens();
     c.extra["order"] = from_vector(order, {(int64_t)order.size()});
@@ -423,16 +413,7 @@ int train(const TrainOptions& o) {
     };
     c.extra["loss_history"] = pairs(hist.step, hist.loss);
     c.extra["valid_history"] = pairs(hist.eval_step, hist.eval_acc);
-    std::string path;
-    try {
-      path = ckpts.save(c);
-    } catch (const Error& e) {
-      fail("translate train", "cannot save step ", progress.step, ": ", e.what(), ". The last good checkpoint is ",
-           last_saved.empty() ? std::string("(none yet)") : last_saved);
-    }
-    std::printf("%ssaved %s (%s)\n", tty ? "\n" : "", path.c_str(), why.c_str());
-    last_saved = path;
-    saved_step = progress.step;
+    return c;
   };
 
   std::vector<std::vector<int64_t>> valid_sources, valid_targets;
@@ -444,34 +425,30 @@ int train(const TrainOptions& o) {
               (long long)cfg.num_encoder_layers, (long long)cfg.num_decoder_layers, (long long)cfg.dim_feedforward,
               train_set.size(), num_threads());
   const std::string curves = (fs::path(o.out) / "curves.png").string();
-  const auto start = Clock::now();
-  double train_seconds = 0, window_loss = 0;
-  int64_t window_steps = 0, window_tokens = 0;
-  auto window_start = Clock::now();
-  double best_acc = hist.eval_acc.empty() ? 0 : hist.eval_acc.back();
-  bool reached = !hist.eval_acc.empty() && best_acc >= o.target_acc;
-  const int64_t first_step = progress.step;
-  if (progress.step >= o.steps || reached) {
+  const double best_before = hist.eval_acc.empty() ? 0 : hist.eval_acc.back();
+  const bool reached_before = !hist.eval_acc.empty() && best_before >= o.target_acc;
+  if (progress.step >= o.steps || reached_before) {
     std::printf("nothing to train: the checkpoint is at step %lld and %s\n", (long long)progress.step,
-                reached ? "has already reached --target-acc" : cat_str("--steps is ", o.steps).c_str());
-    std::printf("checkpoint: %s\n", last_saved.c_str());
+                reached_before ? "has already reached --target-acc" : cat_str("--steps is ", o.steps).c_str());
+    std::printf("checkpoint: %s\n", resume->c_str());
     return 0;
   }
+
+  training::Trainer trainer({.program = "translate train",
+                          .first_step = progress.step,
+                          .steps = o.steps,
+                          .log_every = o.log_every,
+                          .eval_every = o.eval_every,
+                          .save_every = o.save_every,
+                          .target = o.target_acc,
+                          .last_saved = resume ? *resume : std::string(),
+                          .resume_hint = "resume with --resume auto"});
   // steps after step 100, those of them in which the allocator took memory from the system, and how much
   int64_t steady_steps = 0, steady_grew = 0, steady_growth = 0;
+  double lr = 0;
   model->train();
 
-  while (progress.step < o.steps && !reached) {
-    if (int sig = optim::StopSignals::received()) {
-      if (progress.step == first_step) {
-        std::printf("stopped by %s before the first step; nothing new to save\n", optim::StopSignals::name(sig));
-        return optim::StopSignals::exit_code(sig);
-      }
-      if (saved_step != progress.step) save(cat_str("stopped by ", optim::StopSignals::name(sig)));
-      std::printf("stopped by %s at step %lld; resume with --resume auto\n", optim::StopSignals::name(sig),
-                  (long long)progress.step);
-      return optim::StopSignals::exit_code(sig);
-    }
+  trainer.step = [&] {
     if (progress.position >= (int64_t)order.size()) {
       progress.epoch++;
       progress.position = 0;
@@ -482,66 +459,52 @@ int train(const TrainOptions& o) {
       rows.push_back(&train_set[(size_t)order[(size_t)progress.position++]]);
     seq2seq::Batch b = seq2seq::make_batch(rows);
 
-    const auto t0 = Clock::now();
     const int64_t held_before = Storage::system_bytes();
-    const double lr = sched.step(opt);
+    lr = sched.step(opt);
     opt.zero_grad();
     Tensor logits = model->forward(b.src, b.tgt_in);
     Tensor loss = nn::cross_entropy(logits.reshape({-1, cfg.tgt_vocab}), b.tgt_out.reshape({-1}), CharVocab::kPad);
     const double loss_value = loss.item();
-    if (!std::isfinite(loss_value)) {
-      std::fprintf(stderr, "%stranslate train: the loss is %s at step %lld; stopping without saving. ", tty ? "\n" : "",
-                   std::isnan(loss_value) ? "NaN" : "infinite", (long long)progress.step + 1);
-      std::fprintf(stderr, "The last good checkpoint is %s.\n", last_saved.empty() ? "(none yet)" : last_saved.c_str());
-      return 3;
-    }
+    if (!std::isfinite(loss_value)) return training::StepResult{.loss = loss_value};  // the trainer stops here
     loss.backward();
     if (o.clip > 0) optim::clip_grad_norm(params, o.clip);
     opt.step();
     progress.step++;
-    train_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
     if (progress.step > 100) {
       const int64_t grown = Storage::system_bytes() - held_before;
       steady_steps++, steady_grew += grown > 0, steady_growth += grown;
     }
-    window_loss += loss_value, window_steps++, window_tokens += b.target_tokens;
+    return training::StepResult{.loss = loss_value, .tokens = b.target_tokens};
+  };
+  trainer.progress_fields = [&] {
+    char b[64];
+    std::snprintf(b, sizeof b, "epoch %lld  lr %.2e  ", (long long)progress.epoch, lr);
+    return std::string(b);
+  };
+  trainer.on_log = [&](int64_t step, double mean_loss) {
+    hist.step.push_back(double(step));
+    hist.loss.push_back(mean_loss);
+  };
+  trainer.evaluate = [&] {
+    auto outputs = seq2seq::greedy_decode(*model, valid_sources, longest_target + 2);
+    seq2seq::Accuracy acc = seq2seq::accuracy(outputs, valid_targets);
+    hist.eval_step.push_back(double(progress.step));
+    hist.eval_acc.push_back(acc.exact);
+    std::printf("%sstep %lld: validation exact match %.2f%%, per character %.2f%% (%.0f s of training)\n",
+                trainer.on_terminal() ? "\n" : "", (long long)progress.step, 100 * acc.exact, 100 * acc.per_char,
+                trainer.train_seconds());
+    write_curves(curves, hist);
+    return acc.exact;
+  };
+  // A save that fails (a full disk) ends the run: going on would only pile up more work
+  // that cannot be kept. The previous checkpoint is untouched.
+  trainer.save = [&](const std::string&) { return ckpts.save(make_checkpoint()); };
 
-    const bool log_now = tty || progress.step % o.log_every == 0 || progress.step == o.steps;
-    if (log_now) {
-      const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-      const double window = std::chrono::duration<double>(Clock::now() - window_start).count();
-      const double per_step = elapsed / double(progress.step - (previous ? previous->progress.step : 0));
-      std::printf("%sstep %lld/%lld  epoch %lld  loss %.4f  lr %.2e  %.0f tok/s  elapsed %s  remaining %s%s",
-                  tty ? "\r" : "", (long long)progress.step, (long long)o.steps, (long long)progress.epoch,
-                  window_loss / double(window_steps), lr, double(window_tokens) / std::max(window, 1e-9),
-                  clock_time(elapsed).c_str(), clock_time(per_step * double(o.steps - progress.step)).c_str(),
-                  tty ? "   " : "\n");
-      std::fflush(stdout);
-      if (!tty || progress.step % o.log_every == 0) {
-        hist.step.push_back(double(progress.step));
-        hist.loss.push_back(window_loss / double(window_steps));
-        window_loss = 0, window_steps = 0, window_tokens = 0, window_start = Clock::now();
-      }
-    }
-    if (progress.step % o.eval_every == 0 || progress.step == o.steps) {
-      auto outputs = seq2seq::greedy_decode(*model, valid_sources, longest_target + 2);
-      seq2seq::Accuracy acc = seq2seq::accuracy(outputs, valid_targets);
-      hist.eval_step.push_back(double(progress.step));
-      hist.eval_acc.push_back(acc.exact);
-      best_acc = std::max(best_acc, acc.exact);
-      reached = acc.exact >= o.target_acc;
-      std::printf("%sstep %lld: validation exact match %.2f%%, per character %.2f%% (%.0f s of training)\n",
-                  tty ? "\n" : "", (long long)progress.step, 100 * acc.exact, 100 * acc.per_char, train_seconds);
-      write_curves(curves, hist);
-      window_start = Clock::now();
-    }
-    if (progress.step % o.save_every == 0 && !reached) save("every --save-every steps");
-  }
-  if (saved_step != progress.step) save(reached ? "target accuracy reached" : "last step");
+  if (int code = trainer.run(); code != 0) return code;
   const bool drew = write_curves(curves, hist);
-  const double wall = std::chrono::duration<double>(Clock::now() - start).count();
   std::printf("done: %lld steps, %.1f s of training (%.1f s wall), best validation exact match %.2f%%\n",
-              (long long)progress.step, train_seconds, wall, 100 * best_acc);
+              (long long)progress.step, trainer.train_seconds(), trainer.wall_seconds(),
+              100 * std::max(best_before, trainer.best()));
   struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);
   std::printf("memory: peak %.0f MB resident; the allocator holds %.0f MB; %lld of %lld training steps after step 100 "
@@ -549,7 +512,8 @@ int train(const TrainOptions& o) {
               double(ru.ru_maxrss) / 1024.0, double(Storage::system_bytes()) / 1048576.0,
               (long long)(steady_steps - steady_grew), (long long)steady_steps, (long long)steady_grew,
               double(steady_growth) / 1024.0);
-  std::printf("checkpoint: %s\ncurves: %s\n", last_saved.c_str(), drew ? curves.c_str() : "(not written: see the warning)");
+  std::printf("checkpoint: %s\ncurves: %s\n", trainer.last_saved().c_str(),
+              drew ? curves.c_str() : "(not written: see the warning)");
   return 0;
 }
 
