@@ -42,7 +42,7 @@ class StopSignals {
   StopSignals(const StopSignals&) = delete;
   StopSignals& operator=(const StopSignals&) = delete;
 
-  // The first signal received since installing, or 0. Later ones are counted, not acted on:
+  // The first signal received since installing, or 0 (0 again once uninstalled). Later ones are counted, not acted on:
   // a second Ctrl-C while the run saves does not cut the save short.
   static int received();
   static const char* name(int signal);  // "SIGTERM"
