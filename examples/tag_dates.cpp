@@ -47,18 +47,26 @@ using cli::UsageError;
 
 // Embedding (scaled by sqrt(d_model)) + positions + dropout -> encoder -> a linear layer
 // to the five roles, at every position.
+struct TaggerConfig {
+  int64_t vocab = 0, d_model = 64, heads = 4, layers = 2, ffn = 128;
+  double dropout = 0.1;
+  Generator* init_gen = nullptr;     // the weights
+  Generator* dropout_gen = nullptr;  // every dropout mask
+};
+
 class Tagger : public nn::Module {
  public:
-  Tagger(int64_t vocab, int64_t d_model, int64_t heads, int64_t layers, int64_t ffn, double dropout, Generator* gen)
-      : d_model_(d_model) {
-    embed = register_module("embed", std::make_shared<nn::Embedding>(vocab, d_model, text::CharVocab::kPad, gen));
-    nn::init::normal_(embed->weight, 0.0, 1.0 / std::sqrt((double)d_model), gen);
+  explicit Tagger(const TaggerConfig& c) : d_model_(c.d_model) {
+    Generator* gen = c.init_gen;
+    embed = register_module("embed", std::make_shared<nn::Embedding>(c.vocab, c.d_model, text::CharVocab::kPad, gen));
+    nn::init::normal_(embed->weight, 0.0, 1.0 / std::sqrt((double)c.d_model), gen);
     embed->weight.detach().select(0, text::CharVocab::kPad).fill_(0.0);
-    pos = register_module("pos", std::make_shared<nn::PositionalEncoding>(d_model, 128));
-    drop = register_module("drop", std::make_shared<nn::Dropout>(dropout));
-    encoder = register_module("encoder", std::make_shared<nn::Encoder>(nn::LayerConfig{d_model, heads, ffn, dropout},
-                                                                       layers, gen));
-    head = register_module("head", std::make_shared<nn::Linear>(d_model, kClasses, true, gen));
+    pos = register_module("pos", std::make_shared<nn::PositionalEncoding>(c.d_model, 128));
+    drop = register_module("drop", std::make_shared<nn::Dropout>(c.dropout, c.dropout_gen));
+    const nn::LayerConfig layer{.d_model = c.d_model, .nhead = c.heads, .dim_feedforward = c.ffn,
+                                .dropout = c.dropout, .dropout_gen = c.dropout_gen};
+    encoder = register_module("encoder", std::make_shared<nn::Encoder>(layer, c.layers, gen));
+    head = register_module("head", std::make_shared<nn::Linear>(c.d_model, kClasses, true, gen));
   }
 
   // ids [B, S] (0 pads) -> logits [B, S, 5]
@@ -208,9 +216,9 @@ int run(const Settings& o) {
                                 std::to_string(ffn) + ", --layers " + std::to_string(layers) + " on batches of " +
                                 std::to_string(rows));
 
-  manual_seed(seed);
-  Generator init(seed * 1000003 + 5), order_gen(seed * 7919 + 11);
-  Tagger model(vocab.size(), d_model, heads, layers, ffn, dropout, &init);
+  Generator init(seed * 1000003 + 5), dropout_gen(seed), order_gen(seed * 7919 + 11);
+  Tagger model({.vocab = vocab.size(), .d_model = d_model, .heads = heads, .layers = layers, .ffn = ffn,
+                .dropout = dropout, .init_gen = &init, .dropout_gen = &dropout_gen});
   auto params = model.named_parameters();
   optim::AdamW opt(params, {.lr = peak_lr, .beta1 = 0.9, .beta2 = 0.98, .eps = 1e-9, .weight_decay = 0.01});
   optim::WarmupCosineSchedule sched(peak_lr, warmup, steps, peak_lr * 0.05);

@@ -10,7 +10,8 @@ MultiHeadAttention::MultiHeadAttention(const MultiHeadAttentionOptions& o)
       num_heads(o.num_heads),
       kdim(o.kdim > 0 ? o.kdim : o.embed_dim),
       vdim(o.vdim > 0 ? o.vdim : o.embed_dim),
-      dropout(o.dropout) {
+      dropout(o.dropout),
+      dropout_gen(o.dropout_gen) {
   const char* op = "MultiHeadAttention";
   const int64_t E = o.embed_dim, H = o.num_heads, kd = o.kdim, vd = o.vdim;
   const double p = o.dropout;

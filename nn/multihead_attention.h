@@ -47,15 +47,17 @@ struct MultiHeadAttentionOptions {
   int64_t kdim = 0, vdim = 0;  // 0: embed_dim
   bool bias = true;
   double dropout = 0.0;
-  Generator* gen = nullptr;  // initialisation (the default generator when null)
+  Generator* gen = nullptr;          // initialisation (the default generator when null)
+  Generator* dropout_gen = nullptr;  // attention dropout masks (the default generator when null);
+                                     // must outlive the module
   DType dtype = kFloat32;
 };
 
 // What a forward call takes besides query, key and value, every part optional:
 // mha.forward(h, h, h, {.key_padding_mask = pad, .need_weights = AttnWeights::PerHead})
 struct AttentionCall {
-  AttentionMask key_padding_mask;  // [B, S]
-  AttentionMask attn_mask;         // [L, S] or [B, L, S]
+  AttentionMask key_padding_mask = {};  // [B, S]
+  AttentionMask attn_mask = {};         // [L, S] or [B, L, S]
   AttnWeights need_weights = AttnWeights::None;
   KVCache* cache = nullptr;   // token-by-token decoding
   bool fixed_memory = false;  // the cache holds a fixed memory's keys and values (cross-attention)
@@ -78,7 +80,7 @@ class MultiHeadAttention : public Module {
 
   int64_t embed_dim, num_heads, kdim, vdim, head_dim;
   double dropout;
-  Generator* dropout_gen = nullptr;  // masks from the default generator when null
+  Generator* dropout_gen = nullptr;  // masks from here (the default generator when null)
   std::shared_ptr<Linear> q_proj, k_proj, v_proj, out_proj;
 };
 

@@ -21,13 +21,15 @@ EncoderLayer::EncoderLayer(const LayerConfig& c, Generator* gen, DType dtype) : 
   check_config(c, "EncoderLayer");
   self_attn = register_module("self_attn",
                               std::make_shared<MultiHeadAttention>(
-          MultiHeadAttentionOptions{.embed_dim = c.d_model, .num_heads = c.nhead, .dropout = c.dropout, .gen = gen, .dtype = dtype}));
+          MultiHeadAttentionOptions{.embed_dim = c.d_model, .num_heads = c.nhead, .dropout = c.dropout, .gen = gen,
+                                    .dropout_gen = c.dropout_gen, .dtype = dtype}));
   ffn = register_module("ffn", std::make_shared<FeedForward>(c.d_model, c.dim_feedforward, c.dropout, c.activation,
                                                               gen, dtype));
+  ffn->dropout->gen = c.dropout_gen;
   norm1 = register_module("norm1", std::make_shared<LayerNorm>(c.d_model, c.layer_norm_eps, true, dtype));
   norm2 = register_module("norm2", std::make_shared<LayerNorm>(c.d_model, c.layer_norm_eps, true, dtype));
-  dropout1 = register_module("dropout1", std::make_shared<Dropout>(c.dropout));
-  dropout2 = register_module("dropout2", std::make_shared<Dropout>(c.dropout));
+  dropout1 = register_module("dropout1", std::make_shared<Dropout>(c.dropout, c.dropout_gen));
+  dropout2 = register_module("dropout2", std::make_shared<Dropout>(c.dropout, c.dropout_gen));
 }
 
 Tensor EncoderLayer::sublayers(const Tensor& x, const std::function<MultiHeadAttentionOutput(const Tensor&)>& attend) {
@@ -61,18 +63,21 @@ DecoderLayer::DecoderLayer(const LayerConfig& c, Generator* gen, DType dtype) : 
   check_config(c, "DecoderLayer");
   self_attn = register_module("self_attn",
                               std::make_shared<MultiHeadAttention>(
-          MultiHeadAttentionOptions{.embed_dim = c.d_model, .num_heads = c.nhead, .dropout = c.dropout, .gen = gen, .dtype = dtype}));
+          MultiHeadAttentionOptions{.embed_dim = c.d_model, .num_heads = c.nhead, .dropout = c.dropout, .gen = gen,
+                                    .dropout_gen = c.dropout_gen, .dtype = dtype}));
   cross_attn = register_module(
       "cross_attn", std::make_shared<MultiHeadAttention>(
-          MultiHeadAttentionOptions{.embed_dim = c.d_model, .num_heads = c.nhead, .dropout = c.dropout, .gen = gen, .dtype = dtype}));
+          MultiHeadAttentionOptions{.embed_dim = c.d_model, .num_heads = c.nhead, .dropout = c.dropout, .gen = gen,
+                                    .dropout_gen = c.dropout_gen, .dtype = dtype}));
   ffn = register_module("ffn", std::make_shared<FeedForward>(c.d_model, c.dim_feedforward, c.dropout, c.activation,
                                                               gen, dtype));
+  ffn->dropout->gen = c.dropout_gen;
   norm1 = register_module("norm1", std::make_shared<LayerNorm>(c.d_model, c.layer_norm_eps, true, dtype));
   norm2 = register_module("norm2", std::make_shared<LayerNorm>(c.d_model, c.layer_norm_eps, true, dtype));
   norm3 = register_module("norm3", std::make_shared<LayerNorm>(c.d_model, c.layer_norm_eps, true, dtype));
-  dropout1 = register_module("dropout1", std::make_shared<Dropout>(c.dropout));
-  dropout2 = register_module("dropout2", std::make_shared<Dropout>(c.dropout));
-  dropout3 = register_module("dropout3", std::make_shared<Dropout>(c.dropout));
+  dropout1 = register_module("dropout1", std::make_shared<Dropout>(c.dropout, c.dropout_gen));
+  dropout2 = register_module("dropout2", std::make_shared<Dropout>(c.dropout, c.dropout_gen));
+  dropout3 = register_module("dropout3", std::make_shared<Dropout>(c.dropout, c.dropout_gen));
 }
 
 Tensor DecoderLayer::forward(const Tensor& x, const Tensor& memory, const DecoderLayerCall& call) {
@@ -165,7 +170,7 @@ Transformer::Transformer(const TransformerConfig& c, Generator* gen, DType dtype
     if (c.pad_id >= 0) e->weight.detach().select(0, c.pad_id).fill_(0.0);
   }
   pos = register_module("pos", std::make_shared<PositionalEncoding>(c.d_model, c.max_len, dtype));
-  dropout = register_module("dropout", std::make_shared<Dropout>(c.dropout));
+  dropout = register_module("dropout", std::make_shared<Dropout>(c.dropout, c.dropout_gen));
   encoder = register_module("encoder", std::make_shared<Encoder>(lc, c.num_encoder_layers, gen, dtype));
   decoder = register_module("decoder", std::make_shared<Decoder>(lc, c.num_decoder_layers, gen, dtype));
   out_proj = register_module("out_proj", std::make_shared<Linear>(c.d_model, c.tgt_vocab, true, gen, dtype));

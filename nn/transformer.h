@@ -30,6 +30,10 @@ struct LayerConfig {
   Activation activation = Activation::ReLU;
   bool norm_first = false;
   double layer_norm_eps = 1e-5;
+  // Every dropout mask of the layer is drawn from here: the sub-layers' residual dropouts,
+  // attention dropout and the feed-forward dropout. The default generator when null; it
+  // must outlive the layer. (The constructor's Generator initialises the weights.)
+  Generator* dropout_gen = nullptr;
 };
 
 class EncoderLayer : public Module {
@@ -63,8 +67,8 @@ struct LayerCache {
 // What a decoder layer's forward takes besides x and memory, every part optional:
 // layer.forward(y, memory, {.memory_key_padding_mask = pad, .cache = &cache})
 struct DecoderLayerCall {
-  AttentionMask tgt_key_padding_mask;     // [B, T]
-  AttentionMask memory_key_padding_mask;  // [B, S]
+  AttentionMask tgt_key_padding_mask = {};     // [B, T]
+  AttentionMask memory_key_padding_mask = {};  // [B, S]
   bool causal = true;                     // the target attends to earlier positions only
   LayerCache* cache = nullptr;            // token-by-token decoding: x holds the newest positions
   const Packing* memory_packing = nullptr;  // memory given as packed rows [N, d_model]
@@ -72,8 +76,8 @@ struct DecoderLayerCall {
 
 // The same for a stack of decoder layers (always causal).
 struct DecoderCall {
-  AttentionMask tgt_key_padding_mask;
-  AttentionMask memory_key_padding_mask;
+  AttentionMask tgt_key_padding_mask = {};
+  AttentionMask memory_key_padding_mask = {};
   std::vector<LayerCache>* caches = nullptr;  // one per layer, resized as needed
   const Packing* memory_packing = nullptr;
 };
@@ -125,8 +129,16 @@ struct TransformerConfig {
   bool norm_first = false;
   int64_t max_len = 512;
   int64_t pad_id = 0;
+  Generator* dropout_gen = nullptr;  // every dropout mask of the model (the default generator when null)
   LayerConfig layer() const {
-    return {d_model, nhead, dim_feedforward, dropout, activation, norm_first, 1e-5};
+    return {.d_model = d_model,
+            .nhead = nhead,
+            .dim_feedforward = dim_feedforward,
+            .dropout = dropout,
+            .activation = activation,
+            .norm_first = norm_first,
+            .layer_norm_eps = 1e-5,
+            .dropout_gen = dropout_gen};
   }
 };
 

@@ -537,3 +537,52 @@ TEST_CASE("MultiHeadAttention without weights runs tiled from kTiledMinPairs on:
   // bool mask it was given, 1/16 of them)
   CHECK(kept[1] - kept[0] >= 2 * 2 * L * L * 8 * 3 / 4);
 }
+
+TEST_CASE("every dropout of a model draws from the generator its configuration names, never the default one") {
+  TransformerConfig c = tiny_config();
+  c.dropout = 0.3;
+  Generator init(5);
+  Tensor src = from_vector(std::vector<int64_t>{3, 4, 5, 1, 2, 0}, {2, 3});
+  Tensor tgt = from_vector(std::vector<int64_t>{1, 6, 7, 2, 3, 0}, {2, 3});
+  // The logits of one training forward with dropout drawn from a generator seeded `seed`,
+  // and what that forward took from the generator and from the default one.
+  auto run = [&](uint64_t seed, uint64_t* drawn, bool* default_touched) {
+    Generator g(seed), w(5);
+    c.dropout_gen = &g;
+    Transformer m(c, &w);
+    m.train();
+    const auto before = default_generator().get_state();
+    Tensor out = m.forward(src, tgt);
+    *default_touched = default_generator().get_state() != before;
+    *drawn = g.get_state()[1];
+    return out.to_vector<float>();
+  };
+  uint64_t drawn = 0;
+  bool touched = true;
+  auto a = run(11, &drawn, &touched);
+  CHECK(drawn > 0);
+  CHECK_FALSE(touched);
+  auto b = run(11, &drawn, &touched);
+  CHECK(a == b);  // the same stream, the same masks
+  auto d = run(12, &drawn, &touched);
+  CHECK(a != d);
+
+  // Each kind of layer on its own, through its configuration or options.
+  Generator g(3);
+  const auto before = default_generator().get_state();
+  EncoderLayer enc(LayerConfig{.d_model = 8, .nhead = 2, .dim_feedforward = 16, .dropout = 0.5, .dropout_gen = &g}, &init);
+  DecoderLayer dec(LayerConfig{.d_model = 8, .nhead = 2, .dim_feedforward = 16, .dropout = 0.5, .dropout_gen = &g}, &init);
+  MultiHeadAttention mha(MultiHeadAttentionOptions{.embed_dim = 8, .num_heads = 2, .dropout = 0.5, .gen = &init,
+                                                   .dropout_gen = &g});
+  Tensor x = randn({2, 3, 8}, kFloat32, &init);
+  uint64_t last = g.get_state()[1];
+  enc.forward(x);
+  CHECK(g.get_state()[1] > last);
+  last = g.get_state()[1];
+  dec.forward(x, x);
+  CHECK(g.get_state()[1] > last);
+  last = g.get_state()[1];
+  mha.forward(x, x, x);
+  CHECK(g.get_state()[1] > last);
+  CHECK(default_generator().get_state() == before);
+}

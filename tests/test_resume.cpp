@@ -62,7 +62,7 @@ struct Corpus {
 // what a restarted process would build before loading its checkpoint.
 struct Trainer {
   const Corpus& data;
-  Generator model_gen{7}, data_gen{8};
+  Generator model_gen{7}, data_gen{8}, dropout_gen{9};
   std::shared_ptr<nn::Transformer> model;
   std::unique_ptr<Adam> opt;
   InverseSqrtSchedule sched{16, 4, 1.0};
@@ -71,8 +71,9 @@ struct Trainer {
   std::vector<float> losses;
 
   explicit Trainer(const Corpus& d) : data(d) {
-    manual_seed(9);  // dropout draws from the default generator, as in PyTorch
-    model = std::make_shared<nn::Transformer>(model_config(), &model_gen);
+    nn::TransformerConfig cfg = model_config();
+    cfg.dropout_gen = &dropout_gen;  // every dropout mask comes from here
+    model = std::make_shared<nn::Transformer>(cfg, &model_gen);
     opt = std::make_unique<Adam>(model->named_parameters(), AdamOptions{.lr = 1e-3, .weight_decay = 1e-4});
   }
 
@@ -103,7 +104,7 @@ struct Trainer {
   }
 
   std::map<std::string, Generator*> generators() {
-    return {{"default", &default_generator()}, {"model", &model_gen}, {"data", &data_gen}};
+    return {{"dropout", &dropout_gen}, {"model", &model_gen}, {"data", &data_gen}};
   }
 
   void save(const std::string& path) {
@@ -150,15 +151,18 @@ void require_identical(Trainer& a, Trainer& b) {
   REQUIRE(a.model_gen.get_state() == b.model_gen.get_state());
 }
 
-// The default generator's state after a run (the runs share it, one after the other).
+// The default generator's state: a model whose configuration names its dropout
+// generator never draws from it.
 std::vector<uint64_t> default_state() { return default_generator().get_state(); }
 
 void check_resume(int threads, int total, int k) {
   NumThreadsGuard guard(threads);
   Corpus corpus;
+  const std::vector<uint64_t> default_before = default_state();
   Trainer whole(corpus);
   for (int i = 0; i < total; i++) whole.step();
-  std::vector<uint64_t> whole_default = default_state();
+  REQUIRE(default_state() == default_before);
+  REQUIRE(whole.dropout_gen.get_state()[1] > 0);  // it drew the masks
 
   fs::path dir = fs::temp_directory_path() / ("ember_resume_" + std::to_string(::getpid()));
   fs::create_directories(dir);
@@ -173,7 +177,8 @@ void check_resume(int threads, int total, int k) {
   for (int i = k; i < total; i++) second.step();
   fs::remove_all(dir);
   require_identical(whole, second);
-  REQUIRE(default_state() == whole_default);
+  REQUIRE(second.dropout_gen.get_state() == whole.dropout_gen.get_state());
+  REQUIRE(default_state() == default_before);
 }
 
 }  // namespace
@@ -192,7 +197,7 @@ TEST_CASE("dropout makes the resumed run depend on the restored generator") {
   for (int i = 0; i < 6; i++) whole.step();
   Trainer other(corpus);
   for (int i = 0; i < 3; i++) other.step();
-  manual_seed(12345);
+  other.dropout_gen.manual_seed(12345);
   for (int i = 3; i < 6; i++) other.step();
   CHECK(std::memcmp(&whole.losses[5], &other.losses[5], sizeof(float)) != 0);
 }

@@ -199,6 +199,10 @@ std::optional<std::string> newest_intact(const io::CheckpointManager& ckpts, con
   return std::nullopt;
 }
 
+// The checkpoint's dropout stream: /rng/dropout, or /rng/default in checkpoints written
+// when dropout drew from the default generator. Its seed is the run's --seed.
+std::string dropout_stream(const io::Checkpoint& c) { return c.generators.count("dropout") ? "dropout" : "default"; }
+
 // On resume the checkpoint decides the model and the schedule. Says, for each option given,
 // whether it applies; refuses those that would change what the checkpoint fixed.
 void check_resume_options(const TrainOptions& o, const io::Checkpoint& c, const nn::TransformerConfig& cfg,
@@ -224,7 +228,8 @@ void check_resume_options(const TrainOptions& o, const io::Checkpoint& c, const 
     compare("--lr", o.lr, c.schedule->settings.at("factor") / std::sqrt(double(cfg.d_model) * warmup),
             "peak learning rate");
   }
-  if (c.generators.count("default")) compare("--seed", double(o.seed), double(c.generators.at("default")[0]), "seed");
+  if (c.generators.count(dropout_stream(c)))
+    compare("--seed", double(o.seed), double(c.generators.at(dropout_stream(c))[0]), "seed");
   for (const char* flag : {"--train", "--valid", "--steps", "--target-acc", "--batch", "--clip", "--eval-every",
                            "--save-every", "--keep", "--log-every", "--threads"})
     if (given(o, flag)) applies.push_back(std::string(flag) + " " + o.given.at(flag)->as<std::string>());
@@ -340,8 +345,11 @@ int train(const TrainOptions& o) {
   int64_t longest_target = 0;
   for (auto& e : valid_set) longest_target = std::max<int64_t>(longest_target, (int64_t)e.target.size());
 
-  manual_seed((uint64_t)o.seed);  // dropout draws from the default generator
-  Generator init_gen((uint64_t)o.seed * 1000003 + 17), data_gen((uint64_t)o.seed * 7919 + 3);
+  // three streams: initialisation, dropout masks, data order (dropout's is checkpointed
+  // with the data order's, so that a resumed run draws the masks it would have drawn)
+  Generator init_gen((uint64_t)o.seed * 1000003 + 17), dropout_gen((uint64_t)o.seed),
+      data_gen((uint64_t)o.seed * 7919 + 3);
+  cfg.dropout_gen = &dropout_gen;
   auto model = std::make_shared<nn::Transformer>(cfg, &init_gen);
   seq2seq::xavier_init(*model, &init_gen);
   auto params = model->named_parameters();
@@ -371,7 +379,7 @@ int train(const TrainOptions& o) {
     t.model = model->state_dict();
     t.optimizer = &opt;
     t.schedule = &sched;
-    t.generators = {{"default", &default_generator()}, {"data", &data_gen}};
+    t.generators = {{dropout_stream(*previous), &dropout_gen}, {"data", &data_gen}};
     t.config = previous->config;
     io::Checkpoint c = io::load_checkpoint(*resume, t);
     progress = c.progress;
@@ -401,7 +409,7 @@ int train(const TrainOptions& o) {
   // place in the data, the vocabularies and the curves so far.
   auto make_checkpoint = [&] {
     io::Checkpoint c = io::make_checkpoint(model->state_dict(), &opt, &sched,
-                                           {{"default", &default_generator()}, {"data", &data_gen}}, progress,
+                                           {{"dropout", &dropout_gen}, {"data", &data_gen}}, progress,
                                            seq2seq::to_config(cfg));
     c.vocab["source"] = src_vocab.tokens();
     c.vocab["target"] = tgt_vocab.tokens();
