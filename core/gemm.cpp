@@ -22,7 +22,10 @@ struct MatLayout {
   int64_t ld = 0;
 };
 
-MatLayout layout_of(int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
+// The layout of t's last two dims, [rows, cols]: rows contiguous, or columns contiguous
+// (a transpose), or neither (not ok).
+MatLayout layout_of(const Tensor& t, int64_t rows, int64_t cols) {
+  const int64_t rs = t.stride(t.dim() - 2), cs = t.stride(t.dim() - 1);
   MatLayout m;
   if ((cols == 1 || cs == 1) && (rows == 1 || rs >= std::max<int64_t>(cols, 1))) {
     m.ok = true;
@@ -68,16 +71,16 @@ class OneBlasThread {
   int saved_;
 };
 
-// c = a b (beta 0) or c += a b (beta 1)
-inline void blas_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int64_t lda,
-                      const float* b, int64_t ldb, float* c, int64_t ldc, float beta) {
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (blasint)M,
-              (blasint)N, (blasint)K, 1.0f, a, (blasint)lda, b, (blasint)ldb, beta, c, (blasint)ldc);
+// c = a b, or c += a b with accumulate (BLAS's beta 1)
+inline void blas_gemm(const Gemm<float>& g) {
+  cblas_sgemm(CblasRowMajor, g.trans_a ? CblasTrans : CblasNoTrans, g.trans_b ? CblasTrans : CblasNoTrans,
+              (blasint)g.M, (blasint)g.N, (blasint)g.K, 1.0f, g.a, (blasint)g.lda, g.b, (blasint)g.ldb,
+              g.accumulate ? 1.0f : 0.0f, g.c, (blasint)g.ldc);
 }
-inline void blas_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const double* a, int64_t lda,
-                      const double* b, int64_t ldb, double* c, int64_t ldc, double beta) {
-  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (blasint)M,
-              (blasint)N, (blasint)K, 1.0, a, (blasint)lda, b, (blasint)ldb, beta, c, (blasint)ldc);
+inline void blas_gemm(const Gemm<double>& g) {
+  cblas_dgemm(CblasRowMajor, g.trans_a ? CblasTrans : CblasNoTrans, g.trans_b ? CblasTrans : CblasNoTrans,
+              (blasint)g.M, (blasint)g.N, (blasint)g.K, 1.0, g.a, (blasint)g.lda, g.b, (blasint)g.ldb,
+              g.accumulate ? 1.0 : 0.0, g.c, (blasint)g.ldc);
 }
 
 // A GEMM is cut along the longer of M and N (never along K, which would change the
@@ -121,64 +124,6 @@ constexpr int64_t kSkinny = 16;
 // elements of the streamed operand below which BLAS is as fast (attention's per-head tiles)
 constexpr int64_t kSkinnyMinStream = 32768;
 
-// C[m, n] (+)= sum_k A(m, k) B[k, n] for m in [m0, m0 + R), n in [n0, n0 + w), with B's rows
-// contiguous (ldb apart) and A(m, k) at pa[m * ar + k * ac].
-template <int R, class T>
-void axpy_block(T* c, int64_t ldc, const T* pa, int64_t ar, int64_t ac, const T* pb, int64_t ldb, int64_t m0,
-                int64_t n0, int64_t w, int64_t K, bool accumulate) {
-  constexpr int64_t W = 64;
-  T acc[R][W];
-  for (int r = 0; r < R; r++)
-    for (int64_t j = 0; j < W; j++) acc[r][j] = accumulate && j < w ? c[(m0 + r) * ldc + n0 + j] : T(0);
-  if (w == W) {  // the loop below with a constant width, which the compiler unrolls
-    for (int64_t k = 0; k < K; k++) {
-      const T* b = pb + k * ldb + n0;
-      for (int r = 0; r < R; r++) {
-        const T a = pa[(m0 + r) * ar + k * ac];
-        for (int64_t j = 0; j < W; j++) acc[r][j] += a * b[j];
-      }
-    }
-  } else {
-    for (int64_t k = 0; k < K; k++) {
-      const T* b = pb + k * ldb + n0;
-      for (int r = 0; r < R; r++) {
-        const T a = pa[(m0 + r) * ar + k * ac];
-        for (int64_t j = 0; j < w; j++) acc[r][j] += a * b[j];
-      }
-    }
-  }
-  for (int r = 0; r < R; r++)
-    for (int64_t j = 0; j < w; j++) c[(m0 + r) * ldc + n0 + j] = acc[r][j];
-}
-
-// C[m, n] (+)= dot(A[m, :], Bt[n, :]) for m in [m0, m0 + R), n in [n0, n0 + NC), the rows
-// contiguous; each dot in 16 lanes (R * NC independent chains), the lanes then added
-// pairwise, then the tail.
-template <int R, int NC, class T>
-void dot_block(T* c, int64_t ldc, const T* pa, int64_t lda, const T* pb, int64_t ldb, int64_t m0, int64_t n0,
-               int64_t K, bool accumulate) {
-  constexpr int L = 16;
-  T acc[R][NC][L] = {};
-  int64_t k = 0;
-  for (; k + L <= K; k += L)
-    for (int r = 0; r < R; r++)
-      for (int q = 0; q < NC; q++) {
-        const T* a = pa + (m0 + r) * lda + k;
-        const T* b = pb + (n0 + q) * ldb + k;
-        for (int l = 0; l < L; l++) acc[r][q][l] += a[l] * b[l];
-      }
-  for (int r = 0; r < R; r++)
-    for (int q = 0; q < NC; q++) {
-      T* v = acc[r][q];
-      for (int h = L / 2; h >= 1; h /= 2)
-        for (int l = 0; l < h; l++) v[l] += v[l + h];
-      T sum = v[0];
-      for (int64_t t = k; t < K; t++) sum += pa[(m0 + r) * lda + t] * pb[(n0 + q) * ldb + t];
-      T& out = c[(m0 + r) * ldc + n0 + q];
-      out = accumulate ? out + sum : sum;
-    }
-}
-
 // Rows [m_begin, m_end) in blocks of `block` rows, then the rest one at a time.
 template <class FB, class F1>
 void by_rows(int64_t m_begin, int64_t m_end, FB&& blocked, F1&& one, int64_t block = 4) {
@@ -215,19 +160,81 @@ struct Skinny {
     else if (M <= kSkinny) cols = 64;
     else rows = 32;
   }
+  // C[m, n] (+)= sum_k A(m, k) B[k, n] for m in [m0, m0 + R), n in [n0, n0 + w), with B's rows
+  // contiguous (ldb apart) and A(m, k) at pa[m * ar + k * ac].
+  template <int R>
+  void axpy_block(int64_t m0, int64_t n0, int64_t w) const {
+    T* c = pc;
+    const T *pa = this->pa, *pb = this->pb;
+    const int64_t K = this->K, ldc = N, ldb = lb.ld, ar = la.trans ? 1 : la.ld, ac = la.trans ? la.ld : 1;
+    const bool accumulate = this->accumulate;
+    constexpr int64_t W = 64;
+    T acc[R][W];
+    for (int r = 0; r < R; r++)
+      for (int64_t j = 0; j < W; j++) acc[r][j] = accumulate && j < w ? c[(m0 + r) * ldc + n0 + j] : T(0);
+    if (w == W) {  // the loop below with a constant width, which the compiler unrolls
+      for (int64_t k = 0; k < K; k++) {
+        const T* b = pb + k * ldb + n0;
+        for (int r = 0; r < R; r++) {
+          const T a = pa[(m0 + r) * ar + k * ac];
+          for (int64_t j = 0; j < W; j++) acc[r][j] += a * b[j];
+        }
+      }
+    } else {
+      for (int64_t k = 0; k < K; k++) {
+        const T* b = pb + k * ldb + n0;
+        for (int r = 0; r < R; r++) {
+          const T a = pa[(m0 + r) * ar + k * ac];
+          for (int64_t j = 0; j < w; j++) acc[r][j] += a * b[j];
+        }
+      }
+    }
+    for (int r = 0; r < R; r++)
+      for (int64_t j = 0; j < w; j++) c[(m0 + r) * ldc + n0 + j] = acc[r][j];
+  }
+
+  // C[m, n] (+)= dot(A[m, :], Bt[n, :]) for m in [m0, m0 + R), n in [n0, n0 + NC), the rows
+  // contiguous; each dot in 16 lanes (R * NC independent chains), the lanes then added
+  // pairwise, then the tail.
+  template <int R, int NC>
+  void dot_block(int64_t m0, int64_t n0) const {
+    T* c = pc;
+    const T *pa = this->pa, *pb = this->pb;
+    const int64_t K = this->K, ldc = N, lda = la.ld, ldb = lb.ld;
+    const bool accumulate = this->accumulate;
+    constexpr int L = 16;
+    T acc[R][NC][L] = {};
+    int64_t k = 0;
+    for (; k + L <= K; k += L)
+      for (int r = 0; r < R; r++)
+        for (int q = 0; q < NC; q++) {
+          const T* a = pa + (m0 + r) * lda + k;
+          const T* b = pb + (n0 + q) * ldb + k;
+          for (int l = 0; l < L; l++) acc[r][q][l] += a[l] * b[l];
+        }
+    for (int r = 0; r < R; r++)
+      for (int q = 0; q < NC; q++) {
+        T* v = acc[r][q];
+        for (int h = L / 2; h >= 1; h /= 2)
+          for (int l = 0; l < h; l++) v[l] += v[l + h];
+        T sum = v[0];
+        for (int64_t t = k; t < K; t++) sum += pa[(m0 + r) * lda + t] * pb[(n0 + q) * ldb + t];
+        T& out = c[(m0 + r) * ldc + n0 + q];
+        out = accumulate ? out + sum : sum;
+      }
+  }
+
   int64_t tasks() const { return cols ? (N + cols - 1) / cols : (M + rows - 1) / rows; }
   void run(int64_t task) const {
-    // A(m, k): pa[m * ar + k * ac]
-    const int64_t ar = la.trans ? 1 : la.ld, ac = la.trans ? la.ld : 1;
     if (dot) {
       const int64_t n_end = std::min(N, (task + 1) * cols);
       int64_t n = task * cols;
       for (; n + 4 <= n_end; n += 4)
-        by_rows(0, M, [&](int64_t m) { dot_block<2, 4>(pc, N, pa, la.ld, pb, lb.ld, m, n, K, accumulate); },
-                [&](int64_t m) { dot_block<1, 4>(pc, N, pa, la.ld, pb, lb.ld, m, n, K, accumulate); }, 2);
+        by_rows(0, M, [&](int64_t m) { dot_block<2, 4>(m, n); },
+                [&](int64_t m) { dot_block<1, 4>(m, n); }, 2);
       for (; n < n_end; n++)
-        by_rows(0, M, [&](int64_t m) { dot_block<2, 1>(pc, N, pa, la.ld, pb, lb.ld, m, n, K, accumulate); },
-                [&](int64_t m) { dot_block<1, 1>(pc, N, pa, la.ld, pb, lb.ld, m, n, K, accumulate); }, 2);
+        by_rows(0, M, [&](int64_t m) { dot_block<2, 1>(m, n); },
+                [&](int64_t m) { dot_block<1, 1>(m, n); }, 2);
       return;
     }
     const int64_t n_begin = cols ? task * cols : 0, n_end = cols ? std::min(N, n_begin + cols) : N;
@@ -235,8 +242,8 @@ struct Skinny {
     for (int64_t n0 = n_begin; n0 < n_end; n0 += 64) {
       const int64_t w = std::min<int64_t>(64, n_end - n0);
       by_rows(m_begin, m_end,
-              [&](int64_t m) { axpy_block<4>(pc, N, pa, ar, ac, pb, lb.ld, m, n0, w, K, accumulate); },
-              [&](int64_t m) { axpy_block<1>(pc, N, pa, ar, ac, pb, lb.ld, m, n0, w, K, accumulate); });
+              [&](int64_t m) { axpy_block<4>(m, n0, w); },
+              [&](int64_t m) { axpy_block<1>(m, n0, w); });
     }
   }
 };
@@ -247,10 +254,10 @@ void gemm_batched(const Tensor& c, const Tensor& a_in, const Tensor& b_in, bool 
   const int64_t nd = c.dim();
   const int64_t M = c.size(nd - 2), N = c.size(nd - 1), K = a_in.size(nd - 1);
   Tensor a = a_in, b = b_in;
-  MatLayout la = layout_of(M, K, a.stride(nd - 2), a.stride(nd - 1));
-  if (!la.ok) { a = a.contiguous(); la = layout_of(M, K, a.stride(nd - 2), a.stride(nd - 1)); }
-  MatLayout lb = layout_of(K, N, b.stride(nd - 2), b.stride(nd - 1));
-  if (!lb.ok) { b = b.contiguous(); lb = layout_of(K, N, b.stride(nd - 2), b.stride(nd - 1)); }
+  MatLayout la = layout_of(a, M, K);
+  if (!la.ok) { a = a.contiguous(); la = layout_of(a, M, K); }
+  MatLayout lb = layout_of(b, K, N);
+  if (!lb.ok) { b = b.contiguous(); lb = layout_of(b, K, N); }
   Shape batch(c.shape().begin(), c.shape().end() - 2);
   const int64_t nb = numel_of(batch);
   if (nb == 0 || M == 0 || N == 0) return;
@@ -273,7 +280,8 @@ void gemm_batched(const Tensor& c, const Tensor& a_in, const Tensor& b_in, bool 
       return;
     }
     if (Skinny<T>::usable(la, lb, M, N, K)) {
-      Skinny<T> sk{pa, pb, pc, la, lb, M, N, K, accumulate, false};
+      Skinny<T> sk{.pa = pa, .pb = pb, .pc = pc, .la = la, .lb = lb, .M = M, .N = N, .K = K, .accumulate = accumulate,
+                   .dot = false};
       sk.plan();
       const int64_t per = sk.tasks();
       const int64_t work_per_task = 2 * M * N * K / per / cost::kFlopsPerOperation;
@@ -287,7 +295,6 @@ void gemm_batched(const Tensor& c, const Tensor& a_in, const Tensor& b_in, bool 
       });
       return;
     }
-    const T beta = accumulate ? T(1) : T(0);
     const GemmTiles tiles = gemm_tiles(M, N, K);
     // Element (r, col) of a row-major matrix with layout l starts at r*ld+col, or at
     // col*ld+r when l is transposed.
@@ -299,10 +306,14 @@ void gemm_batched(const Tensor& c, const Tensor& a_in, const Tensor& b_in, bool 
       T* ci = pc + i * M * N;
       if (tiles.along_m) {
         const int64_t m = std::min(tiles.extent, M - begin);
-        blas_gemm(la.trans, lb.trans, m, N, K, ai + at(la, begin, 0), la.ld, bi, lb.ld, ci + begin * N, N, beta);
+        blas_gemm(Gemm<T>{.M = m, .N = N, .K = K, .a = ai + at(la, begin, 0), .lda = la.ld, .trans_a = la.trans,
+                          .b = bi, .ldb = lb.ld, .trans_b = lb.trans, .c = ci + begin * N, .ldc = N,
+                          .accumulate = accumulate});
       } else {
         const int64_t n = std::min(tiles.extent, N - begin);
-        blas_gemm(la.trans, lb.trans, M, n, K, ai, la.ld, bi + at(lb, 0, begin), lb.ld, ci + begin, N, beta);
+        blas_gemm(Gemm<T>{.M = M, .N = n, .K = K, .a = ai, .lda = la.ld, .trans_a = la.trans,
+                          .b = bi + at(lb, 0, begin), .ldb = lb.ld, .trans_b = lb.trans, .c = ci + begin, .ldc = N,
+                          .accumulate = accumulate});
       }
     };
     // Every tile is one fixed single-threaded GEMM whatever the thread count, so the
@@ -321,30 +332,23 @@ void gemm_batched(const Tensor& c, const Tensor& a_in, const Tensor& b_in, bool 
 }
 
 template <class T>
-void gemm_serial_impl(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* a, int64_t lda, const T* b,
-                      int64_t ldb, T* c, int64_t ldc, bool accumulate) {
-  if (M == 0 || N == 0) return;
-  if (K == 0) {
-    if (!accumulate)
-      for (int64_t m = 0; m < M; m++) std::fill(c + m * ldc, c + m * ldc + N, T(0));
+void gemm_serial_impl(const Gemm<T>& g) {
+  if (g.M == 0 || g.N == 0) return;
+  if (g.K == 0) {
+    if (!g.accumulate)
+      for (int64_t m = 0; m < g.M; m++) std::fill(g.c + m * g.ldc, g.c + m * g.ldc + g.N, T(0));
     return;
   }
   if (in_parallel_region()) {  // OpenBLAS runs on one thread inside our parallel regions
-    blas_gemm(ta, tb, M, N, K, a, lda, b, ldb, c, ldc, T(accumulate ? 1 : 0));
+    blas_gemm(g);
     return;
   }
   blas_single_threaded();
   OneBlasThread one;
-  blas_gemm(ta, tb, M, N, K, a, lda, b, ldb, c, ldc, T(accumulate ? 1 : 0));
+  blas_gemm(g);
 }
 
-void gemm_serial(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int64_t lda, const float* b,
-                 int64_t ldb, float* c, int64_t ldc, bool accumulate) {
-  gemm_serial_impl(ta, tb, M, N, K, a, lda, b, ldb, c, ldc, accumulate);
-}
-void gemm_serial(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const double* a, int64_t lda, const double* b,
-                 int64_t ldb, double* c, int64_t ldc, bool accumulate) {
-  gemm_serial_impl(ta, tb, M, N, K, a, lda, b, ldb, c, ldc, accumulate);
-}
+void gemm_serial(const Gemm<float>& g) { gemm_serial_impl(g); }
+void gemm_serial(const Gemm<double>& g) { gemm_serial_impl(g); }
 
 }  // namespace ember::kernel

@@ -12,12 +12,28 @@ namespace ember::kernel {
 // With accumulate, c[b] += a[b] @ b[b] instead.
 void gemm_batched(const Tensor& c, const Tensor& a, const Tensor& b, bool accumulate = false);
 
-// One GEMM on raw row-major matrices, computed on the calling thread alone:
-// c = op(a) op(b), or c += op(a) op(b) with accumulate; op transposes where ta / tb.
-// For kernels that cut a larger computation into tiles and run them on their own threads.
-void gemm_serial(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int64_t lda, const float* b,
-                 int64_t ldb, float* c, int64_t ldc, bool accumulate);
-void gemm_serial(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const double* a, int64_t lda, const double* b,
-                 int64_t ldb, double* c, int64_t ldc, bool accumulate);
+// One GEMM on raw row-major matrices: c [M, N] = op(a) [M, K] op(b) [K, N], or c += with
+// accumulate, where op transposes the stored matrix when trans_a / trans_b; ld* are the
+// stored matrices' row strides.
+//   gemm_serial(Gemm<float>{.M = m, .N = n, .K = k, .a = q, .lda = k, .b = keys, .ldb = k,
+//                           .trans_b = true, .c = scores, .ldc = n});
+template <class T>
+struct Gemm {
+  int64_t M = 0, N = 0, K = 0;
+  const T* a = nullptr;
+  int64_t lda = 0;
+  bool trans_a = false;
+  const T* b = nullptr;
+  int64_t ldb = 0;
+  bool trans_b = false;
+  T* c = nullptr;
+  int64_t ldc = 0;
+  bool accumulate = false;
+};
+
+// One GEMM computed on the calling thread alone, for kernels that cut a larger
+// computation into tiles and run them on their own threads.
+void gemm_serial(const Gemm<float>& g);
+void gemm_serial(const Gemm<double>& g);
 
 }  // namespace ember::kernel

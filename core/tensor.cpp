@@ -331,7 +331,9 @@ static BackwardFn embed_back(const Tensor& in, std::function<Tensor(const Tensor
   };
 }
 
-Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const {
+Tensor Tensor::slice(int64_t d, const Slice& range) const {
+  int64_t start = range.start, end = range.end;
+  const int64_t step = range.step;
   d = wrap_dim(d, dim(), "slice");
   if (step <= 0) fail("slice", "step must be positive, got ", step);
   int64_t n = size(d);
@@ -344,7 +346,7 @@ Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const 
   st[d] *= step;
   Tensor out = make_view(*this, s, st, offset() + start * stride(d));
   return record("slice", kNoLoc, out, {*this},
-                wants_grad(*this) ? embed_back(*this, [=](const Tensor& z) { return z.slice(d, start, end, step); })
+                wants_grad(*this) ? embed_back(*this, [=](const Tensor& z) { return z.slice(d, {.start = start, .end = end, .step = step}); })
                                   : nullptr);
 }
 
@@ -355,7 +357,7 @@ Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
   if (start < 0 || length < 0 || start + length > n)
     fail("narrow", "start ", start, " and length ", length, " are out of range for dim ", d, " of size ", n,
          " (shape ", shape(), ")");
-  return slice(d, start, start + length);
+  return slice(d, {.start = start, .end = start + length});
 }
 
 Tensor Tensor::select(int64_t d, int64_t index) const {

@@ -47,6 +47,13 @@ class Loc {
   const char* function_ = "";
 };
 
+// A range of indices along one dimension, as Python's start:end:step (see Tensor::slice).
+struct Slice {
+  int64_t start = 0;
+  int64_t end = INT64_MAX;  // past the last index: to the end
+  int64_t step = 1;
+};
+
 struct TensorImpl {
   std::shared_ptr<Storage> storage;
   Shape shape;
@@ -110,7 +117,9 @@ class Tensor {
   Tensor mT() const;                    // swaps the last two dims
   Tensor permute(std::vector<int64_t> dims) const;
   Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
-  Tensor slice(int64_t dim, int64_t start, int64_t end, int64_t step = 1) const;
+  // x.slice(1, {.start = 1, .end = 6, .step = 2}) is PyTorch's x[:, 1:6:2]; negative
+  // bounds count from the end, and bounds past either end are clamped.
+  Tensor slice(int64_t dim, const Slice& range) const;
   Tensor select(int64_t dim, int64_t index) const;
   Tensor unsqueeze(int64_t dim) const;
   Tensor squeeze(int64_t dim) const;

@@ -74,7 +74,7 @@ Tensor leaf(const Shape& shape, DType dtype, Generator& gen, bool noncontiguous,
     std::swap(swapped[swapped.size() - 1], swapped[swapped.size() - 2]);
     t = mul(randn(swapped, kFloat64, &gen), scale).to(dtype).transpose(-1, -2);
   } else if (noncontiguous && shape.size() == 1) {
-    t = mul(randn({shape[0] * 2}, kFloat64, &gen), scale).to(dtype).slice(0, 0, shape[0] * 2, 2);
+    t = mul(randn({shape[0] * 2}, kFloat64, &gen), scale).to(dtype).slice(0, {.step = 2});
   } else {
     t = mul(randn(shape, kFloat64, &gen), scale).to(dtype);
   }

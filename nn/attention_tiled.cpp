@@ -24,6 +24,7 @@ namespace ember::nn {
 using detail::check_inputs;
 using detail::default_scale;
 using detail::Geometry;
+using kernel::Gemm;
 
 namespace {
 
@@ -62,10 +63,21 @@ void over_tasks(int64_t tasks, double flops_each, F&& f) {
   }
 }
 
+// The data of every head, laid out as TiledGeometry says: the inputs, the output and
+// its per-row log-sum-exp, and in backward the output's gradient and the inputs'.
+template <class T>
+struct Buffers {
+  const T *q = nullptr, *k = nullptr, *v = nullptr;
+  T *out = nullptr, *lse = nullptr;
+  const T* dout = nullptr;
+  T *dq = nullptr, *dk = nullptr, *dv = nullptr;
+};
+
 // One query block of one head: out rows and their log-sum-exp.
 template <class T>
-void tiled_forward_block(const TiledGeometry& tg, const T* q, const T* k, const T* v, T* out, T* lse, int64_t h,
-                         int64_t i0) {
+void tiled_forward_block(const TiledGeometry& tg, const Buffers<T>& b, int64_t h, int64_t i0) {
+  const T *q = b.q, *k = b.k, *v = b.v;
+  T *out = b.out, *lse = b.lse;
   const Geometry& g = tg.g;
   const int64_t nq = std::min(kQueryBlock, g.L - i0), Dv = g.Dv;
   std::vector<T> s((size_t)(nq * kKeyBlock)), o((size_t)(nq * Dv), T(0)), m((size_t)nq), l((size_t)nq, T(0));
@@ -74,8 +86,10 @@ void tiled_forward_block(const TiledGeometry& tg, const T* q, const T* k, const 
   const DropoutDraws draws = tg.draws;  // a local copy: the loops below vectorise
   for (int64_t j0 = 0; j0 < g.S; j0 += kKeyBlock) {
     const int64_t nk = std::min(kKeyBlock, g.S - j0);
-    kernel::gemm_serial(false, true, nq, nk, g.D, q + tg.q0[h] + i0 * tg.q_rs, tg.q_rs, k + tg.k0[h] + j0 * tg.k_rs,
-                        tg.k_rs, s.data(), nk, false);
+    // s = q k^T
+    kernel::gemm_serial(Gemm<T>{.M = nq, .N = nk, .K = g.D, .a = q + tg.q0[h] + i0 * tg.q_rs, .lda = tg.q_rs,
+                                .b = k + tg.k0[h] + j0 * tg.k_rs, .ldb = tg.k_rs, .trans_b = true, .c = s.data(),
+                                .ldc = nk});
     for (int64_t r = 0; r < nq; r++) {
       T* x = s.data() + r * nk;
       const int64_t row = h * g.L + i0 + r;
@@ -102,8 +116,9 @@ void tiled_forward_block(const TiledGeometry& tg, const T* q, const T* k, const 
         for (int64_t c = 0; c < nk; c++) x[c] *= draws.factor<T>(base + c);
       }
     }
-    kernel::gemm_serial(false, false, nq, Dv, nk, s.data(), nk, v + tg.v0[h] + j0 * tg.v_rs, tg.v_rs, o.data(), Dv,
-                        true);
+    // o += p v
+    kernel::gemm_serial(Gemm<T>{.M = nq, .N = Dv, .K = nk, .a = s.data(), .lda = nk, .b = v + tg.v0[h] + j0 * tg.v_rs,
+                                .ldb = tg.v_rs, .c = o.data(), .ldc = Dv, .accumulate = true});
   }
   for (int64_t r = 0; r < nq; r++) {
     const T lr = l[(size_t)r], inv = lr > 0 ? T(1) / lr : T(0);
@@ -115,8 +130,9 @@ void tiled_forward_block(const TiledGeometry& tg, const T* q, const T* k, const 
 
 // One head's gradients, key block by key block, query block by query block.
 template <class T>
-void tiled_backward_head(const TiledGeometry& tg, const T* q, const T* k, const T* v, const T* out, const T* lse,
-                         const T* dout, T* dq, T* dk, T* dv, int64_t h) {
+void tiled_backward_head(const TiledGeometry& tg, const Buffers<T>& b, int64_t h) {
+  const T *q = b.q, *k = b.k, *v = b.v, *out = b.out, *lse = b.lse, *dout = b.dout;
+  T *dq = b.dq, *dk = b.dk, *dv = b.dv;
   const Geometry& g = tg.g;
   const int64_t D = g.D, Dv = g.Dv;
   const T sc = T(tg.scale);
@@ -136,8 +152,9 @@ void tiled_backward_head(const TiledGeometry& tg, const T* q, const T* k, const 
     const int64_t nk = std::min(kKeyBlock, g.S - j0);
     for (int64_t i0 = 0; i0 < g.L; i0 += kQueryBlock) {
       const int64_t nq = std::min(kQueryBlock, g.L - i0);
-      kernel::gemm_serial(false, true, nq, nk, D, qh + i0 * tg.q_rs, tg.q_rs, kh + j0 * tg.k_rs, tg.k_rs, p.data(),
-                          nk, false);
+      // p = q k^T
+      kernel::gemm_serial(Gemm<T>{.M = nq, .N = nk, .K = D, .a = qh + i0 * tg.q_rs, .lda = tg.q_rs,
+                                  .b = kh + j0 * tg.k_rs, .ldb = tg.k_rs, .trans_b = true, .c = p.data(), .ldc = nk});
       for (int64_t r = 0; r < nq; r++) {  // the weights P, and Pd = P * keep
         const int64_t row = h * g.L + i0 + r;
         T* x = p.data() + r * nk;
@@ -157,8 +174,11 @@ void tiled_backward_head(const TiledGeometry& tg, const T* q, const T* k, const 
         }
       }
       const T* dout_i = dout + (h * g.L + i0) * Dv;
-      kernel::gemm_serial(true, false, nk, Dv, nq, pd.data(), nk, dout_i, Dv, dv + (h * g.S + j0) * Dv, Dv, true);
-      kernel::gemm_serial(false, true, nq, nk, Dv, dout_i, Dv, vh + j0 * tg.v_rs, tg.v_rs, dp.data(), nk, false);
+      // dv += pd^T dout, dp = dout v^T
+      kernel::gemm_serial(Gemm<T>{.M = nk, .N = Dv, .K = nq, .a = pd.data(), .lda = nk, .trans_a = true, .b = dout_i,
+                                  .ldb = Dv, .c = dv + (h * g.S + j0) * Dv, .ldc = Dv, .accumulate = true});
+      kernel::gemm_serial(Gemm<T>{.M = nq, .N = nk, .K = Dv, .a = dout_i, .lda = Dv, .b = vh + j0 * tg.v_rs,
+                                  .ldb = tg.v_rs, .trans_b = true, .c = dp.data(), .ldc = nk});
       for (int64_t r = 0; r < nq; r++) {  // dS = P * (dP - delta) * scale, dP = dPd * keep
         T* d = dp.data() + r * nk;
         const T* x = p.data() + r * nk;
@@ -168,10 +188,12 @@ void tiled_backward_head(const TiledGeometry& tg, const T* q, const T* k, const 
           for (int64_t c = 0; c < nk; c++) d[c] *= kf[c];
         for (int64_t c = 0; c < nk; c++) d[c] = sc * x[c] * (d[c] - dl);
       }
-      kernel::gemm_serial(false, false, nq, D, nk, dp.data(), nk, kh + j0 * tg.k_rs, tg.k_rs, dq + (h * g.L + i0) * D,
-                          D, true);
-      kernel::gemm_serial(true, false, nk, D, nq, dp.data(), nk, qh + i0 * tg.q_rs, tg.q_rs, dk + (h * g.S + j0) * D,
-                          D, true);
+      // dq += ds k, dk += ds^T q
+      kernel::gemm_serial(Gemm<T>{.M = nq, .N = D, .K = nk, .a = dp.data(), .lda = nk, .b = kh + j0 * tg.k_rs,
+                                  .ldb = tg.k_rs, .c = dq + (h * g.L + i0) * D, .ldc = D, .accumulate = true});
+      kernel::gemm_serial(Gemm<T>{.M = nk, .N = D, .K = nq, .a = dp.data(), .lda = nk, .trans_a = true,
+                                  .b = qh + i0 * tg.q_rs, .ldb = tg.q_rs, .c = dk + (h * g.S + j0) * D, .ldc = D,
+                                  .accumulate = true});
     }
   }
 }
@@ -213,10 +235,10 @@ Tensor scaled_dot_product_attention_tiled(const Tensor& q, const Tensor& k, cons
   const double flops = 2.0 * double(std::min(kQueryBlock, g.L)) * double(g.S) * double(g.D + g.Dv);
   dispatch_float(dt, op, [&](auto tag) {
     using T = decltype(tag);
-    over_tasks(tg.heads * qblocks, flops, [&](int64_t t) {
-      tiled_forward_block<T>(tg, qe.data<T>(), ke.data<T>(), ve.data<T>(), out.data<T>(), lse.data<T>(), t / qblocks,
-                             (t % qblocks) * kQueryBlock);
-    });
+    const Buffers<T> b{.q = qe.data<T>(), .k = ke.data<T>(), .v = ve.data<T>(), .out = out.data<T>(),
+                       .lse = lse.data<T>()};
+    over_tasks(tg.heads * qblocks, flops,
+               [&](int64_t t) { tiled_forward_block<T>(tg, b, t / qblocks, (t % qblocks) * kQueryBlock); });
   });
 
   BackwardFn bw;
@@ -230,10 +252,10 @@ Tensor scaled_dot_product_attention_tiled(const Tensor& q, const Tensor& k, cons
       const double flops = 4.0 * double(g.L) * double(g.S) * double(g.D + g.Dv);
       dispatch_float(dout.dtype(), op, [&](auto tag) {
         using T = decltype(tag);
-        over_tasks(tg.heads, flops, [&](int64_t h) {
-          tiled_backward_head<T>(tg, qe.data<T>(), ke.data<T>(), ve.data<T>(), saved_out.data<T>(), lse.data<T>(),
-                                 dout.data<T>(), dq.data<T>(), dk.data<T>(), dv.data<T>(), h);
-        });
+        const Buffers<T> b{.q = qe.data<T>(), .k = ke.data<T>(), .v = ve.data<T>(), .out = saved_out.data<T>(),
+                           .lse = lse.data<T>(), .dout = dout.data<T>(), .dq = dq.data<T>(), .dk = dk.data<T>(),
+                           .dv = dv.data<T>()};
+        over_tasks(tg.heads, flops, [&](int64_t h) { tiled_backward_head<T>(tg, b, h); });
       });
       // broadcast batch dims are summed back to each input's shape by the engine
       return std::vector<Tensor>{dq, dk, dv};

@@ -431,7 +431,7 @@ TEST_CASE("gradient through narrow lands in the narrowed rows") {
 
 TEST_CASE("gradient through a strided slice lands on every step-th element") {
   Tensor x = leaf(std::vector<double>(6, 1.0), {6});
-  x.slice(0, 1, 6, 2).backward(ramp({3}));
+  x.slice(0, {.start = 1, .end = 6, .step = 2}).backward(ramp({3}));
   CHECK(values(x.grad()) == std::vector<double>{0, 1, 0, 2, 0, 3});
 }
 

@@ -159,7 +159,7 @@ TEST_CASE("at reports a wrong number of indices or one out of range") {
 }
 
 TEST_CASE("slice rejects a step that is not positive") {
-  CHECK_THAT(error_of([] { ones({4}).slice(0, 0, 4, 0); }), StartsWith("slice: step must be positive, got 0"));
+  CHECK_THAT(error_of([] { ones({4}).slice(0, {.start = 0, .end = 4, .step = 0}); }), StartsWith("slice: step must be positive, got 0"));
 }
 
 TEST_CASE("t and mT report tensors of the wrong rank") {

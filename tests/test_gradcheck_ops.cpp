@@ -470,9 +470,9 @@ TEST_CASE("view ops pass the gradient back through the inverse view") {
       unary("permute({2, 0, 1})", [](const Tensor& x) { return x.permute({2, 0, 1}); }, {2, 3, 4}),
       unary("narrow(1, 1, 2)", [](const Tensor& x) { return x.narrow(1, 1, 2); }, {2, 4, 3}),
       unary("narrow(-1, -3, 2)", [](const Tensor& x) { return x.narrow(-1, -3, 2); }, {3, 5}),
-      unary("slice(1, 0, 6, 2)", [](const Tensor& x) { return x.slice(1, 0, 6, 2); }, {3, 6}),
-      unary("slice(0, 1, 5, 3)", [](const Tensor& x) { return x.slice(0, 1, 5, 3); }, {5, 3}),
-      unary("slice(-1, -5, -1, 2)", [](const Tensor& x) { return x.slice(-1, -5, -1, 2); }, {2, 6}),
+      unary("slice(1, 0, 6, 2)", [](const Tensor& x) { return x.slice(1, {.start = 0, .end = 6, .step = 2}); }, {3, 6}),
+      unary("slice(0, 1, 5, 3)", [](const Tensor& x) { return x.slice(0, {.start = 1, .end = 5, .step = 3}); }, {5, 3}),
+      unary("slice(-1, -5, -1, 2)", [](const Tensor& x) { return x.slice(-1, {.start = -5, .end = -1, .step = 2}); }, {2, 6}),
       unary("select(0, 1)", [](const Tensor& x) { return x.select(0, 1); }, {3, 4}),
       unary("select(-1, -2)", [](const Tensor& x) { return x.select(-1, -2); }, {2, 3, 4}),
       unary("unsqueeze(1)", [](const Tensor& x) { return x.unsqueeze(1); }, {3, 4}),
@@ -488,7 +488,7 @@ TEST_CASE("view ops pass the gradient back through the inverse view") {
       unary("clone", [](const Tensor& x) { return x.clone(); }, {3, 4}),
       unary("to(kFloat64) on float64", [](const Tensor& x) { return x.to(kFloat64); }, {3, 4}),
       unary("views chained, then a nonlinearity",
-            [](const Tensor& x) { return tanh(x.transpose(0, 1).slice(0, 0, 4, 2).unsqueeze(0).reshape({-1})); },
+            [](const Tensor& x) { return tanh(x.transpose(0, 1).slice(0, {.start = 0, .end = 4, .step = 2}).unsqueeze(0).reshape({-1})); },
             {3, 4}),
   });
 }

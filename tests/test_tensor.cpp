@@ -356,13 +356,13 @@ TEST_CASE("writing through narrow changes only that range of the base") {
 
 TEST_CASE("slice with a step multiplies the stride") {
   Tensor a = iota({3, 4});
-  Tensor s = a.slice(1, 0, 4, 2);
+  Tensor s = a.slice(1, {.start = 0, .end = 4, .step = 2});
   CHECK(s.storage() == a.storage());
   CHECK(s.shape() == Shape{3, 2});
   CHECK(s.strides() == Shape{4, 2});
   CHECK(s.offset() == 0);
   CHECK(vals(s) == std::vector<double>{0, 2, 4, 6, 8, 10});
-  Tensor odd = iota({10}).slice(0, 1, 10, 3);
+  Tensor odd = iota({10}).slice(0, {.start = 1, .end = 10, .step = 3});
   CHECK(odd.shape() == Shape{3});
   CHECK(odd.strides() == Shape{3});
   CHECK(odd.offset() == 1);
@@ -371,15 +371,15 @@ TEST_CASE("slice with a step multiplies the stride") {
 
 TEST_CASE("slice counts negative bounds from the end and clamps out-of-range ones") {
   Tensor a = iota({6});
-  CHECK(vals(a.slice(0, -2, 6)) == std::vector<double>{4, 5});
-  CHECK(vals(a.slice(0, 1, -1)) == std::vector<double>{1, 2, 3, 4});
-  CHECK(vals(a.slice(0, 4, 100)) == std::vector<double>{4, 5});
-  CHECK(a.slice(0, 5, 2).shape() == Shape{0});
+  CHECK(vals(a.slice(0, {.start = -2, .end = 6})) == std::vector<double>{4, 5});
+  CHECK(vals(a.slice(0, {.start = 1, .end = -1})) == std::vector<double>{1, 2, 3, 4});
+  CHECK(vals(a.slice(0, {.start = 4, .end = 100})) == std::vector<double>{4, 5});
+  CHECK(a.slice(0, {.start = 5, .end = 2}).shape() == Shape{0});
 }
 
 TEST_CASE("writing through a strided slice changes every step-th element") {
   Tensor a = zeros({6});
-  a.slice(0, 1, 6, 2).fill_(1.0);
+  a.slice(0, {.start = 1, .end = 6, .step = 2}).fill_(1.0);
   CHECK(vals(a) == std::vector<double>{0, 1, 0, 1, 0, 1});
 }
 
@@ -481,7 +481,7 @@ TEST_CASE("flatten of a transposed tensor copies in the view's order") {
 
 TEST_CASE("views of views compose offsets and strides") {
   Tensor a = iota({4, 6});
-  Tensor v = a.narrow(0, 1, 3).slice(1, 1, 6, 2).t();  // rows 1..3, cols 1,3,5
+  Tensor v = a.narrow(0, 1, 3).slice(1, {.start = 1, .end = 6, .step = 2}).t();  // rows 1..3, cols 1,3,5
   CHECK(v.shape() == Shape{3, 3});
   CHECK(v.strides() == Shape{2, 6});
   CHECK(v.offset() == 7);
@@ -516,7 +516,7 @@ TEST_CASE("is_contiguous is false for transposed, expanded and strided views") {
   CHECK_FALSE(a.t().is_contiguous());
   CHECK_FALSE(a.permute({1, 0}).is_contiguous());
   CHECK_FALSE(iota({3, 1}).expand({3, 4}).is_contiguous());
-  CHECK_FALSE(a.slice(1, 0, 4, 2).is_contiguous());
+  CHECK_FALSE(a.slice(1, {.start = 0, .end = 4, .step = 2}).is_contiguous());
   CHECK_FALSE(a.narrow(1, 0, 2).is_contiguous());
   CHECK_FALSE(a.select(1, 0).is_contiguous());
 }
