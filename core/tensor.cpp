@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <numeric>
+#include <optional>
 #include <ostream>
 #include <sstream>
 
@@ -103,13 +104,13 @@ static Shape infer_shape(Shape shape, int64_t numel, const char* op, const Shape
   return shape;
 }
 
-// Strides that let `shape` view memory laid out as (old_shape, old_strides), or empty.
-static bool view_strides(const Shape& old_shape, const Shape& old_strides, const Shape& shape, Shape& out) {
-  out.assign(shape.size(), 0);
-  if (numel_of(old_shape) == 0 || old_shape.empty()) {
-    out = contiguous_strides(shape);
-    return true;
-  }
+// Strides that let `shape` view the memory of t (laid out as t's shape and strides), or
+// nothing when no strides can.
+static std::optional<Shape> view_strides(const Tensor& t, const Shape& shape) {
+  const Shape& old_shape = t.shape();
+  const Shape& old_strides = t.strides();
+  if (numel_of(old_shape) == 0 || old_shape.empty()) return contiguous_strides(shape);
+  Shape out(shape.size(), 0);
   int64_t vd = (int64_t)shape.size() - 1;
   int64_t base = old_strides.back();
   int64_t tnumel = 1, vnumel = 1;
@@ -122,7 +123,7 @@ static bool view_strides(const Shape& old_shape, const Shape& old_strides, const
         vnumel *= shape[vd];
         vd--;
       }
-      if (vnumel != tnumel) return false;
+      if (vnumel != tnumel) return std::nullopt;
       if (td > 0) {
         base = old_strides[td - 1];
         tnumel = 1;
@@ -130,7 +131,8 @@ static bool view_strides(const Shape& old_shape, const Shape& old_strides, const
       }
     }
   }
-  return vd == -1;
+  if (vd != -1) return std::nullopt;
+  return out;
 }
 
 // ---------------------------------------------------------------- metadata
@@ -239,11 +241,11 @@ static const Loc kNoLoc{};
 
 Tensor Tensor::view(Shape shape) const {
   shape = infer_shape(std::move(shape), numel(), "view", this->shape());
-  Shape st;
-  if (!view_strides(this->shape(), strides(), shape, st))
+  const std::optional<Shape> st = view_strides(*this, shape);
+  if (!st)
     fail("view", "cannot view a tensor of shape ", this->shape(), " and strides ", strides(), " as shape ",
          shape, " without a copy (the tensor is not contiguous); use reshape() or contiguous() first");
-  Tensor out = make_view(*this, shape, st, offset());
+  Tensor out = make_view(*this, shape, *st, offset());
   Shape in_shape = this->shape();
   return record("view", kNoLoc, out, {*this},
                 wants_grad(*this) ? BackwardFn([in_shape](const Tensor& g) {
@@ -254,8 +256,7 @@ Tensor Tensor::view(Shape shape) const {
 
 Tensor Tensor::reshape(Shape shape) const {
   shape = infer_shape(std::move(shape), numel(), "reshape", this->shape());
-  Shape st;
-  if (view_strides(this->shape(), strides(), shape, st)) return view(shape);
+  if (view_strides(*this, shape)) return view(shape);
   return contiguous().view(shape);
 }
 

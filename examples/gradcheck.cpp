@@ -260,7 +260,7 @@ std::vector<Entry> entries() {
                "or causal (self-attention)",
                [](const Flags& f, DType t) {
                  Generator g(f.options.seed);
-                 nn::LayerConfig cfg{f.embed, f.heads, f.ffn, 0.0};
+                 nn::LayerConfig cfg{.d_model = f.embed, .nhead = f.heads, .dim_feedforward = f.ffn, .dropout = 0.0};
                  auto layer = std::make_shared<nn::EncoderLayer>(cfg, &g, kFloat64);
                  layer->to(t);
                  Flags self = f;
@@ -279,7 +279,7 @@ std::vector<Entry> entries() {
                "embed], cross-attention over memory [batch, S, embed]; --mask padding blocks memory keys",
                [](const Flags& f, DType t) {
                  Generator g(f.options.seed);
-                 nn::LayerConfig cfg{f.embed, f.heads, f.ffn, 0.0};
+                 nn::LayerConfig cfg{.d_model = f.embed, .nhead = f.heads, .dim_feedforward = f.ffn, .dropout = 0.0};
                  auto layer = std::make_shared<nn::DecoderLayer>(cfg, &g, kFloat64);
                  layer->to(t);
                  Masks m = masks_of(f);

@@ -21,10 +21,30 @@ namespace {
 // Two passes per row (mean, then squared deviations from it): accurate on rows far from
 // zero, where E[x^2] - E[x]^2 in float32 cancels catastrophically. Row sums run in double
 // in vec::lane_sum's fixed lane order; the elementwise parts run in the input's dtype.
-// out (R,C), mean (R), rstd (R) <- x (R,C), weight (C) or null, bias (C) or null
+// The buffers of one layer norm over R rows of C: x, out, dy and dx are (R,C); mean and
+// rstd (R), in double; weight, bias, dweight and dbias (C), each null when absent.
 template <class T>
-void layer_norm_forward(T* out, double* mean, double* rstd, const T* x, const T* weight, const T* bias, int64_t R,
-                        int64_t C, double eps) {
+struct LayerNormBuffers {
+  int64_t R = 0, C = 0;
+  const T* x = nullptr;
+  const T* weight = nullptr;
+  const T* bias = nullptr;
+  double* mean = nullptr;
+  double* rstd = nullptr;
+  T* out = nullptr;
+  const T* dy = nullptr;
+  T* dx = nullptr;
+  T* dweight = nullptr;
+  T* dbias = nullptr;
+};
+
+// out, mean, rstd <- x, weight, bias
+template <class T>
+void layer_norm_forward(const LayerNormBuffers<T>& buf, double eps) {
+  const int64_t R = buf.R, C = buf.C;
+  const T *x = buf.x, *weight = buf.weight, *bias = buf.bias;
+  T* out = buf.out;
+  double *mean = buf.mean, *rstd = buf.rstd;
   parallel_for(R, C * cost::kRowPasses, [&](int64_t rb, int64_t re) {
     for (int64_t r = rb; r < re; r++) {
       const T* xr = x + r * C;
@@ -47,10 +67,13 @@ void layer_norm_forward(T* out, double* mean, double* rstd, const T* x, const T*
   });
 }
 
-// dx (R,C) <- dy (R,C), x (R,C), mean (R), rstd (R), weight (C) or null
+// dx <- dy, x, mean, rstd, weight
 template <class T>
-void layer_norm_backward_input(T* dx, const T* dy, const T* x, const double* mean, const double* rstd,
-                               const T* weight, int64_t R, int64_t C) {
+void layer_norm_backward_input(const LayerNormBuffers<T>& buf) {
+  const int64_t R = buf.R, C = buf.C;
+  const T *dy = buf.dy, *x = buf.x, *weight = buf.weight;
+  const double *mean = buf.mean, *rstd = buf.rstd;
+  T* dx = buf.dx;
   parallel_for(R, C * cost::kRowBackward, [&](int64_t rb, int64_t re) {
     for (int64_t r = rb; r < re; r++) {
       const T* g = dy + r * C;
@@ -65,11 +88,14 @@ void layer_norm_backward_input(T* dx, const T* dy, const T* x, const double* mea
   });
 }
 
-// dweight (C) or null, dbias (C) or null <- dy (R,C), x (R,C), mean (R), rstd (R)
+// dweight, dbias (either null) <- dy, x, mean, rstd
 // Threads split the columns; each column sums its rows 0..R-1 in order.
 template <class T>
-void layer_norm_backward_params(T* dweight, T* dbias, const T* dy, const T* x, const double* mean,
-                                const double* rstd, int64_t R, int64_t C) {
+void layer_norm_backward_params(const LayerNormBuffers<T>& buf) {
+  const int64_t R = buf.R, C = buf.C;
+  const T *dy = buf.dy, *x = buf.x;
+  const double *mean = buf.mean, *rstd = buf.rstd;
+  T *dweight = buf.dweight, *dbias = buf.dbias;
   parallel_for(C, R * cost::kColumnPass, [&](int64_t cb, int64_t ce) {
     std::vector<double> dw(ce - cb, 0.0), db(ce - cb, 0.0);
     for (int64_t r = 0; r < R; r++) {
@@ -163,8 +189,9 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
   Tensor mean = empty({R}, kFloat64), rstd = empty({R}, kFloat64);
   dispatch_float(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
-    layer_norm_forward<T>(out.data<T>(), mean.data<double>(), rstd.data<double>(), xc.data<T>(),
-                          data_or_null<T>(w), data_or_null<T>(b), R, C, eps);
+    layer_norm_forward<T>({.R = R, .C = C, .x = xc.data<T>(), .weight = data_or_null<T>(w), .bias = data_or_null<T>(b),
+                           .mean = mean.data<double>(), .rstd = rstd.data<double>(), .out = out.data<T>()},
+                          eps);
   });
 
   BackwardFn bw;
@@ -181,12 +208,18 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
       Tensor db = need_db ? empty({C}, xc.dtype()) : Tensor();
       dispatch_float(xc.dtype(), "layer_norm backward", [&](auto tag) {
         using T = decltype(tag);
-        if (need_dx)
-          layer_norm_backward_input<T>(dx.data<T>(), dy.data<T>(), xc.data<T>(), mean.data<double>(),
-                                       rstd.data<double>(), data_or_null<T>(w_for_dx), R, C);
-        if (need_dw || need_db)
-          layer_norm_backward_params<T>(data_or_null<T>(dw), data_or_null<T>(db), dy.data<T>(),
-                                        xc.data<T>(), mean.data<double>(), rstd.data<double>(), R, C);
+        const LayerNormBuffers<T> buf{.R = R,
+                                      .C = C,
+                                      .x = xc.data<T>(),
+                                      .weight = data_or_null<T>(w_for_dx),
+                                      .mean = mean.data<double>(),
+                                      .rstd = rstd.data<double>(),
+                                      .dy = dy.data<T>(),
+                                      .dx = data_or_null<T>(dx),
+                                      .dweight = data_or_null<T>(dw),
+                                      .dbias = data_or_null<T>(db)};
+        if (need_dx) layer_norm_backward_input<T>(buf);
+        if (need_dw || need_db) layer_norm_backward_params<T>(buf);
       });
       return std::vector<Tensor>{dx, dw, db};
     };

@@ -7,6 +7,7 @@
 
 #include "core/autograd.h"
 #include "core/ops.h"
+#include "core/kernels.h"
 #include "core/parallel.h"
 
 namespace ember::optim {
@@ -258,10 +259,22 @@ void check_adam(const char* op, const AdamOptions& o) {
   check_range(op, "weight_decay", o.weight_decay, 0, INFINITY);
 }
 
-// p, grad, m, v, vmax: n elements (vmax null without amsgrad). t is the step (>= 1).
+// One parameter's data and Adam's slots for it, n elements each (max_exp_avg_sq null
+// without amsgrad).
 template <class T>
-void adam_kernel(T* p, const T* grad, T* m, T* v, T* vmax, int64_t n, const AdamOptions& o, bool decoupled,
-                 int64_t t) {
+struct AdamSlots {
+  T* param = nullptr;
+  const T* grad = nullptr;
+  T *exp_avg = nullptr, *exp_avg_sq = nullptr, *max_exp_avg_sq = nullptr;
+  int64_t n = 0;
+};
+
+// One update of one parameter; t is its step (>= 1).
+template <class T>
+void adam_kernel(const AdamSlots<T>& s, const AdamOptions& o, bool decoupled, int64_t t) {
+  T *p = s.param, *m = s.exp_avg, *v = s.exp_avg_sq, *vmax = s.max_exp_avg_sq;
+  const T* grad = s.grad;
+  const int64_t n = s.n;
   const double bc1 = 1 - std::pow(o.beta1, (double)t), bc2 = 1 - std::pow(o.beta2, (double)t);
   const T step_size = (T)(o.lr / bc1), bc2_sqrt = (T)std::sqrt(bc2), eps = (T)o.eps;
   const T b1 = (T)o.beta1, b2 = (T)o.beta2, wd = (T)o.weight_decay, decay = (T)(1 - o.lr * o.weight_decay);
@@ -333,12 +346,16 @@ void Adam::step() {
     s.step += 1;
     Tensor m = s.slots.at("exp_avg"), v = s.slots.at("exp_avg_sq");
     Tensor vmax = opt_.amsgrad ? s.slots.at("max_exp_avg_sq") : Tensor();
-    if (p.dtype() == kFloat32)
-      adam_kernel(p.data<float>(), g.data<float>(), m.data<float>(), v.data<float>(),
-                  vmax.defined() ? vmax.data<float>() : nullptr, p.numel(), opt_, decoupled_, s.step);
-    else
-      adam_kernel(p.data<double>(), g.data<double>(), m.data<double>(), v.data<double>(),
-                  vmax.defined() ? vmax.data<double>() : nullptr, p.numel(), opt_, decoupled_, s.step);
+    dispatch_float(p.dtype(), "Adam::step", [&](auto tag) {
+      using T = decltype(tag);
+      adam_kernel(AdamSlots<T>{.param = p.data<T>(),
+                               .grad = g.data<T>(),
+                               .exp_avg = m.data<T>(),
+                               .exp_avg_sq = v.data<T>(),
+                               .max_exp_avg_sq = vmax.defined() ? vmax.data<T>() : nullptr,
+                               .n = p.numel()},
+                  opt_, decoupled_, s.step);
+    });
   }
 }
 

@@ -81,7 +81,7 @@ struct Setup {
     }
   }
   Checkpoint snapshot(int64_t step) {
-    return make_checkpoint(model.state_dict(), &opt, &sched, {{"data", &data_gen}}, {step, 1, 7},
+    return make_checkpoint(model.state_dict(), &opt, &sched, {{"data", &data_gen}}, {.step = step, .epoch = 1, .position = 7},
                            {{"d_model", int64_t(6)}, {"dropout", 0.1}, {"activation", std::string("relu")}});
   }
   ResumeTargets targets() {

@@ -301,7 +301,7 @@ TEST_CASE("gradcheck: MultiHeadAttention, self and cross with kdim, vdim and L !
 
 TEST_CASE("gradcheck: EncoderLayer and DecoderLayer, post-norm and pre-norm") {
   for (bool pre : {false, true}) {
-    LayerConfig c{8, 2, 12, 0.0, Activation::GELU, pre, 1e-5};
+    LayerConfig c{.d_model = 8, .nhead = 2, .dim_feedforward = 12, .dropout = 0.0, .activation = Activation::GELU, .norm_first = pre};
     EncoderLayer enc(c, nullptr, kFloat64);
     Tensor x = randn({2, 3, 8}, kFloat64).requires_grad_();
     auto pad = AttentionMask::blocked(from_bools({false, false, true, false, false, false}, {2, 3}));
@@ -378,7 +378,7 @@ static std::vector<Tensor> parameter_grads(Module& m, const Tensor& out, const T
 TEST_CASE("packed encoder and decoder layers equal the padded ones at every kept position, gradients included") {
   for (bool pre : {false, true}) {
     INFO("norm_first " << pre);
-    LayerConfig c{8, 2, 12, 0.0, Activation::ReLU, pre, 1e-5};
+    LayerConfig c{.d_model = 8, .nhead = 2, .dim_feedforward = 12, .dropout = 0.0, .activation = Activation::ReLU, .norm_first = pre};
     Generator g(5);
     Tensor ids = from_vector(std::vector<int64_t>{3, 4, 5, 0, 6, 0, 0, 0, 7, 8, 9, 1}, {3, 4});
     Packing p = Packing::of(ids, 0);

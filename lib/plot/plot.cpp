@@ -30,10 +30,20 @@ Rgb ramp(double t) {
   return t < 0.5 ? mix(lo, mid, t * 2) : mix(mid, hi, (t - 0.5) * 2);
 }
 
-void text_at(cairo_t* cr, double x, double y, const std::string& s, double size, double align_x = 0.5,
-             double align_y = 0.5, bool bold = false, double angle = 0) {
-  cairo_select_font_face(cr, "DejaVu Sans", CAIRO_FONT_SLANT_NORMAL, bold ? CAIRO_FONT_WEIGHT_BOLD : CAIRO_FONT_WEIGHT_NORMAL);
-  cairo_set_font_size(cr, size);
+// How a text is set: its size, which point of it (0 left/top .. 1 right/bottom) sits at
+// the given place, its weight and its rotation (radians).
+struct TextStyle {
+  double size = 10;
+  double align_x = 0.5, align_y = 0.5;
+  bool bold = false;
+  double angle = 0;
+};
+
+void text_at(cairo_t* cr, double x, double y, const std::string& s, const TextStyle& style) {
+  const double align_x = style.align_x, align_y = style.align_y, angle = style.angle;
+  cairo_select_font_face(cr, "DejaVu Sans", CAIRO_FONT_SLANT_NORMAL,
+                         style.bold ? CAIRO_FONT_WEIGHT_BOLD : CAIRO_FONT_WEIGHT_NORMAL);
+  cairo_set_font_size(cr, style.size);
   cairo_text_extents_t e;
   cairo_text_extents(cr, s.c_str(), &e);
   cairo_save(cr);
@@ -67,7 +77,7 @@ std::vector<double> ticks(double lo, double hi, int n) {
 void draw_lines(cairo_t* cr, const Lines& p, double W, double H) {
   const double left = 64, right = 16, top = 34, bottom = 46;
   const double pw = W - left - right, ph = H - top - bottom;
-  text_at(cr, W / 2, 16, p.title, 14, 0.5, 0.5, true);
+  text_at(cr, W / 2, 16, p.title, {.size = 14, .bold = true});
   double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
   auto fx = [&](double x) { return p.log_x ? std::log10(x) : x; };
   auto fy = [&](double y) { return p.log_y ? std::log10(y) : y; };
@@ -113,8 +123,8 @@ void draw_lines(cairo_t* cr, const Lines& p, double W, double H) {
       }
       cairo_stroke(cr);
       cairo_set_source_rgb(cr, 0.2, 0.2, 0.2);
-      if (horizontal) text_at(cr, X(v), top + ph + 12, number(v), 10);
-      else text_at(cr, left - 5, Y(v), number(v), 10, 1.0);
+      if (horizontal) text_at(cr, X(v), top + ph + 12, number(v), {.size = 10});
+      else text_at(cr, left - 5, Y(v), number(v), {.size = 10, .align_x = 1.0});
     }
   };
   axis_ticks(true);
@@ -122,8 +132,8 @@ void draw_lines(cairo_t* cr, const Lines& p, double W, double H) {
   cairo_set_source_rgb(cr, 0.2, 0.2, 0.2);
   cairo_rectangle(cr, left, top, pw, ph);
   cairo_stroke(cr);
-  text_at(cr, left + pw / 2, H - 12, p.xlabel, 11);
-  text_at(cr, 14, top + ph / 2, p.ylabel, 11, 0.5, 0.5, false, -M_PI / 2);
+  text_at(cr, left + pw / 2, H - 12, p.xlabel, {.size = 11});
+  text_at(cr, 14, top + ph / 2, p.ylabel, {.size = 11, .angle = -M_PI / 2});
 
   cairo_save(cr);
   cairo_rectangle(cr, left, top, pw, ph);
@@ -165,14 +175,14 @@ void draw_lines(cairo_t* cr, const Lines& p, double W, double H) {
     cairo_move_to(cr, left + pw - 150, ly), cairo_line_to(cr, left + pw - 130, ly);
     cairo_stroke(cr);
     cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
-    text_at(cr, left + pw - 125, ly, p.series[k].label, 10, 0.0);
+    text_at(cr, left + pw - 125, ly, p.series[k].label, {.size = 10, .align_x = 0.0});
     ly += 15;
   }
 }
 
 void draw_heatmap(cairo_t* cr, const Heatmap& p, double W, double H) {
   const size_t rows = p.values.size(), cols = rows ? p.values[0].size() : 0;
-  text_at(cr, W / 2, 16, p.title, 13, 0.5, 0.5, true);
+  text_at(cr, W / 2, 16, p.title, {.size = 13, .bold = true});
   if (rows == 0 || cols == 0) return;
   const double left = 56, right = 14, top = 34, bottom = 70;
   const double cell = std::min((W - left - right) / cols, (H - top - bottom) / rows);
@@ -195,7 +205,7 @@ void draw_heatmap(cairo_t* cr, const Heatmap& p, double W, double H) {
         cairo_set_source_rgb(cr, shade, shade, shade);
         char b[16];
         std::snprintf(b, sizeof b, "%.2f", v);
-        text_at(cr, gx + (c + 0.5) * cell, gy + (r + 0.5) * cell, b, std::min(font, cell * 0.3));
+        text_at(cr, gx + (c + 0.5) * cell, gy + (r + 0.5) * cell, b, {.size = std::min(font, cell * 0.3)});
       }
     }
   cairo_set_source_rgb(cr, 0.5, 0.5, 0.5);
@@ -213,13 +223,13 @@ void draw_heatmap(cairo_t* cr, const Heatmap& p, double W, double H) {
     upright = upright || e.x_advance > cell * 0.95;
   }
   for (size_t c = 0; c < cols && c < p.col_labels.size(); c++) {
-    if (upright) text_at(cr, gx + (c + 0.5) * cell, gy + rows * cell + 4, p.col_labels[c], font, 1.0, 0.5, false, -M_PI / 2);
-    else text_at(cr, gx + (c + 0.5) * cell, gy + rows * cell + 9, p.col_labels[c], font);
+    if (upright) text_at(cr, gx + (c + 0.5) * cell, gy + rows * cell + 4, p.col_labels[c], {.size = font, .align_x = 1.0, .angle = -M_PI / 2});
+    else text_at(cr, gx + (c + 0.5) * cell, gy + rows * cell + 9, p.col_labels[c], {.size = font});
   }
   for (size_t r = 0; r < rows && r < p.row_labels.size(); r++)
-    text_at(cr, gx - 5, gy + (r + 0.5) * cell, p.row_labels[r], font, 1.0);
-  text_at(cr, gx + cols * cell / 2, std::min(H - 10, gy + rows * cell + (upright ? 40 : 30)), p.xlabel, 11);
-  text_at(cr, 12, gy + rows * cell / 2, p.ylabel, 11, 0.5, 0.5, false, -M_PI / 2);
+    text_at(cr, gx - 5, gy + (r + 0.5) * cell, p.row_labels[r], {.size = font, .align_x = 1.0});
+  text_at(cr, gx + cols * cell / 2, std::min(H - 10, gy + rows * cell + (upright ? 40 : 30)), p.xlabel, {.size = 11});
+  text_at(cr, 12, gy + rows * cell / 2, p.ylabel, {.size = 11, .angle = -M_PI / 2});
 }
 
 }  // namespace
@@ -242,7 +252,7 @@ void save_png(const std::string& path, const std::vector<Panel>& panels, int col
   cairo_paint(cr);
   if (!title.empty()) {
     cairo_set_source_rgb(cr, 0.05, 0.05, 0.05);
-    text_at(cr, cols * width / 2.0, 18, title, 16, 0.5, 0.5, true);
+    text_at(cr, cols * width / 2.0, 18, title, {.size = 16, .bold = true});
   }
   for (size_t i = 0; i < panels.size(); i++) {
     cairo_save(cr);
