@@ -44,31 +44,25 @@ MatLayout layout_of(const Tensor& t, int64_t rows, int64_t cols) {
 // OpenBLAS always runs on one thread: which kernel it picks, and how it blocks a GEMM,
 // depend on its own thread count (and on the processor), so a GEMM it threads itself
 // may round differently with 1 and 2 threads. We split the work instead, into tiles
-// that depend on the shape only, and run the tiles on our OpenMP threads. (Checked at
-// every call: a program may also call OpenBLAS itself, with its own thread count.)
-void blas_single_threaded() {
-  if (openblas_get_num_threads() == 1) return;
-  // OpenBLAS's OpenMP build also sets OpenMP's thread count here: put ours back.
-  const int ours = omp_get_max_threads();
-  openblas_set_num_threads(1);
-  omp_set_num_threads(ours);
-}
-
-// OpenBLAS's OpenMP build takes its thread count from OpenMP's at every call made
-// outside a parallel region; this holds OpenMP's at 1 around such a call.
+// that depend on the shape only, and run the tiles on our OpenMP threads. Inside our
+// parallel regions OpenBLAS keeps to one thread by itself. Outside them its OpenMP build
+// takes its thread count from OpenMP's at every call: this holds OpenMP's at 1 around
+// such a call, then puts back the counts the process had, OpenMP's and OpenBLAS's (which
+// a program calling OpenBLAS itself may have chosen): ember changes neither.
 class OneBlasThread {
  public:
-  OneBlasThread() : saved_(omp_get_max_threads()) {
-    if (saved_ != 1) omp_set_num_threads(1);
+  OneBlasThread() : omp_(omp_get_max_threads()), blas_(openblas_get_num_threads()) {
+    if (omp_ != 1) omp_set_num_threads(1);
   }
   ~OneBlasThread() {
-    if (saved_ != 1) omp_set_num_threads(saved_);
+    if (openblas_get_num_threads() != blas_) openblas_set_num_threads(blas_);  // sets OpenMP's too
+    if (omp_get_max_threads() != omp_) omp_set_num_threads(omp_);
   }
   OneBlasThread(const OneBlasThread&) = delete;
   OneBlasThread& operator=(const OneBlasThread&) = delete;
 
  private:
-  int saved_;
+  int omp_, blas_;
 };
 
 // c = a b, or c += a b with accumulate (BLAS's beta 1)
@@ -269,7 +263,6 @@ void gemm_batched(const Tensor& c, const Tensor& a_in, const Tensor& b_in, bool 
     }
     return off;
   };
-  blas_single_threaded();
   dispatch_float(c.dtype(), "matmul", [&](auto tag) {
     using T = decltype(tag);
     const T* pa = a.data<T>();
@@ -343,7 +336,6 @@ void gemm_serial_impl(const Gemm<T>& g) {
     blas_gemm(g);
     return;
   }
-  blas_single_threaded();
   OneBlasThread one;
   blas_gemm(g);
 }

@@ -239,3 +239,31 @@ TEST_CASE("tiled attention gives the same bits with 1 and 2 threads, forward and
     return std::vector<Tensor>{out, q.grad(), k.grad(), v.grad()};
   });
 }
+
+extern "C" int openblas_get_num_threads(void);
+extern "C" void openblas_set_num_threads(int);
+
+TEST_CASE("matrix products leave OpenBLAS's and OpenMP's thread counts as the process set them") {
+  NumThreadsGuard guard(2);
+  Generator g(3);
+  // a host program's own choice for OpenBLAS, which ember must not overwrite
+  for (int host : {3, 1}) {
+    openblas_set_num_threads(host);
+    set_num_threads(2);
+    const int omp_before = num_threads();
+    // the shapes of every path: small (one BLAS call here), large (tiles on our threads),
+    // batched, skinny (ember's own kernels), and one inside attention's tiles
+    for (auto [a, b] : {std::pair<Shape, Shape>{{8, 8}, {8, 8}}, {{512, 256}, {256, 512}}, {{4, 64, 64}, {4, 64, 64}},
+                        {{4, 512}, {512, 512}}}) {
+      Tensor c = matmul(randn(a, kFloat32, &g), randn(b, kFloat32, &g));
+      CHECK(c.numel() > 0);
+      CHECK(openblas_get_num_threads() == host);
+      CHECK(num_threads() == omp_before);
+    }
+    Tensor q = randn({2, 2, 200, 16}, kFloat32, &g);
+    nn::scaled_dot_product_attention_tiled(q, q, q);
+    CHECK(openblas_get_num_threads() == host);
+    CHECK(num_threads() == omp_before);
+  }
+  openblas_set_num_threads(1);
+}
