@@ -113,12 +113,18 @@ std::string shape_of(std::initializer_list<int64_t> dims) {
 }
 
 // MultiHeadAttention self-attention forward+backward, dropout 0, no weights returned.
+// One attention shape [B, L, E] with H heads.
+struct AttnShape {
+  int64_t B = 4, L = 64, E = 256, H = 4;
+};
+
 struct MhaCase {
   nn::MultiHeadAttention mha;
   Tensor x, gy;
-  MhaCase(int64_t B, int64_t L, int64_t E, int64_t H, Generator& gen)
-      : mha({.embed_dim = E, .num_heads = H, .gen = &gen}), x(randn({B, L, E}, kFloat32, &gen).requires_grad_()),
-        gy(randn({B, L, E}, kFloat32, &gen)) {
+  MhaCase(const AttnShape& s, Generator& gen)
+      : mha({.embed_dim = s.E, .num_heads = s.H, .gen = &gen}),
+        x(randn({s.B, s.L, s.E}, kFloat32, &gen).requires_grad_()),
+        gy(randn({s.B, s.L, s.E}, kFloat32, &gen)) {
     mha.train();
   }
   void step() {
@@ -170,7 +176,7 @@ std::vector<Row> run_ops() {
   }
   // attention scaling
   for (int64_t L : {64, 128, 256, 512, 1024}) {
-    MhaCase c(4, L, 256, 4, gen);
+    MhaCase c({.B = 4, .L = L, .E = 256, .H = 4}, gen);
     Row r{"attention L-scaling", shape_of({4, L, 256, 4})};
     r.ms = median_ms([&] { c.step(); });
     r.gflops = mha_fwd_bwd_flops(4, L, 256) / (r.ms * 1e6);
@@ -266,7 +272,7 @@ constexpr int64_t kMaxMemLength = int64_t(1) << 16;
 
 int attention_memory(int64_t L) {
   Generator gen(3);
-  MhaCase c(4, L, 256, 4, gen);
+  MhaCase c({.B = 4, .L = L, .E = 256, .H = 4}, gen);
   const double before = peak_rss_mb();
   c.step();
   std::printf("%.2f\n", peak_rss_mb() - before);
