@@ -531,8 +531,12 @@ std::string CheckpointManager::save(const Checkpoint& ckpt) {
   std::string path = path_for(ckpt.progress.step);
   save_checkpoint(path, ckpt);
   auto all = list();
-  for (size_t i = 0; i + keep_last_ < all.size(); i++)
-    if (all[i] != path) fs::remove(all[i], ec);  // never the file just written
+  pruning_failures_.clear();
+  for (size_t i = 0; i + keep_last_ < all.size(); i++) {
+    if (all[i] == path) continue;  // never the file just written
+    fs::remove(all[i], ec);
+    if (ec) pruning_failures_.push_back(all[i] + ": " + ec.message());
+  }
   return path;
 }
 

@@ -97,14 +97,19 @@ Checkpoint make_checkpoint(const std::map<std::string, Tensor>& model, const opt
 class CheckpointManager {
  public:
   CheckpointManager(std::string dir, int keep_last = 3, std::string prefix = "ckpt");
-  std::string save(const Checkpoint& ckpt);  // named by ckpt.progress.step; returns the path
+  // Named by ckpt.progress.step; returns the path. Then removes the oldest beyond
+  // keep_last: one that cannot be removed is not an error (the save succeeded) but is
+  // listed, with the reason, in pruning_failures() until the next save.
+  std::string save(const Checkpoint& ckpt);
   std::vector<std::string> list() const;     // existing checkpoints, oldest first
   std::optional<std::string> latest() const;
   std::string path_for(int64_t step) const;
+  const std::vector<std::string>& pruning_failures() const { return pruning_failures_; }  // "path: reason"
 
  private:
   std::string dir_, prefix_;
   int keep_last_;
+  std::vector<std::string> pruning_failures_;
 };
 
 }  // namespace ember::io

@@ -556,5 +556,25 @@ TEST_CASE("CheckpointManager keeps the newest checkpoints") {
   CHECK(all[1] == mgr.path_for(50));
   CHECK(*mgr.latest() == mgr.path_for(50));
   CHECK(read_checkpoint(*mgr.latest()).progress.step == 50);
+  CHECK(mgr.pruning_failures().empty());
   CHECK_THAT(error_of([&] { CheckpointManager bad(dir.file("x"), 0); }), Catch::Contains("keep_last"));
+}
+
+TEST_CASE("CheckpointManager names an old checkpoint it cannot remove, and the save still stands") {
+  ScratchDir dir;
+  Setup a(15);
+  CheckpointManager mgr(dir.file("run"), 1);
+  mgr.save(a.snapshot(10));
+  // something in the series' place that remove() refuses: a directory that is not empty
+  fs::remove(mgr.path_for(10));
+  fs::create_directories(fs::path(mgr.path_for(10)) / "inside");
+  const std::string path = mgr.save(a.snapshot(20));
+  CHECK(path == mgr.path_for(20));
+  CHECK(read_checkpoint(path).progress.step == 20);
+  REQUIRE(mgr.pruning_failures().size() == 1);
+  CHECK_THAT(mgr.pruning_failures()[0], Catch::StartsWith(mgr.path_for(10) + ": "));
+  fs::remove_all(mgr.path_for(10));
+  mgr.save(a.snapshot(30));
+  CHECK(mgr.pruning_failures().empty());
+  CHECK(mgr.list() == std::vector<std::string>{mgr.path_for(30)});
 }

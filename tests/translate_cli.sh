@@ -317,6 +317,14 @@ contains "$dir/eval_odd.out" "4 pairs"
 run 2 heads_help "$bin" train "${small[@]}" --out "$dir/h3" --d-model 16 --heads 3
 contains "$dir/heads_help.err" "Run 'translate train --help'"
 
+# an old checkpoint that cannot be removed (here a directory in its place) is named in a
+# warning; the save stands and training goes on
+run 0 keep_base "$bin" train "${small[@]}" --out "$dir/keep" --steps 4 --eval-every 100
+mkdir -p "$dir/keep/ckpt-00000002.h5/inside"
+run 0 keep_fail "$bin" train "${small[@]}" --out "$dir/keep" --steps 6 --eval-every 100 --resume auto --keep 1
+contains "$dir/keep_fail.err" "cannot remove the old checkpoint $dir/keep/ckpt-00000002.h5: Directory not empty"
+[ -f "$dir/keep/ckpt-00000006.h5" ] && [ ! -e "$dir/keep/ckpt-00000004.h5" ] || fail "keep_fail: the series is not {6}"
+
 # --help for the program and every command
 for cmd in "" train eval decode attention; do
   run 0 "help_${cmd:-top}" "$bin" $cmd --help

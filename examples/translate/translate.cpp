@@ -506,7 +506,15 @@ int train(const TrainOptions& o) {
   };
   // A save that fails (a full disk) ends the run: going on would only pile up more work
   // that cannot be kept. The previous checkpoint is untouched.
-  trainer.save = [&](const std::string&) { return ckpts.save(make_checkpoint()); };
+  trainer.save = [&](const std::string&) {
+    std::string path = ckpts.save(make_checkpoint());
+    for (const std::string& failure : ckpts.pruning_failures()) {
+      std::fflush(stdout);
+      std::fprintf(stderr, "translate train: warning: cannot remove the old checkpoint %s (--keep %lld)\n",
+                   failure.c_str(), (long long)o.keep);
+    }
+    return path;
+  };
 
   if (int code = trainer.run(); code != 0) return code;
   const bool drew = write_curves(curves, hist);
