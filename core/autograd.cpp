@@ -138,6 +138,32 @@ void accumulate_leaf(TensorImpl* leaf, Tensor g) {
   }
 }
 
+// The gradient reaching a tensor, through its hooks in registration order (on a copy of
+// the list: a hook may remove itself).
+Tensor run_hooks(const std::shared_ptr<GradHooks>& hooks, Tensor g) {
+  if (!hooks || hooks->pre.empty()) return g;
+  const auto pre = hooks->pre;
+  for (const auto& [id, fn] : pre) {
+    Tensor r = fn(g);
+    if (!r.defined()) continue;
+    if (r.shape() != g.shape() || r.dtype() != g.dtype())
+      fail("register_hook", "a hook returned a gradient of shape ", r.shape(), " and dtype ", dtype_name(r.dtype()),
+           "; expected shape ", g.shape(), " and dtype ", dtype_name(g.dtype()), " (the gradient it was given)");
+    g = r;
+  }
+  return g;
+}
+
+// A leaf's share of the gradient: its hooks, accumulation, then its post-accumulate hooks.
+void reach_leaf(const std::shared_ptr<TensorImpl>& leaf, Tensor g) {
+  g = run_hooks(leaf->hooks, std::move(g));
+  accumulate_leaf(leaf.get(), std::move(g));
+  if (leaf->hooks && !leaf->hooks->post.empty()) {
+    const auto post = leaf->hooks->post;
+    for (const auto& [id, fn] : post) fn(Tensor(leaf));
+  }
+}
+
 void check_finite_backward(const Node& n, const std::vector<Tensor>& grads) {
   for (size_t i = 0; i < grads.size(); i++)
     if (grads[i].defined() && !kernel::all_finite(grads[i]))
@@ -167,7 +193,7 @@ void run_backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) 
   NoGradGuard no_grad;
   InBackward in_backward;
   if (!root.grad_fn()) {
-    accumulate_leaf(root.impl(), grad);
+    reach_leaf(root.impl_ptr(), grad);
     return;
   }
 
@@ -199,6 +225,16 @@ void run_backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) 
       fail(op, "trying to backward through the graph a second time (through ", n->name, " called at ",
            format_loc(n->where), "); its saved values were freed after the first backward. Pass ",
            "retain_graph=true to the first backward to keep them");
+    // the gradient that reached the node's output tensor: its hooks, then .grad() if it
+    // retains it (a copy: g itself flows on, and may be shared with an input's gradient)
+    g = run_hooks(n->hooks, std::move(g));
+    if (auto t = n->retained.lock()) {
+      if (!t->grad) t->grad = g.clone().impl_ptr();
+      else {
+        Tensor acc(t->grad);
+        kernel::add_inplace(acc, g);
+      }
+    }
     for (const SavedVersion& s : n->saved)
       if (s.storage->version != s.version)
         fail(op, "a ", dtype_name(s.dtype), " tensor of shape ", s.shape, " that ", n->name, " (called at ",
@@ -222,7 +258,7 @@ void run_backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) 
         if (gi.dtype() != e.dtype) gi = gi.to(e.dtype);
         if (e.leaf) {
           in_grads[i] = Tensor();  // so that gi may be the only reference
-          accumulate_leaf(e.leaf.get(), std::move(gi));
+          reach_leaf(e.leaf, std::move(gi));
         } else {
           auto it = grads.find(e.fn.get());
           if (it == grads.end()) grads.emplace(e.fn.get(), gi);

@@ -48,6 +48,8 @@ struct Node {
   std::vector<SavedVersion> saved;
   Shape out_shape;
   bool released = false;  // backward already ran and freed what it had saved
+  std::shared_ptr<GradHooks> hooks;  // the output tensor's hooks (Tensor::register_hook)
+  std::weak_ptr<TensorImpl> retained;  // the output tensor, when it retains its gradient
 
   Node() = default;
   Node(const Node&) = delete;

@@ -213,6 +213,51 @@ void Tensor::set_grad(const Tensor& g) {
 
 void Tensor::zero_grad() { impl_->grad.reset(); }
 
+void Tensor::retain_grad() const {
+  if (!requires_grad())
+    fail("retain_grad", "the tensor (shape ", shape(), ") does not require grad, so no gradient reaches it");
+  if (is_leaf()) return;
+  impl_->grad_fn->retained = impl_;
+}
+
+bool Tensor::retains_grad() const {
+  return impl_->grad_fn && !impl_->grad_fn->retained.expired() && impl_->grad_fn->retained.lock() == impl_;
+}
+
+namespace {
+template <class Fn>
+HookHandle add_hook(std::shared_ptr<GradHooks>& slot, std::vector<std::pair<int64_t, Fn>> GradHooks::*list, Fn fn) {
+  if (!slot) slot = std::make_shared<GradHooks>();
+  const int64_t id = slot->next_id++;
+  (slot.get()->*list).emplace_back(id, std::move(fn));
+  return HookHandle([weak = std::weak_ptr<GradHooks>(slot), list, id] {
+    if (auto h = weak.lock()) {
+      auto& v = h.get()->*list;
+      for (auto it = v.begin(); it != v.end(); ++it)
+        if (it->first == id) {
+          v.erase(it);
+          break;
+        }
+    }
+  });
+}
+}  // namespace
+
+HookHandle Tensor::register_hook(GradHook fn) const {
+  if (!requires_grad())
+    fail("register_hook", "the tensor (shape ", shape(), ") does not require grad, so no gradient reaches it");
+  if (!fn) fail("register_hook", "got an empty function");
+  return add_hook(is_leaf() ? impl_->hooks : impl_->grad_fn->hooks, &GradHooks::pre, std::move(fn));
+}
+
+HookHandle Tensor::register_post_accumulate_grad_hook(PostAccumulateHook fn) const {
+  if (!requires_grad() || !is_leaf())
+    fail("register_post_accumulate_grad_hook", "expected a leaf tensor that requires grad, got ",
+         is_leaf() ? "a leaf that does not require grad" : "a tensor produced by an op", " (shape ", shape(), ")");
+  if (!fn) fail("register_post_accumulate_grad_hook", "got an empty function");
+  return add_hook(impl_->hooks, &GradHooks::post, std::move(fn));
+}
+
 void Tensor::backward(const Tensor& grad, bool retain_graph) const { run_backward(*this, grad, retain_graph); }
 
 Tensor Tensor::detach() const {

@@ -8,10 +8,12 @@
 // the end, as in PyTorch.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <iosfwd>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/dtype.h"
@@ -21,6 +23,7 @@
 namespace ember {
 
 struct Node;
+class Tensor;
 class Generator;
 
 // Where an op was called from, captured by a default argument `Loc loc = Loc::current()`
@@ -54,6 +57,38 @@ struct Slice {
   int64_t step = 1;
 };
 
+// A function the gradient reaching a tensor passes through during backward
+// (Tensor::register_hook): it may return a replacement of the same shape and dtype, or an
+// undefined tensor to leave the gradient as it is.
+using GradHook = std::function<Tensor(const Tensor& grad)>;
+// Called with a leaf once a backward has accumulated its gradient into .grad().
+using PostAccumulateHook = std::function<void(const Tensor& leaf)>;
+
+// The hooks of one tensor, in registration order (a leaf's live in its TensorImpl, a
+// non-leaf's in the Node that produced it).
+struct GradHooks {
+  std::vector<std::pair<int64_t, GradHook>> pre;
+  std::vector<std::pair<int64_t, PostAccumulateHook>> post;
+  int64_t next_id = 0;
+};
+
+// Removes the hook it was returned for; removing twice, or after the tensor is gone, is
+// harmless.
+class HookHandle {
+ public:
+  HookHandle() = default;
+  explicit HookHandle(std::function<void()> remove) : remove_(std::move(remove)) {}
+  void remove() {
+    if (!remove_) return;
+    auto f = std::move(remove_);
+    remove_ = nullptr;
+    f();
+  }
+
+ private:
+  std::function<void()> remove_;
+};
+
 struct TensorImpl {
   std::shared_ptr<Storage> storage;
   Shape shape;
@@ -61,8 +96,9 @@ struct TensorImpl {
   int64_t offset = 0;
   DType dtype = DType::Float32;
   bool requires_grad = false;
-  std::shared_ptr<TensorImpl> grad;   // accumulated gradient of a leaf
+  std::shared_ptr<TensorImpl> grad;   // accumulated gradient of a leaf (or of a non-leaf that retains it)
   std::shared_ptr<Node> grad_fn;      // the op that produced this tensor, if recorded
+  std::shared_ptr<GradHooks> hooks;   // a leaf's hooks, when any
 };
 
 class Tensor {
@@ -103,6 +139,15 @@ class Tensor {
   void set_grad(const Tensor& g);
   void zero_grad();     // drops the gradient (PyTorch's set_to_none)
   const std::shared_ptr<Node>& grad_fn() const { return impl_->grad_fn; }
+  // A non-leaf keeps the gradient that reaches it in .grad() (accumulated over backward
+  // calls, after its hooks); a no-op on a leaf, which always does.
+  void retain_grad() const;
+  bool retains_grad() const;
+  // fn sees the gradient reaching this tensor during backward and may replace it (see
+  // GradHook). Hooks run in registration order; a leaf's before its .grad() accumulates.
+  HookHandle register_hook(GradHook fn) const;
+  // A leaf only: fn runs after each backward has accumulated this leaf's gradient.
+  HookHandle register_post_accumulate_grad_hook(PostAccumulateHook fn) const;
   // Backpropagates from this tensor. grad may be omitted only for one-element tensors.
   // The graph is freed afterwards unless retain_graph is set.
   void backward(const Tensor& grad = Tensor(), bool retain_graph = false) const;

@@ -1,0 +1,159 @@
+// Looking inside backward: retain_grad, tensor hooks (non-leaf and leaf), and hooks after
+// a leaf's accumulation, with PyTorch's semantics; and the gradient that reaches softmax's
+// scores and weights, seen through them.
+#include <catch2/catch.hpp>
+
+#include "test_util.h"
+
+#include <cmath>
+#include <vector>
+
+#include "core/autograd.h"
+#include "core/ops.h"
+
+using namespace ember;
+using namespace ember::testing;
+using Catch::Matchers::Contains;
+using Catch::Matchers::StartsWith;
+
+namespace {
+
+Tensor leaf(std::vector<double> v, Shape s) { return from_vector(v, s).to(kFloat64).requires_grad_(); }
+
+std::vector<double> vals(const Tensor& t) { return t.contiguous().to_vector<double>(); }
+
+}  // namespace
+
+TEST_CASE("retain_grad keeps the gradient that reaches a non-leaf, accumulated over backward calls") {
+  Tensor x = leaf({1, 2, 3}, {3});
+  Tensor y = mul(x, 2.0);  // dz/dy = 2y for z = sum(y^2)
+  CHECK_FALSE(y.retains_grad());
+  y.retain_grad();
+  CHECK(y.retains_grad());
+  Tensor z = sum(mul(y, y));
+  z.backward(Tensor(), /*retain_graph=*/true);
+  CHECK(vals(y.grad()) == std::vector<double>{4, 8, 12});
+  CHECK(vals(x.grad()) == std::vector<double>{8, 16, 24});
+  z.backward();
+  CHECK(vals(y.grad()) == std::vector<double>{8, 16, 24});  // accumulated, as PyTorch does
+
+  // without retain_grad, a non-leaf's grad stays undefined
+  Tensor w = mul(x, 3.0);
+  sum(w).backward();
+  CHECK_FALSE(w.grad().defined());
+  // retaining does not share memory with what flows on: the leaf's gradient is its own
+  Tensor a = leaf({1, 1}, {2});
+  Tensor b = add(a, 0.0);
+  b.retain_grad();
+  sum(b).backward();
+  b.grad().fill_(7.0);
+  CHECK(vals(a.grad()) == std::vector<double>{1, 1});
+}
+
+TEST_CASE("retain_grad on a leaf is a no-op and on a tensor without grad an error") {
+  Tensor x = leaf({1}, {1});
+  x.retain_grad();
+  CHECK_FALSE(x.retains_grad());
+  Tensor c = from_vector(std::vector<double>{1}, {1});
+  CHECK_THAT(error_of([&] { c.retain_grad(); }), StartsWith("retain_grad: the tensor (shape [1]) does not require grad"));
+  CHECK_THAT(error_of([&] { c.register_hook([](const Tensor& g) { return g; }); }),
+             StartsWith("register_hook: the tensor (shape [1]) does not require grad"));
+}
+
+TEST_CASE("a hook on a non-leaf sees its gradient and may replace it, in registration order") {
+  Tensor x = leaf({1, 2}, {2});
+  Tensor y = mul(x, x);  // dy/dx = 2x
+  std::vector<std::vector<double>> seen;
+  y.register_hook([&](const Tensor& g) {
+    seen.push_back(vals(g));
+    return mul(g, 10.0);
+  });
+  y.register_hook([&](const Tensor& g) {
+    seen.push_back(vals(g));  // the first hook's output
+    return Tensor();          // leave it
+  });
+  y.retain_grad();
+  sum(mul(y, from_vector(std::vector<double>{1, 3}, {2}).to(kFloat64))).backward();
+  REQUIRE(seen.size() == 2);
+  CHECK(seen[0] == std::vector<double>{1, 3});
+  CHECK(seen[1] == std::vector<double>{10, 30});
+  CHECK(vals(y.grad()) == std::vector<double>{10, 30});  // .grad() after the hooks
+  CHECK(vals(x.grad()) == std::vector<double>{20, 120});
+}
+
+TEST_CASE("a removed hook no longer runs, and removing it twice is harmless") {
+  Tensor x = leaf({1, 2}, {2});
+  Tensor y = mul(x, 1.0);
+  int calls = 0;
+  HookHandle h = y.register_hook([&](const Tensor&) {
+    calls++;
+    return Tensor();
+  });
+  h.remove();
+  h.remove();
+  sum(y).backward();
+  CHECK(calls == 0);
+}
+
+TEST_CASE("a leaf's hooks run before its gradient accumulates, post-accumulate hooks after") {
+  Tensor x = leaf({1, 2}, {2});
+  std::vector<double> after;
+  x.register_hook([](const Tensor& g) { return mul(g, 3.0); });
+  HookHandle post = x.register_post_accumulate_grad_hook([&](const Tensor& t) { after = vals(t.grad()); });
+  sum(mul(x, x)).backward();
+  CHECK(vals(x.grad()) == std::vector<double>{6, 12});
+  CHECK(after == std::vector<double>{6, 12});
+  sum(x).backward();  // the leaf is the root's only input: the hooks run there too
+  CHECK(vals(x.grad()) == std::vector<double>{9, 15});
+  CHECK(after == std::vector<double>{9, 15});
+  post.remove();
+  x.backward(from_vector(std::vector<double>{1, 1}, {2}).to(kFloat64));  // x itself as the root
+  CHECK(vals(x.grad()) == std::vector<double>{12, 18});
+  CHECK(after == std::vector<double>{9, 15});
+
+  Tensor y = mul(x, 2.0);
+  CHECK_THAT(error_of([&] { y.register_post_accumulate_grad_hook([](const Tensor&) {}); }),
+             StartsWith("register_post_accumulate_grad_hook: expected a leaf tensor that requires grad"));
+}
+
+TEST_CASE("a hook that returns a gradient of another shape is an error naming both shapes") {
+  Tensor x = leaf({1, 2, 3}, {3});
+  Tensor y = mul(x, 2.0);
+  y.register_hook([](const Tensor&) { return zeros({2}, kFloat64); });
+  const std::string e = error_of([&] { sum(y).backward(); });
+  CHECK_THAT(e, StartsWith("register_hook: a hook returned a gradient of shape [2]"));
+  CHECK_THAT(e, Contains("expected shape [3]"));
+}
+
+TEST_CASE("a hook may run ops, and sees the gradient of every path summed") {
+  Tensor x = leaf({0.5, -1}, {2});
+  Tensor y = exp(x);
+  std::vector<double> seen;
+  y.register_hook([&](const Tensor& g) {
+    seen = vals(g);
+    return mul(g, sigmoid(g));  // ops inside a hook record nothing (backward runs without grad)
+  });
+  Tensor z = add(sum(y), sum(mul(y, 2.0)));  // two paths into y: 1 + 2
+  z.backward();
+  CHECK(seen == std::vector<double>{3, 3});
+  const double s = 3.0 / (1.0 + std::exp(-3.0));
+  CHECK(x.grad().at({0}) == Approx(s * std::exp(0.5)).epsilon(1e-14));
+}
+
+TEST_CASE("through retain_grad: the gradient reaching softmax's scores is p * (g - sum(g * p))") {
+  Generator gen(5);
+  Tensor s = randn({3, 5}, kFloat64, &gen).requires_grad_();
+  Tensor scores = mul(s, 1.0 / std::sqrt(5.0));
+  Tensor p = softmax(scores, -1);
+  scores.retain_grad();
+  p.retain_grad();
+  Tensor up = randn({3, 5}, kFloat64, &gen);
+  sum(mul(p, up)).backward();
+  auto pv = vals(p), gv = vals(p.grad()), sv = vals(scores.grad());
+  CHECK(gv == vals(up));  // what reaches the weights is the upstream gradient
+  for (int r = 0; r < 3; r++) {
+    double dot = 0;
+    for (int c = 0; c < 5; c++) dot += gv[r * 5 + c] * pv[r * 5 + c];
+    for (int c = 0; c < 5; c++) CHECK(sv[r * 5 + c] == Approx(pv[r * 5 + c] * (gv[r * 5 + c] - dot)).margin(1e-15));
+  }
+}
