@@ -221,7 +221,7 @@ void Tensor::retain_grad() const {
 }
 
 bool Tensor::retains_grad() const {
-  return impl_->grad_fn && !impl_->grad_fn->retained.expired() && impl_->grad_fn->retained.lock() == impl_;
+  return impl_->grad_fn && impl_->grad_fn->retained.lock() == impl_;
 }
 
 namespace {

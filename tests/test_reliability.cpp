@@ -63,6 +63,16 @@ int in_child_with_file_limit(rlim_t limit, const std::function<int()>& body) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
 }
 
+// The process id of a child that has already ended (what a writer that died leaves in
+// its temporary files' names).
+pid_t ended_process() {
+  std::fflush(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) _exit(0);
+  waitpid(pid, nullptr, 0);
+  return pid;
+}
+
 }  // namespace
 
 TEST_CASE("tensor sizes that overflow are refused with the op and the shape, without allocating") {
@@ -163,10 +173,7 @@ TEST_CASE("an h5::Writer whose file cannot be written fails with the reason, and
 
 TEST_CASE("stale temporary files are those of processes that have ended") {
   ScratchDir dir;
-  std::fflush(nullptr);
-  pid_t gone = fork();
-  if (gone == 0) _exit(0);
-  waitpid(gone, nullptr, 0);
+  const pid_t gone = ended_process();
   const std::string dead = dir.file(".ckpt-00000010.h5.tmp-" + std::to_string(gone) + "-0");
   const std::string mine = dir.file(".ckpt-00000020.h5.tmp-" + std::to_string(::getpid()) + "-3");
   const std::string other = dir.file("notes.tmp-12");
@@ -179,10 +186,7 @@ TEST_CASE("stale temporary files are those of processes that have ended") {
 TEST_CASE("RunDirectory creates, checks, locks and sweeps its directory") {
   ScratchDir dir;
   const std::string run = dir.file("a/b/run");
-  std::fflush(nullptr);
-  pid_t gone = fork();
-  if (gone == 0) _exit(0);
-  waitpid(gone, nullptr, 0);
+  const pid_t gone = ended_process();
   fs::create_directories(run);
   const std::string stale = run + "/.ckpt-00000001.h5.tmp-" + std::to_string(gone) + "-0";
   std::ofstream(stale) << "partial";
@@ -260,10 +264,7 @@ TEST_CASE("replace_file and write_file refuse a target that is a device, a FIFO 
 
 TEST_CASE("replace_file removes the temporary files of its target left by writers that have ended") {
   ScratchDir dir;
-  std::fflush(nullptr);
-  pid_t gone = fork();
-  if (gone == 0) _exit(0);
-  waitpid(gone, nullptr, 0);
+  const pid_t gone = ended_process();
   const std::string left = dir.file(".out.png.tmp-" + std::to_string(gone) + "-0");
   const std::string other = dir.file(".other.png.tmp-" + std::to_string(gone) + "-0");
   std::ofstream(left) << "partial";

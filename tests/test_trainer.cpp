@@ -24,7 +24,7 @@ struct Program {
   int64_t steps_taken = 0;
 
   void attach(Trainer& t, std::vector<double> losses = {}, std::vector<double> metrics = {}) {
-    t.step = [this, &t, losses] {
+    t.step = [this, losses] {
       const double loss = steps_taken < (int64_t)losses.size() ? losses[(size_t)steps_taken] : 1.0;
       if (std::isfinite(loss)) steps_taken++;
       return StepResult{.loss = loss, .tokens = 10};
