@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "core/kernels.h"
 #include "core/ops.h"
@@ -123,17 +124,24 @@ Tensor sum_to(const Tensor& g, const Shape& shape) {
 
 namespace {
 
-// The leaf's first gradient is g itself when nothing else can see g's memory (the only
-// reference to a dense tensor, of a storage no view shares), else a copy: g may alias
-// another gradient, or a tensor a backward function keeps.
-void accumulate_leaf(TensorImpl* leaf, Tensor g) {
-  if (!leaf->grad) {
-    const bool owned = g.impl_ptr().use_count() == 1 && g.storage().use_count() == 1 && !g.impl()->grad_fn &&
-                       !g.impl()->requires_grad && g.is_contiguous() && g.impl()->offset == 0 &&
+thread_local const std::shared_ptr<Node>* t_current_node = nullptr;  // the node whose backward runs
+
+// Adds g to the gradient kept in *slot. A recorded gradient (create_graph), or one
+// already holding a graph, is summed out of place so that its graph stays right.
+void accumulate(std::shared_ptr<TensorImpl>& slot, Tensor g, bool create_graph) {
+  if (!slot) {
+    // g itself when nothing else can see its memory (the only reference to a dense tensor,
+    // of a storage no view shares), else a copy: g may alias another gradient, or a tensor
+    // a backward function keeps
+    const bool owned = !create_graph && g.impl_ptr().use_count() == 1 && g.storage().use_count() == 1 &&
+                       !g.impl()->grad_fn && !g.impl()->requires_grad && g.is_contiguous() &&
+                       g.impl()->offset == 0 &&
                        (size_t)(g.numel() * dtype_size(g.dtype())) == g.storage()->nbytes;
-    leaf->grad = owned ? g.impl_ptr() : g.clone().impl_ptr();
+    slot = owned ? g.impl_ptr() : g.clone().impl_ptr();
+  } else if (create_graph || slot->requires_grad) {
+    slot = add(Tensor(slot), g).impl_ptr();
   } else {
-    Tensor acc(leaf->grad);
+    Tensor acc(slot);
     kernel::add_inplace(acc, g);
   }
 }
@@ -154,16 +162,6 @@ Tensor run_hooks(const std::shared_ptr<GradHooks>& hooks, Tensor g) {
   return g;
 }
 
-// A leaf's share of the gradient: its hooks, accumulation, then its post-accumulate hooks.
-void reach_leaf(const std::shared_ptr<TensorImpl>& leaf, Tensor g) {
-  g = run_hooks(leaf->hooks, std::move(g));
-  accumulate_leaf(leaf.get(), std::move(g));
-  if (leaf->hooks && !leaf->hooks->post.empty()) {
-    const auto post = leaf->hooks->post;
-    for (const auto& [id, fn] : post) fn(Tensor(leaf));
-  }
-}
-
 void check_finite_backward(const Node& n, const std::vector<Tensor>& grads) {
   for (size_t i = 0; i < grads.size(); i++)
     if (grads[i].defined() && !kernel::all_finite(grads[i]))
@@ -172,108 +170,328 @@ void check_finite_backward(const Node& n, const std::vector<Tensor>& grads) {
            format_loc(n.where));
 }
 
-}  // namespace
+void release(Node& n) {
+  n.backward = nullptr;
+  n.saved.clear();
+  n.released = true;
+}
 
-void run_backward(const Tensor& root, const Tensor& grad_in, bool retain_graph) {
-  const char* op = "backward";
-  if (!root.defined()) fail(op, "called on an undefined tensor");
-  if (!root.requires_grad())
-    fail(op, "the tensor does not require grad and has no grad_fn (shape ", root.shape(),
-         "); set requires_grad on a leaf it depends on");
-  Tensor grad = grad_in;
-  if (!grad.defined()) {
-    if (root.numel() != 1)
-      fail(op, "grad can be implicitly created only for scalar outputs; got a tensor of shape ", root.shape(),
-           " (pass a gradient of that shape)");
-    grad = ones(root.shape(), root.dtype());
-  } else if (grad.shape() != root.shape() || grad.dtype() != root.dtype()) {
-    fail(op, "expected a gradient of shape ", root.shape(), " and dtype ", dtype_name(root.dtype()), ", got shape ",
-         grad.shape(), " and dtype ", dtype_name(grad.dtype()));
-  }
-  NoGradGuard no_grad;
-  InBackward in_backward;
-  if (!root.grad_fn()) {
-    reach_leaf(root.impl_ptr(), grad);
-    return;
-  }
+// One backward pass. Without targets it accumulates into every leaf reached (backward());
+// with targets it only collects the gradients reaching them (grad()), and evaluates only
+// the nodes from which some target can be reached.
+class GraphTask {
+ public:
+  GraphTask(const char* op, bool retain_graph, bool create_graph)
+      : op_(op), retain_(retain_graph), create_(create_graph) {}
 
-  // Count, for every node reachable from the root, how many edges point at it.
-  std::unordered_map<Node*, int> deps;
-  std::vector<Node*> stack{root.grad_fn().get()};
-  deps[root.grad_fn().get()] = 0;
-  while (!stack.empty()) {
-    Node* n = stack.back();
-    stack.pop_back();
-    for (Edge& e : n->inputs) {
-      if (!e.fn) continue;
-      auto [it, inserted] = deps.try_emplace(e.fn.get(), 0);
-      it->second++;
-      if (inserted) stack.push_back(e.fn.get());
+  // grad(): the tensors whose gradients are collected, in the caller's order.
+  void set_targets(const std::vector<Tensor>& inputs) {
+    capturing_ = true;
+    captured_.assign(inputs.size(), Tensor());
+    for (size_t i = 0; i < inputs.size(); i++) {
+      const Tensor& t = inputs[i];
+      if (!t.defined()) fail(op_, "input ", (int64_t)i, " is an undefined tensor");
+      if (!t.requires_grad())
+        fail(op_, "input ", (int64_t)i, " (shape ", t.shape(), ") does not require grad, so it has no gradient");
+      if (t.grad_fn()) node_targets_[t.grad_fn().get()].push_back(i);
+      else leaf_targets_[t.impl()].push_back(i);
     }
   }
 
-  // Process nodes once all their consumers have contributed their gradient.
-  std::unordered_map<Node*, Tensor> grads;
-  grads[root.grad_fn().get()] = grad;
-  std::vector<Node*> ready{root.grad_fn().get()};
-  while (!ready.empty()) {
-    Node* n = ready.back();
-    ready.pop_back();
-    Tensor g = std::move(grads[n]);
-    grads.erase(n);
+  void run(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads_in) {
+    if (grads_in.size() != roots.size() && !grads_in.empty())
+      fail(op_, "got ", (int64_t)roots.size(), " outputs but ", (int64_t)grads_in.size(), " gradients for them");
+    // the seeds, checked before anything runs
+    std::vector<Tensor> seeds;
+    for (size_t i = 0; i < roots.size(); i++) seeds.push_back(seed(roots[i], grads_in.empty() ? Tensor() : grads_in[i], i, roots.size() == 1));
+    GradModeGuard mode(create_);
+    InBackward in_backward;
+    for (size_t i = 0; i < roots.size(); i++) {
+      const Tensor& r = roots[i];
+      if (r.grad_fn()) {
+        Node* n = r.grad_fn().get();
+        auto it = grads_.find(n);
+        if (it == grads_.end()) {
+          grads_.emplace(n, seeds[i]);
+          root_nodes_.push_back(r.grad_fn());
+        } else {
+          it->second = add(it->second, seeds[i]);
+        }
+      } else {
+        reach_leaf(r.impl_ptr(), seeds[i]);
+      }
+    }
+    if (root_nodes_.empty()) return;
+    discover();
+    std::vector<std::shared_ptr<Node>> ready;
+    for (auto& n : root_nodes_)
+      if (needed(n.get()) && deps_[n.get()] == 0) ready.push_back(n);
+    while (!ready.empty()) {
+      std::shared_ptr<Node> n = std::move(ready.back());
+      ready.pop_back();
+      evaluate(n, ready);
+    }
+  }
+
+  std::vector<Tensor>& captured() { return captured_; }
+
+ private:
+  Tensor seed(const Tensor& root, const Tensor& grad, size_t i, bool single) {
+    if (!root.defined()) fail(op_, "called on an undefined tensor");
+    if (!root.requires_grad())
+      fail(op_, single ? std::string("the tensor") : cat_str("output ", i),
+           " does not require grad and has no grad_fn (shape ", root.shape(),
+           "); set requires_grad on a leaf it depends on");
+    if (!grad.defined()) {
+      if (root.numel() != 1)
+        fail(op_, "grad can be implicitly created only for scalar outputs; got a tensor of shape ", root.shape(),
+             " (pass a gradient of that shape)");
+      return ones(root.shape(), root.dtype());
+    }
+    if (grad.shape() != root.shape() || grad.dtype() != root.dtype())
+      fail(op_, "expected a gradient of shape ", root.shape(), " and dtype ", dtype_name(root.dtype()), ", got shape ",
+           grad.shape(), " and dtype ", dtype_name(grad.dtype()));
+    return grad;
+  }
+
+  bool is_target(Node* n) const { return node_targets_.count(n) != 0; }
+  bool wanted_leaf(TensorImpl* leaf) const { return !capturing_ || leaf_targets_.count(leaf) != 0; }
+
+  // Which nodes to evaluate and, for each, how many evaluated consumers feed it. When
+  // collecting, a node is needed only if a target can be reached from it: decided for
+  // producers before consumers, in reverse topological order.
+  void discover() {
+    std::vector<Node*> stack;
+    for (auto& r : root_nodes_)
+      if (deps_.try_emplace(r.get(), 0).second) stack.push_back(r.get());
+    while (!stack.empty()) {
+      Node* n = stack.back();
+      stack.pop_back();
+      for (Edge& e : n->inputs) {
+        if (!e.fn) continue;
+        auto [it, inserted] = deps_.try_emplace(e.fn.get(), 0);
+        it->second++;
+        if (inserted) stack.push_back(e.fn.get());
+      }
+    }
+    if (!capturing_) return;
+    // consumers first (Kahn), on a copy of the counts
+    std::unordered_map<Node*, int> left = deps_;
+    std::vector<Node*> topo;
+    for (auto& r : root_nodes_)
+      if (left[r.get()] == 0) stack.push_back(r.get());
+    while (!stack.empty()) {
+      Node* n = stack.back();
+      stack.pop_back();
+      topo.push_back(n);
+      for (Edge& e : n->inputs)
+        if (e.fn && --left[e.fn.get()] == 0) stack.push_back(e.fn.get());
+    }
+    for (auto it = topo.rbegin(); it != topo.rend(); ++it) {
+      Node* n = *it;
+      bool need = is_target(n);
+      for (size_t i = 0; !need && i < n->inputs.size(); i++) {
+        const Edge& e = n->inputs[i];
+        if (e.fn) need = needed_.count(e.fn.get()) != 0;
+        else if (auto l = e.leaf.lock()) need = leaf_targets_.count(l.get()) != 0;
+      }
+      if (need) needed_.insert(n);
+    }
+    // the counts again, over the needed nodes only
+    deps_.clear();
+    for (Node* n : topo) {
+      if (!needed(n)) continue;
+      deps_.try_emplace(n, 0);
+      for (Edge& e : n->inputs)
+        if (e.fn && needed(e.fn.get())) deps_[e.fn.get()]++;
+    }
+  }
+
+  bool needed(Node* n) const { return !capturing_ || needed_.count(n) != 0; }
+
+  // A leaf's share of the gradient: its hooks, then accumulation and the post-accumulate
+  // hooks (backward), or collection (grad).
+  void reach_leaf(const std::shared_ptr<TensorImpl>& leaf, Tensor g) {
+    if (!wanted_leaf(leaf.get())) return;
+    g = run_hooks(leaf->hooks, std::move(g));
+    if (capturing_) {
+      for (size_t i : leaf_targets_.at(leaf.get())) collect(i, g);
+      return;
+    }
+    accumulate(leaf->grad, std::move(g), create_);
+    if (leaf->hooks && !leaf->hooks->post.empty()) {
+      const auto post = leaf->hooks->post;
+      for (const auto& [id, fn] : post) fn(Tensor(leaf));
+    }
+  }
+
+  void collect(size_t i, const Tensor& g) { captured_[i] = captured_[i].defined() ? add(captured_[i], g) : g; }
+
+  void evaluate(const std::shared_ptr<Node>& np, std::vector<std::shared_ptr<Node>>& ready) {
+    Node* n = np.get();
+    Tensor g = std::move(grads_[n]);
+    grads_.erase(n);
     if (n->released)
-      fail(op, "trying to backward through the graph a second time (through ", n->name, " called at ",
+      fail(op_, "trying to backward through the graph a second time (through ", n->name, " called at ",
            format_loc(n->where), "); its saved values were freed after the first backward. Pass ",
            "retain_graph=true to the first backward to keep them");
     // the gradient that reached the node's output tensor: its hooks, then .grad() if it
     // retains it (a copy: g itself flows on, and may be shared with an input's gradient)
     g = run_hooks(n->hooks, std::move(g));
-    if (auto t = n->retained.lock()) {
-      if (!t->grad) t->grad = g.clone().impl_ptr();
-      else {
-        Tensor acc(t->grad);
-        kernel::add_inplace(acc, g);
-      }
+    if (capturing_) {
+      auto t = node_targets_.find(n);
+      if (t != node_targets_.end())
+        for (size_t i : t->second) collect(i, g);
+    } else if (auto t = n->retained.lock()) {
+      accumulate(t->grad, g, create_);
+    }
+    // evaluate the node only when an input leads somewhere wanted
+    bool go_on = false;
+    for (Edge& e : n->inputs) {
+      if (e.fn ? needed(e.fn.get()) : (!e.leaf.expired() && wanted_leaf(e.leaf.lock().get()))) go_on = true;
+    }
+    if (!go_on) {
+      finish_inputs(n, ready);
+      return;
     }
     for (const SavedVersion& s : n->saved)
       if (s.storage->version != s.version)
-        fail(op, "a ", dtype_name(s.dtype), " tensor of shape ", s.shape, " that ", n->name, " (called at ",
+        fail(op_, "a ", dtype_name(s.dtype), " tensor of shape ", s.shape, " that ", n->name, " (called at ",
              format_loc(n->where), ") saved for its backward was modified in place after it was saved (version ",
              s.version, ", now ", s.storage->version, "); compute the gradient first, or modify a clone()");
-    std::vector<Tensor> in_grads = n->backward(g);
+    std::vector<Tensor> in_grads;
+    {
+      const std::shared_ptr<Node>* prev = t_current_node;
+      t_current_node = &np;
+      struct Restore {
+        const std::shared_ptr<Node>* prev;
+        ~Restore() { t_current_node = prev; }
+      } restore{prev};
+      in_grads = n->backward(g);
+    }
     if (in_grads.size() != n->inputs.size())
       fail(n->name, "internal: backward returned ", (int64_t)in_grads.size(), " gradients for ",
            (int64_t)n->inputs.size(), " inputs");
     if (anomaly_enabled()) check_finite_backward(*n, in_grads);
-    if (!retain_graph) {
-      n->backward = nullptr;
-      n->saved.clear();
-      n->released = true;
-    }
+    if (!retain_) release(*n);
     for (size_t i = 0; i < n->inputs.size(); i++) {
       Edge& e = n->inputs[i];
-      if (!e.needs_grad()) continue;
-      if (in_grads[i].defined()) {
-        Tensor gi = sum_to(in_grads[i], e.shape);
-        if (gi.dtype() != e.dtype) gi = gi.to(e.dtype);
-        if (e.leaf) {
-          in_grads[i] = Tensor();  // so that gi may be the only reference
-          reach_leaf(e.leaf, std::move(gi));
-        } else {
-          auto it = grads.find(e.fn.get());
-          if (it == grads.end()) grads.emplace(e.fn.get(), gi);
-          else it->second = add(it->second, gi);
-        }
-      }
-      if (e.fn && --deps[e.fn.get()] == 0) {
-        if (grads.count(e.fn.get())) ready.push_back(e.fn.get());
-        else {
-          // no gradient reached it (all paths gave undefined gradients): still release it
-          if (!retain_graph && !e.fn->released) { e.fn->backward = nullptr; e.fn->saved.clear(); e.fn->released = true; }
-        }
+      if (!in_grads[i].defined()) continue;
+      if (e.fn ? !needed(e.fn.get()) : e.leaf.expired()) continue;
+      Tensor gi = sum_to(in_grads[i], e.shape);
+      if (gi.dtype() != e.dtype) gi = gi.to(e.dtype);
+      if (!e.fn) {
+        in_grads[i] = Tensor();  // so that gi may be the only reference
+        if (auto leaf = e.leaf.lock()) reach_leaf(leaf, std::move(gi));
+      } else {
+        auto it = grads_.find(e.fn.get());
+        if (it == grads_.end()) grads_.emplace(e.fn.get(), std::move(gi));
+        else it->second = add(it->second, gi);
       }
     }
+    finish_inputs(n, ready);
   }
+
+  // Counts n's contribution to each producer; a producer whose consumers are all done is
+  // evaluated next, or, if no gradient reached it, released (a plain backward) or skipped.
+  void finish_inputs(Node* n, std::vector<std::shared_ptr<Node>>& ready) {
+    for (Edge& e : n->inputs) {
+      if (!e.fn || !needed(e.fn.get())) continue;
+      if (--deps_[e.fn.get()] != 0) continue;
+      if (grads_.count(e.fn.get())) ready.push_back(e.fn);
+      else if (!retain_ && !capturing_ && !e.fn->released) release(*e.fn);
+    }
+  }
+
+  const char* op_;
+  bool retain_, create_;
+  bool capturing_ = false;
+  std::unordered_map<Node*, std::vector<size_t>> node_targets_;
+  std::unordered_map<TensorImpl*, std::vector<size_t>> leaf_targets_;
+  std::vector<Tensor> captured_;
+  std::vector<std::shared_ptr<Node>> root_nodes_;
+  std::unordered_map<Node*, int> deps_;
+  std::unordered_set<Node*> needed_;
+  std::unordered_map<Node*, Tensor> grads_;
+};
+
+}  // namespace
+
+void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph,
+                  bool create_graph) {
+  GraphTask task("backward", retain_graph, create_graph);
+  task.run(roots, grads);
+}
+
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs, const GradOptions& options) {
+  const char* op = "grad";
+  if (outputs.empty()) fail(op, "expected at least one output");
+  if (inputs.empty()) fail(op, "expected at least one input");
+  GraphTask task(op, options.retain_graph.value_or(options.create_graph), options.create_graph);
+  task.set_targets(inputs);
+  task.run(outputs, grad_outputs);
+  std::vector<Tensor> r = std::move(task.captured());
+  for (size_t i = 0; i < r.size(); i++) {
+    if (r[i].defined()) {
+      if (r[i].shape() != inputs[i].shape()) r[i] = sum_to(r[i], inputs[i].shape());
+      continue;
+    }
+    if (!options.allow_unused)
+      fail(op, "input ", (int64_t)i, " (shape ", inputs[i].shape(), ") was not used to compute the outputs; ",
+           "pass allow_unused = true to get an undefined gradient for it");
+  }
+  return r;
+}
+
+// --- saved tensors
+SavedTensor::SavedTensor(const Tensor& t, bool is_output) {
+  if (!t.defined()) return;
+  data_ = t.detach();
+  output_ = is_output;
+  if (is_output || !t.requires_grad()) return;
+  if (t.grad_fn()) fn_ = t.grad_fn();
+  else leaf_ = t.impl_ptr();
+}
+
+Tensor SavedTensor::get() const {
+  if (!grad_enabled() || !data_.defined()) return data_;
+  std::shared_ptr<Node> fn = fn_;
+  if (output_) {
+    if (!t_current_node) return data_;
+    fn = *t_current_node;
+  } else if (!fn) {
+    if (auto l = leaf_.lock()) return Tensor(l);
+    return data_;
+  }
+  auto p = std::make_shared<TensorImpl>(*data_.impl());
+  p->requires_grad = true;
+  p->grad_fn = std::move(fn);
+  return Tensor(p);
+}
+
+std::vector<Tensor> backward_of_composition(const std::function<Tensor(const std::vector<Tensor>&)>& composed,
+                                            const std::vector<Tensor>& inputs, const Tensor& g) {
+  // each input that requires grad enters through a node of its own, so that the
+  // gradients are partial ones even when one input depends on another
+  std::vector<Tensor> fresh;
+  std::vector<size_t> which;
+  for (size_t i = 0; i < inputs.size(); i++) {
+    if (inputs[i].defined() && inputs[i].requires_grad()) {
+      fresh.push_back(inputs[i].view(inputs[i].shape()));
+      which.push_back(i);
+    } else {
+      fresh.push_back(inputs[i]);
+    }
+  }
+  std::vector<Tensor> r(inputs.size());
+  if (which.empty()) return r;
+  Tensor out = composed(fresh);
+  std::vector<Tensor> targets;
+  for (size_t i : which) targets.push_back(fresh[i]);
+  std::vector<Tensor> gs = grad({out}, targets, {g}, {.retain_graph = true, .create_graph = true, .allow_unused = true});
+  for (size_t j = 0; j < which.size(); j++) r[which[j]] = gs[j];
+  return r;
 }
 
 }  // namespace ember

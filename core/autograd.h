@@ -3,15 +3,23 @@
 // Each recorded op creates one Node: its name, where in the user's code it was called,
 // one Edge per input (the input's own Node, or the leaf tensor whose .grad it feeds),
 // and a backward function that maps the gradient of the op's output to the gradients of
-// its inputs. Backward functions capture what they need (detached input data, sizes),
-// never the output tensor, so graphs hold no reference cycles.
+// its inputs. Backward functions capture what they need as SavedTensors (the data, and
+// how to reattach it to the graph), never the output tensor itself; edges and saved
+// tensors refer to leaves weakly. So graphs hold no reference cycles, not even a
+// gradient with a graph stored in the .grad of a leaf that graph reads.
 //
-// backward() sorts the graph topologically with an explicit stack and walks it once in
+// The engine sorts the graph topologically with an explicit stack and walks it once in
 // reverse: no recursion, so a chain of 100,000 ops is fine. Gradients whose shape differs
 // from their input's (broadcasting) are summed back to that shape here, in one place.
+//
+// Backward functions are written with ops. A plain backward runs them with grad mode off,
+// so they record nothing and fused kernels run as they are. With create_graph they run
+// with grad mode on, their saved tensors reattached to the graph: the gradients they
+// return are recorded in turn and can be differentiated again (double backward).
 #pragma once
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,11 +28,34 @@
 namespace ember {
 
 struct Edge {
-  std::shared_ptr<Node> fn;          // the input's producer, when it has one
-  std::shared_ptr<TensorImpl> leaf;  // or the leaf that accumulates the gradient
-  Shape shape;                       // the input's shape (gradients are summed to it)
+  std::shared_ptr<Node> fn;        // the input's producer, when it has one
+  std::weak_ptr<TensorImpl> leaf;  // or the leaf that accumulates the gradient (a leaf
+                                   // nobody holds any more gets none)
+  Shape shape;                     // the input's shape (gradients are summed to it)
   DType dtype = DType::Float32;
-  bool needs_grad() const { return fn || leaf; }
+  bool needs_grad() const { return fn || !leaf.expired(); }
+};
+
+// A tensor a backward function reads. It keeps the data, and what reattaches the data to
+// the graph when the backward is itself recorded (create_graph): the node that produced
+// the tensor, or the leaf it is (weakly), or - for the op's own output, which a node must
+// not own - the node being differentiated, found when the backward runs.
+class SavedTensor {
+ public:
+  SavedTensor() = default;
+  SavedTensor(const Tensor& t, bool is_output = false);  // NOLINT: implicit on purpose
+  bool defined() const { return data_.defined(); }
+  // The data, when grad mode is off (a plain backward); under create_graph the same
+  // values attached to the graph, so what is computed from them is differentiable.
+  Tensor get() const;
+  // The data, never attached: for what no gradient flows through (masks, indices, shapes).
+  const Tensor& data() const { return data_; }
+
+ private:
+  Tensor data_;
+  std::shared_ptr<Node> fn_;
+  std::weak_ptr<TensorImpl> leaf_;
+  bool output_ = false;
 };
 
 // Gradient of the output -> gradient of each input (undefined where not needed).
@@ -72,6 +103,17 @@ class NoGradGuard {
   bool prev_;
 };
 
+// Sets grad mode for a scope (torch.set_grad_enabled); GradModeGuard(true) is enable_grad.
+class GradModeGuard {
+ public:
+  explicit GradModeGuard(bool on) : prev_(grad_enabled()) { set_grad_enabled(on); }
+  ~GradModeGuard() { set_grad_enabled(prev_); }
+  GradModeGuard(const GradModeGuard&) = delete;
+  GradModeGuard& operator=(const GradModeGuard&) = delete;
+ private:
+  bool prev_;
+};
+
 // --- anomaly mode (like torch.autograd.detect_anomaly): the first op whose forward or
 // backward produces NaN or Inf throws an Error naming the op, its input shapes and the
 // source line that created it. Off by default; when off it costs one branch per op.
@@ -102,8 +144,31 @@ bool wants_grad_list(const std::vector<Tensor>& inputs);
 Tensor record(const char* op, const Loc& loc, Tensor out, const std::vector<Tensor>& inputs,
               BackwardFn backward, const std::vector<Tensor>& saved = {});
 
-// Runs backward from `root` with upstream gradient `grad`.
-void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph);
+// Runs backward from `roots`, each with its upstream gradient (undefined: ones, for a
+// one-element root), accumulating into the .grad of every leaf reached.
+void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph,
+                  bool create_graph);
+
+// --- torch.autograd.grad
+struct GradOptions {
+  std::optional<bool> retain_graph;  // keep the graph for another backward; default: create_graph
+  bool create_graph = false;         // record the backward, so the gradients can be differentiated
+  bool allow_unused = false;         // an input the outputs do not depend on gets an undefined
+                                     // gradient instead of an error
+};
+
+// The gradients of `outputs` (weighted by `grad_outputs`, ones for one-element outputs
+// when omitted) with respect to `inputs`, leaves or not, returned in order; no .grad is
+// touched. Hooks of the tensors on the way run; post-accumulate hooks do not. Only the
+// part of the graph between them is evaluated.
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs = {}, const GradOptions& options = {});
+
+// For a fused op's backward under create_graph: the gradients of composed(inputs) with
+// respect to each input that requires grad (undefined for the others) for upstream g,
+// recorded. The fused op is differentiated twice as its composition of primitive ops is.
+std::vector<Tensor> backward_of_composition(const std::function<Tensor(const std::vector<Tensor>&)>& composed,
+                                            const std::vector<Tensor>& inputs, const Tensor& g);
 
 // Sums a broadcast gradient back to `shape` (leading dims and size-1 dims).
 Tensor sum_to(const Tensor& grad, const Shape& shape);

@@ -15,13 +15,6 @@ namespace ember {
 
 namespace {
 
-double weighted_sum(const Tensor& out, const std::vector<double>& u) {
-  std::vector<double> v = out.to_vector<double>();
-  double s = 0;
-  for (size_t i = 0; i < v.size(); i++) s += v[i] * u[i];
-  return s;
-}
-
 // Storage offsets of every element of t, in row-major order of its shape.
 std::vector<int64_t> element_offsets(const Tensor& t) {
   std::vector<int64_t> offs;
@@ -50,57 +43,83 @@ Shape unravel(int64_t k, const Shape& shape) {
 
 }  // namespace
 
-GradcheckReport gradcheck(const GradcheckFn& f, const std::vector<Tensor>& inputs, const GradcheckOptions& opt,
-                          const std::vector<std::string>& names) {
-  GradcheckReport report;
-  report.options = opt;
+namespace {
+
+using MultiFn = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
+
+// The float64 leaves that require grad must own each of their elements.
+void check_inputs(const char* op, const std::vector<Tensor>& inputs) {
   bool any = false;
   for (size_t i = 0; i < inputs.size(); i++) {
     const Tensor& x = inputs[i];
-    if (!x.defined()) continue;
-    if (x.requires_grad() && x.dtype() != kFloat64)
-      fail("gradcheck", "input ", (int64_t)i, " is ", dtype_name(x.dtype()),
+    if (!x.defined() || !x.requires_grad()) continue;
+    if (x.dtype() != kFloat64)
+      fail(op, "input ", (int64_t)i, " is ", dtype_name(x.dtype()),
            "; finite differences need float64 inputs (use .to(kFloat64))");
-    if (x.requires_grad() && !x.is_leaf())
-      fail("gradcheck", "input ", (int64_t)i, " is not a leaf; pass tensors created with requires_grad_()");
-    if (x.requires_grad()) {
-      any = true;
-      auto offs = element_offsets(x);
-      std::vector<int64_t> sorted = offs;
-      std::sort(sorted.begin(), sorted.end());
-      if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
-        fail("gradcheck", "input ", (int64_t)i, " of shape ", x.shape(), " and strides ", x.strides(),
-             " has elements sharing memory (an expanded view); pass a tensor that owns each element");
+    if (!x.is_leaf()) fail(op, "input ", (int64_t)i, " is not a leaf; pass tensors created with requires_grad_()");
+    auto offs = element_offsets(x);
+    std::sort(offs.begin(), offs.end());
+    if (std::adjacent_find(offs.begin(), offs.end()) != offs.end())
+      fail(op, "input ", (int64_t)i, " of shape ", x.shape(), " and strides ", x.strides(),
+           " has elements sharing memory (an expanded view); pass a tensor that owns each element");
+    any = true;
+  }
+  if (!any) fail(op, "no input requires grad");
+}
+
+// Random non-uniform weights in +-[0.5, 1.5) of the given shape.
+Tensor upstream(const Shape& shape, Generator& gen) {
+  NoGradGuard ng;
+  Tensor u = uniform(shape, 0.5, 1.5, kFloat64, &gen);
+  Tensor sign = uniform(shape, -1.0, 1.0, kFloat64, &gen);
+  return where(lt(sign, 0.0), neg(u), u);
+}
+
+// Checks the derivative of F(x) = sum_j <f(x)_j, u_j>, u random, with respect to every
+// input that requires grad: analytic (ember::grad) against central differences.
+GradcheckReport check_derivatives(const char* op, const MultiFn& f, const std::vector<Tensor>& inputs,
+                                  const GradcheckOptions& opt, const std::vector<std::string>& names) {
+  check_inputs(op, inputs);
+  GradcheckReport report;
+  report.options = opt;
+  std::vector<Tensor> outs = f(inputs);
+  Generator gen(opt.seed);
+  std::vector<Tensor> us;
+  std::vector<std::vector<double>> uv;
+  std::vector<Tensor> diff_outs, diff_us, wrt;
+  for (const Tensor& o : outs) {
+    if (!o.defined() || o.dtype() != kFloat64)
+      fail(op, "the function must return float64 tensors, got ", o.defined() ? dtype_name(o.dtype()) : "an undefined tensor");
+    us.push_back(upstream(o.shape(), gen));
+    uv.push_back(us.back().to_vector<double>());
+    if (o.requires_grad()) {
+      diff_outs.push_back(o);
+      diff_us.push_back(us.back());
     }
   }
-  if (!any) fail("gradcheck", "no input requires grad");
-
   for (const Tensor& x : inputs)
-    if (x.defined()) Tensor(x).zero_grad();
-  Tensor out = f(inputs);
-  if (!out.defined() || out.dtype() != kFloat64)
-    fail("gradcheck", "the function must return a float64 tensor, got ",
-         out.defined() ? dtype_name(out.dtype()) : "an undefined tensor");
-  if (!out.requires_grad()) fail("gradcheck", "the function's output does not depend on any input requiring grad");
-  Generator gen(opt.seed);
-  // non-uniform upstream gradient in [0.5, 1.5) with random signs
-  Tensor u = uniform(out.shape(), 0.5, 1.5, kFloat64, &gen);
-  Tensor sign = uniform(out.shape(), -1.0, 1.0, kFloat64, &gen);
-  {
-    NoGradGuard ng;
-    u = where(lt(sign, 0.0), neg(u), u);
-  }
-  std::vector<double> uv = u.to_vector<double>();
-  out.backward(u);
+    if (x.defined() && x.requires_grad()) wrt.push_back(x);
+  std::vector<Tensor> analytic(wrt.size());
+  if (!diff_outs.empty()) analytic = grad(diff_outs, wrt, diff_us, {.allow_unused = true});
+  auto weighted = [&](const std::vector<Tensor>& o) {
+    double s = 0;
+    for (size_t j = 0; j < o.size(); j++) {
+      std::vector<double> v = o[j].to_vector<double>();
+      for (size_t i = 0; i < v.size(); i++) s += v[i] * uv[j][i];
+    }
+    return s;
+  };
 
-  NoGradGuard ng;
+  NoGradGuard ng;  // the finite differences need values only
+  size_t w = 0;
   for (size_t i = 0; i < inputs.size(); i++) {
     const Tensor& x = inputs[i];
     if (!x.defined() || !x.requires_grad()) continue;
     InputGradCheck c;
     c.name = i < names.size() ? names[i] : cat_str("input ", i);
     c.shape = x.shape();
-    std::vector<double> ana = x.grad().defined() ? x.grad().to_vector<double>() : std::vector<double>(x.numel(), 0.0);
+    const Tensor& a = analytic[w++];
+    std::vector<double> ana = a.defined() ? a.to_vector<double>() : std::vector<double>(x.numel(), 0.0);
     double* base = static_cast<double*>(x.storage()->data);
     auto offs = element_offsets(x);
     double worst_excess = -INFINITY;
@@ -108,9 +127,9 @@ GradcheckReport gradcheck(const GradcheckFn& f, const std::vector<Tensor>& input
       double& v = base[offs[k]];
       const double saved = v;
       v = saved + opt.eps;
-      double fp = weighted_sum(f(inputs), uv);
+      double fp = weighted(f(inputs));
       v = saved - opt.eps;
-      double fm = weighted_sum(f(inputs), uv);
+      double fm = weighted(f(inputs));
       v = saved;
       double num = (fp - fm) / (2 * opt.eps);
       double err = std::fabs(ana[k] - num);
@@ -130,9 +149,66 @@ GradcheckReport gradcheck(const GradcheckFn& f, const std::vector<Tensor>& input
     if (!c.passed) report.passed = false;
     report.inputs.push_back(c);
   }
-  for (const Tensor& x : inputs)
-    if (x.defined()) Tensor(x).zero_grad();
   return report;
+}
+
+}  // namespace
+
+GradcheckReport gradcheck(const GradcheckFn& f, const std::vector<Tensor>& inputs, const GradcheckOptions& opt,
+                          const std::vector<std::string>& names) {
+  const char* op = "gradcheck";
+  check_inputs(op, inputs);
+  {
+    Tensor out = f(inputs);
+    if (out.defined() && out.dtype() == kFloat64 && !out.requires_grad())
+      fail(op, "the function's output does not depend on any input requiring grad");
+  }
+  return check_derivatives(op, [&](const std::vector<Tensor>& in) { return std::vector<Tensor>{f(in)}; }, inputs,
+                           opt, names);
+}
+
+GradcheckReport gradgradcheck(const GradcheckFn& f, const std::vector<Tensor>& inputs,
+                              const GradcheckOptions& opt, const std::vector<std::string>& names) {
+  const char* op = "gradgradcheck";
+  check_inputs(op, inputs);
+  std::vector<size_t> wrt;
+  for (size_t i = 0; i < inputs.size(); i++)
+    if (inputs[i].defined() && inputs[i].requires_grad()) wrt.push_back(i);
+  Tensor out;
+  {
+    GradModeGuard on(true);
+    out = f(inputs);
+  }
+  if (!out.defined() || out.dtype() != kFloat64)
+    fail(op, "the function must return a float64 tensor, got ", out.defined() ? dtype_name(out.dtype()) : "an undefined tensor");
+  if (!out.requires_grad()) fail(op, "the function's output does not depend on any input requiring grad");
+  // the upstream gradient of f is an input of the first derivative too
+  Generator gen(opt.seed ^ 0x9e3779b97f4a7c15ULL);
+  Tensor u = upstream(out.shape(), gen).requires_grad_();
+  std::vector<Tensor> all = inputs;
+  all.push_back(u);
+  std::vector<std::string> all_names;
+  for (size_t i = 0; i < inputs.size(); i++) all_names.push_back(i < names.size() ? names[i] : cat_str("input ", i));
+  all_names.push_back("grad_output");
+  // G(x, u) = the gradients of <f(x), u> with respect to x: recorded when grad mode is on
+  // (the analytic second derivatives), values only when off (the finite differences)
+  auto first = [&](const std::vector<Tensor>& in) {
+    const bool record = grad_enabled();
+    GradModeGuard on(true);
+    std::vector<Tensor> xs(in.begin(), in.end() - 1), targets;
+    for (size_t i : wrt) targets.push_back(xs[i]);
+    std::vector<Tensor> g = grad({f(xs)}, targets, {in.back()}, {.create_graph = record, .allow_unused = true});
+    for (size_t j = 0; j < g.size(); j++)
+      if (!g[j].defined()) g[j] = zeros(targets[j].shape(), kFloat64);
+    return g;
+  };
+  return check_derivatives(op, [&](const std::vector<Tensor>& in) {
+    const bool outer = grad_enabled();
+    std::vector<Tensor> g = first(in);
+    if (!outer)
+      for (Tensor& t : g) t = t.detach();
+    return g;
+  }, all, opt, all_names);
 }
 
 std::string GradcheckReport::to_string() const {

@@ -2,9 +2,10 @@
 //
 // gradcheck(f, inputs) evaluates f on float64 inputs, draws a random non-uniform
 // upstream gradient u of the output's shape, and compares, for every input that
-// requires grad, the analytic gradient of sum(f(x) * u) from backward with the central
-// difference (F(x + eps) - F(x - eps)) / (2 eps), element by element. Inputs may be
-// non-contiguous views (e.g. transposed); each element is perturbed in place.
+// requires grad, the analytic gradient of sum(f(x) * u) (ember::grad; no .grad is
+// touched) with the central difference (F(x + eps) - F(x - eps)) / (2 eps), element by
+// element. Inputs may be non-contiguous views (e.g. transposed); each element is
+// perturbed in place. gradgradcheck does the same one derivative higher.
 #pragma once
 #include <functional>
 #include <string>
@@ -45,5 +46,14 @@ using GradcheckFn = std::function<Tensor(const std::vector<Tensor>&)>;
 GradcheckReport gradcheck(const GradcheckFn& f, const std::vector<Tensor>& inputs,
                           const GradcheckOptions& options = {},
                           const std::vector<std::string>& names = {});
+
+// Second derivatives, as torch.autograd.gradgradcheck: gradcheck applied to the first
+// derivative G(x, u) = d<f(x), u>/dx, with u a random non-uniform upstream gradient that
+// is itself an input (reported as "grad_output"). The analytic side differentiates G by
+// double backward (create_graph); the numeric side takes central differences of the
+// analytic first derivatives. Same report as gradcheck.
+GradcheckReport gradgradcheck(const GradcheckFn& f, const std::vector<Tensor>& inputs,
+                              const GradcheckOptions& options = {},
+                              const std::vector<std::string>& names = {});
 
 }  // namespace ember

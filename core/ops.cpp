@@ -68,9 +68,11 @@ Tensor zip_grad(const char* name, const Tensor& g, const Tensor& s, DF df) {
 
 enum class Save { Input, Output };
 
-// Unary float op y = f(x) with dx = df(g, saved) where saved is x or y.
-template <class F, class DF>
-Tensor unary_op(const char* name, const Tensor& a, const Loc& loc, Save save, F f, DF df) {
+// Unary float op y = f(x) with dx = df(g, saved) where saved is x or y: one kernel pass
+// in a plain backward; under create_graph dx = dt(g, saved), the same derivative written
+// with ops, so that it is recorded.
+template <class F, class DF, class DT>
+Tensor unary_op(const char* name, const Tensor& a, const Loc& loc, Save save, F f, DF df, DT dt) {
   need_float(name, a);
   Tensor x = a.detach();
   Tensor out = empty(a.shape(), a.dtype());
@@ -79,12 +81,14 @@ Tensor unary_op(const char* name, const Tensor& a, const Loc& loc, Save save, F 
     map1<T, T>(out, x, [&](T v) { return f(v); });
   });
   BackwardFn bw;
-  Tensor s;
   if (wants_grad(a)) {
-    s = save == Save::Input ? x : out.detach();
-    bw = [s, df, name](const Tensor& g) { return std::vector<Tensor>{zip_grad(name, g, s, df)}; };
+    SavedTensor s = save == Save::Input ? SavedTensor(a) : SavedTensor(out, /*is_output=*/true);
+    bw = [s, df, dt, name](const Tensor& g) {
+      if (grad_enabled()) return std::vector<Tensor>{dt(g, s.get())};
+      return std::vector<Tensor>{zip_grad(name, g, s.data(), df)};
+    };
   }
-  return record(name, loc, out, {a}, std::move(bw), {s});
+  return record(name, loc, out, {a}, std::move(bw), {save == Save::Input ? x : out});
 }
 
 std::vector<bool> dims_mask(const Tensor& a, const Dims& dims, const char* op) {
@@ -128,10 +132,10 @@ Tensor mul(const Tensor& a, const Tensor& b, Loc loc) {
   BackwardFn bw;
   Tensor sa, sb;
   if (wants_grad(a, b)) {
-    sa = b.requires_grad() ? a.detach() : Tensor();
-    sb = a.requires_grad() ? b.detach() : Tensor();
-    bw = [sa, sb](const Tensor& g) {
-      return std::vector<Tensor>{sb.defined() ? mul(g, sb) : Tensor(), sa.defined() ? mul(g, sa) : Tensor()};
+    sa = b.requires_grad() ? a : Tensor();
+    sb = a.requires_grad() ? b : Tensor();
+    bw = [xa = SavedTensor(sa), xb = SavedTensor(sb)](const Tensor& g) {
+      return std::vector<Tensor>{xb.defined() ? mul(g, xb.get()) : Tensor(), xa.defined() ? mul(g, xa.get()) : Tensor()};
     };
   }
   return record("mul", loc, out, {a, b}, std::move(bw), {sa, sb});
@@ -141,11 +145,10 @@ Tensor div(const Tensor& a, const Tensor& b, Loc loc) {
   Tensor out = binary_forward("div", a, b, true, [](auto x, auto y) { return x / y; });
   BackwardFn bw;
   if (wants_grad(a, b)) {
-    Tensor sa = a.detach(), sb = b.detach();
     bool ga = a.requires_grad(), gb = b.requires_grad();
-    bw = [sa, sb, ga, gb](const Tensor& g) {
-      Tensor gq = div(g, sb);
-      return std::vector<Tensor>{ga ? gq : Tensor(), gb ? neg(mul(gq, div(sa, sb))) : Tensor()};
+    bw = [xa = SavedTensor(a), xb = SavedTensor(b), ga, gb](const Tensor& g) {
+      Tensor sb = xb.get(), gq = div(g, sb);
+      return std::vector<Tensor>{ga ? gq : Tensor(), gb ? neg(mul(gq, div(xa.get(), sb))) : Tensor()};
     };
   }
   return record("div", loc, out, {a, b}, std::move(bw), {a, b});
@@ -155,15 +158,16 @@ Tensor pow(const Tensor& a, const Tensor& b, Loc loc) {
   Tensor out = binary_forward("pow", a, b, true, [](auto x, auto y) { return std::pow(x, y); });
   BackwardFn bw;
   if (wants_grad(a, b)) {
-    Tensor sa = a.detach(), sb = b.detach(), so = out.detach();
     bool ga = a.requires_grad(), gb = b.requires_grad();
-    bw = [sa, sb, so, ga, gb](const Tensor& g) {
-      Tensor da, db;
+    bw = [xa = SavedTensor(a), xb = SavedTensor(b), xo = SavedTensor(out, true), ga, gb](const Tensor& g) {
+      Tensor da, db, sa = xa.get(), sb = xb.get();
       if (ga) da = mul(g, mul(sb, pow(sa, sub(sb, 1.0))));
       if (gb) {
-        // d/db a^b = a^b log a; taken as 0 where a == 0 (as PyTorch does)
-        Tensor la = where(eq(sa, 0.0), zeros_like(sa), log(sa));
-        db = mul(g, mul(so, la));
+        // d/db a^b = a^b log a; taken as 0 where a == 0 (as PyTorch does), with no log(0)
+        // on the way, so that a second derivative is finite there too
+        Tensor zero = eq(xa.data(), 0.0);
+        Tensor la = where(zero, zeros_like(xa.data()), log(where(zero, ones_like(xa.data()), sa)));
+        db = mul(g, mul(xo.get(), la));
       }
       return std::vector<Tensor>{da, db};
     };
@@ -179,7 +183,7 @@ static Tensor extreme2(const char* name, const Tensor& a, const Tensor& b, const
   BackwardFn bw;
   if (wants_grad(a, b)) {
     Tensor sa = a.detach(), sb = b.detach();
-    bw = [sa, sb, is_max, name](const Tensor& g) {
+    bw = [sa, sb, is_max, name](const Tensor& g) {  // the weights are constants: data only
       // the winner takes the gradient; a tie splits it evenly
       Tensor wa = binary_forward(name, sa, sb, true, [is_max](auto x, auto y) {
         using T = decltype(x);
@@ -225,9 +229,9 @@ Tensor rdiv(double s, const Tensor& a, Loc loc) {
   Tensor out = scalar_forward("rdiv", a, true, [s](auto x) { return static_cast<decltype(x)>(s) / x; });
   BackwardFn bw;
   if (wants_grad(a)) {
-    Tensor sa = a.detach();
-    bw = [sa, s](const Tensor& g) {
-      return std::vector<Tensor>{zip_grad("rdiv", g, sa, [s](auto gv, auto x) {
+    bw = [xa = SavedTensor(a), s](const Tensor& g) {
+      if (grad_enabled()) return std::vector<Tensor>{mul(g, rdiv(-s, square(xa.get())))};
+      return std::vector<Tensor>{zip_grad("rdiv", g, xa.data(), [s](auto gv, auto x) {
         return -gv * static_cast<decltype(x)>(s) / (x * x);
       })};
     };
@@ -240,6 +244,9 @@ Tensor pow(const Tensor& a, double p, Loc loc) {
                     using T = decltype(x);
                     if (p == 0) return T(0);
                     return g * T(p) * std::pow(x, T(p - 1));
+                  },
+                  [p](const Tensor& g, const Tensor& x) {
+                    return p == 0 ? mul(g, 0.0) : mul(g, mul(pow(x, p - 1), p));
                   });
 }
 
@@ -249,28 +256,33 @@ Tensor neg(const Tensor& a, Loc loc) {
   return record("neg", loc, out, {a}, pass_through(a, -1.0));
 }
 Tensor exp(const Tensor& a, Loc loc) {
-  return unary_op("exp", a, loc, Save::Output, [](auto x) { return std::exp(x); }, [](auto g, auto y) { return g * y; });
+  return unary_op("exp", a, loc, Save::Output, [](auto x) { return std::exp(x); }, [](auto g, auto y) { return g * y; },
+                  [](const Tensor& g, const Tensor& y) { return mul(g, y); });
 }
 Tensor log(const Tensor& a, Loc loc) {
-  return unary_op("log", a, loc, Save::Input, [](auto x) { return std::log(x); }, [](auto g, auto x) { return g / x; });
+  return unary_op("log", a, loc, Save::Input, [](auto x) { return std::log(x); }, [](auto g, auto x) { return g / x; },
+                  [](const Tensor& g, const Tensor& x) { return div(g, x); });
 }
 Tensor sqrt(const Tensor& a, Loc loc) {
   return unary_op("sqrt", a, loc, Save::Output, [](auto x) { return std::sqrt(x); },
-                  [](auto g, auto y) { return g / (decltype(y)(2) * y); });
+                  [](auto g, auto y) { return g / (decltype(y)(2) * y); },
+                  [](const Tensor& g, const Tensor& y) { return div(g, mul(y, 2.0)); });
 }
 Tensor rsqrt(const Tensor& a, Loc loc) {
   return unary_op("rsqrt", a, loc, Save::Output, [](auto x) { return decltype(x)(1) / std::sqrt(x); },
-                  [](auto g, auto y) { return decltype(y)(-0.5) * g * y * y * y; });
+                  [](auto g, auto y) { return decltype(y)(-0.5) * g * y * y * y; },
+                  [](const Tensor& g, const Tensor& y) { return mul(g, mul(pow(y, 3.0), -0.5)); });
 }
 Tensor abs(const Tensor& a, Loc loc) {
   return unary_op("abs", a, loc, Save::Input, [](auto x) { return std::abs(x); }, [](auto g, auto x) {
     using T = decltype(x);
     return x > T(0) ? g : (x < T(0) ? -g : T(0));
-  });
+  }, [](const Tensor& g, const Tensor& x) { return mul(g, sub(gt(x, 0.0).to(x.dtype()), lt(x, 0.0).to(x.dtype()))); });
 }
 Tensor tanh(const Tensor& a, Loc loc) {
   return unary_op("tanh", a, loc, Save::Output, [](auto x) { return std::tanh(x); },
-                  [](auto g, auto y) { return g * (decltype(y)(1) - y * y); });
+                  [](auto g, auto y) { return g * (decltype(y)(1) - y * y); },
+                  [](const Tensor& g, const Tensor& y) { return mul(g, rsub(1.0, square(y))); });
 }
 Tensor sigmoid(const Tensor& a, Loc loc) {
   return unary_op("sigmoid", a, loc, Save::Output, [](auto x) {
@@ -279,12 +291,26 @@ Tensor sigmoid(const Tensor& a, Loc loc) {
     if (x >= T(0)) return T(1) / (T(1) + std::exp(-x));
     T e = std::exp(x);
     return e / (T(1) + e);
-  }, [](auto g, auto y) { return g * y * (decltype(y)(1) - y); });
+  }, [](auto g, auto y) { return g * y * (decltype(y)(1) - y); },
+                  [](const Tensor& g, const Tensor& y) { return mul(g, mul(y, rsub(1.0, y))); });
 }
 Tensor relu(const Tensor& a, Loc loc) {
   return unary_op("relu", a, loc, Save::Output, [](auto x) { return x > decltype(x)(0) ? x : decltype(x)(0); },
-                  [](auto g, auto y) { return y > decltype(y)(0) ? g : decltype(y)(0); });
+                  [](auto g, auto y) { return y > decltype(y)(0) ? g : decltype(y)(0); },
+                  [](const Tensor& g, const Tensor& y) { return mul(g, gt(y, 0.0).to(y.dtype())); });
 }
+// The standard normal density and distribution, for gelu's derivative under create_graph.
+static Tensor normal_pdf(const Tensor& x) { return mul(exp(mul(square(x), -0.5)), 0.3989422804014327); }
+static Tensor normal_cdf(const Tensor& x) {
+  return unary_op("normal_cdf", x, Loc::current(), Save::Input, [](auto v) {
+    using T = decltype(v);
+    return T(0.5) * (T(1) + std::erf(v * T(0.7071067811865476)));
+  }, [](auto g, auto v) {
+    using T = decltype(v);
+    return g * std::exp(T(-0.5) * v * v) * T(0.3989422804014327);
+  }, [](const Tensor& g, const Tensor& v) { return mul(g, normal_pdf(v)); });
+}
+
 Tensor gelu(const Tensor& a, bool tanh_approx, Loc loc) {
   if (tanh_approx) {
     // 0.5 x (1 + tanh(k (x + 0.044715 x^3))), k = sqrt(2/pi)
@@ -297,6 +323,12 @@ Tensor gelu(const Tensor& a, bool tanh_approx, Loc loc) {
       const T k = T(0.7978845608028654);
       T t = std::tanh(k * (x + T(0.044715) * x * x * x));
       return g * (T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * k * (T(1) + T(3 * 0.044715) * x * x));
+    }, [](const Tensor& g, const Tensor& x) {
+      const double k = 0.7978845608028654;
+      Tensor x2 = square(x);
+      Tensor t = tanh(mul(mul(x, add(mul(x2, 0.044715), 1.0)), k));
+      Tensor d = add(mul(add(t, 1.0), 0.5), mul(mul(x, rsub(1.0, square(t))), mul(add(mul(x2, 3 * 0.044715), 1.0), 0.5 * k)));
+      return mul(g, d);
     });
   }
   // x * Phi(x), Phi the standard normal CDF; derivative Phi(x) + x phi(x)
@@ -308,11 +340,12 @@ Tensor gelu(const Tensor& a, bool tanh_approx, Loc loc) {
     T cdf = T(0.5) * (T(1) + std::erf(x * T(0.7071067811865476)));
     T pdf = std::exp(T(-0.5) * x * x) * T(0.3989422804014327);
     return g * (cdf + x * pdf);
-  });
+  }, [](const Tensor& g, const Tensor& x) { return mul(g, add(normal_cdf(x), mul(x, normal_pdf(x)))); });
 }
 Tensor square(const Tensor& a, Loc loc) {
   return unary_op("square", a, loc, Save::Input, [](auto x) { return x * x; },
-                  [](auto g, auto x) { return decltype(x)(2) * g * x; });
+                  [](auto g, auto x) { return decltype(x)(2) * g * x; },
+                  [](const Tensor& g, const Tensor& x) { return mul(g, mul(x, 2.0)); });
 }
 
 // ------------------------------------------------------------------ comparisons, logic
@@ -516,13 +549,14 @@ Tensor matmul(const Tensor& a, const Tensor& b, Loc loc) {
   BackwardFn bw;
   Tensor xa, xb;
   if (wants_grad(a, b)) {
-    xa = b.requires_grad() ? a.detach() : Tensor();
-    xb = a.requires_grad() ? b.detach() : Tensor();
+    xa = b.requires_grad() ? a : Tensor();
+    xb = a.requires_grad() ? b : Tensor();
     // b given as a transposed view (a Linear layer's x @ W^T): its gradient is made as
     // the transpose of a contiguous [N, K] product, so that it reaches W without a copy.
     const bool b_transposed = b.dim() == 2 && b.stride(0) == 1 && b.stride(1) != 1;
     const int64_t b_dim = b.dim();
-    bw = [xa, xb, b_transposed, b_dim, K, N](const Tensor& g) {
+    bw = [sa = SavedTensor(xa), sb = SavedTensor(xb), b_transposed, b_dim, K, N](const Tensor& g) {
+      Tensor xa = sa.get(), xb = sb.get();
       Tensor ga = xb.defined() ? matmul(g, xb.mT()) : Tensor(), gb;
       if (xa.defined()) {
         if (b_dim == 2 && xa.dim() > 2) {
@@ -566,11 +600,23 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Loc loc
   Tensor saved_x, saved_w;
   if (wants_grad(x, weight, bias)) {
     const bool gx = x.requires_grad(), gw = weight.requires_grad(), gb = bias.defined() && bias.requires_grad();
-    saved_x = gw ? x2 : Tensor(), saved_w = gx ? w : Tensor();
+    // x as the [rows, in] matrix the GEMMs read, recorded as a reshape of x when x
+    // requires grad, so that a recorded backward reaches x through it
+    saved_x = gw ? (x.dim() == 2 ? x : x.reshape({rows, in_f})) : Tensor();
+    saved_w = gx ? weight : Tensor();
     const Shape x_shape = x.shape();
-    bw = [saved_x, saved_w, gx, gw, gb, rows, in_f, out_f, x_shape](const Tensor& g) {
+    bw = [sx = SavedTensor(saved_x), sw = SavedTensor(saved_w), gx, gw, gb, rows, in_f, out_f,
+          x_shape](const Tensor& g) {
       Tensor g2 = g.reshape({rows, out_f});
       Tensor dx, dw, db;
+      if (grad_enabled()) {  // recorded: the same products as ops
+        if (gx) dx = matmul(g2, sw.get()).view(x_shape);
+        if (gw) dw = matmul(g2.t(), sx.get());
+        if (gb) db = sum(g2, {0});
+        return std::vector<Tensor>{dx, dw, db};
+      }
+      const Tensor& saved_x = sx.data();
+      const Tensor& saved_w = sw.data();
       if (gx) {
         dx = empty({rows, in_f}, g.dtype());
         kernel::gemm_batched(dx, g2, saved_w);  // [rows, out] @ [out, in]
@@ -600,14 +646,56 @@ static Tensor softmax_impl(const char* name, const Tensor& a, int64_t dim, const
   kernel::softmax_forward(out, x, outer, n, inner, log);
   BackwardFn bw;
   if (wants_grad(a)) {
-    Tensor y = out.detach();
-    bw = [y, outer, n, inner, log](const Tensor& g) {
-      Tensor dx = empty(y.shape(), y.dtype());
-      kernel::softmax_backward(dx, g.contiguous(), y, outer, n, inner, log);
-      return std::vector<Tensor>{dx};
+    bw = [y = SavedTensor(out, /*is_output=*/true), dim, log](const Tensor& g) {
+      return std::vector<Tensor>{softmax_backward(g, y.get(), dim, log)};
     };
   }
   return record(name, loc, out, {a}, std::move(bw), {out});
+}
+
+// The gradient through softmax (or log_softmax) as an op of its own, given the output y
+// and the gradient g reaching it, with the fused row kernel:
+//   softmax:      dx = y * (g - sum(g * y))
+//   log_softmax:  dx = g - exp(y) * sum(g)
+// and its own backward (what differentiating through softmax twice uses), for an upstream h:
+//   softmax:      dg = y * (h - sum(h * y))  (the same map: it is self-adjoint)
+//                 dy = h * (g - sum(g * y)) - g * sum(h * y)
+//   log_softmax:  dg = h - sum(h * exp(y)),  dy = -h * exp(y) * sum(g)
+// with every sum along dim, kept for broadcasting.
+Tensor softmax_backward(const Tensor& g, const Tensor& y, int64_t dim, bool log, Loc loc) {
+  const char* name = log ? "log_softmax_backward" : "softmax_backward";
+  same_dtype(name, g, y);
+  need_float(name, y);
+  if (g.shape() != y.shape())
+    fail(name, "expected a gradient of the output's shape ", y.shape(), ", got ", g.shape());
+  if (y.dim() == 0) return record(name, loc, zeros_like(y), {g, y}, nullptr);
+  dim = wrap_dim(dim, y.dim(), name);
+  int64_t outer = 1, inner = 1, n = y.size(dim);
+  for (int64_t d = 0; d < dim; d++) outer *= y.size(d);
+  for (int64_t d = dim + 1; d < y.dim(); d++) inner *= y.size(d);
+  Tensor yc = y.detach().contiguous();
+  Tensor dx = empty(y.shape(), y.dtype());
+  kernel::softmax_backward(dx, g.detach().contiguous(), yc, outer, n, inner, log);
+  BackwardFn bw;
+  if (wants_grad(g, y)) {
+    const bool gg = g.requires_grad(), gy = y.requires_grad();
+    bw = [sg = SavedTensor(gy ? g : Tensor()), sy = SavedTensor(y), dim, log, gg, gy](const Tensor& h) {
+      Tensor yv = sy.get(), dg, dy;
+      if (log) {
+        Tensor ey = exp(yv);
+        if (gg) dg = sub(h, sum(mul(h, ey), {dim}, true));
+        if (gy) dy = neg(mul(mul(h, ey), sum(sg.get(), {dim}, true)));
+      } else {
+        if (gg) dg = softmax_backward(h, yv, dim, false);
+        if (gy) {
+          Tensor gv = sg.get();
+          dy = sub(mul(h, sub(gv, sum(mul(gv, yv), {dim}, true))), mul(gv, sum(mul(h, yv), {dim}, true)));
+        }
+      }
+      return std::vector<Tensor>{dg, dy};
+    };
+  }
+  return record(name, loc, dx, {g, y}, std::move(bw), {g, y});
 }
 Tensor softmax(const Tensor& a, int64_t dim, Loc loc) { return softmax_impl("softmax", a, dim, loc, false); }
 Tensor log_softmax(const Tensor& a, int64_t dim, Loc loc) { return softmax_impl("log_softmax", a, dim, loc, true); }
@@ -628,16 +716,7 @@ Tensor masked_fill(const Tensor& a, const Tensor& mask, double value, Loc loc) {
     map2<T, T, uint8_t>(out, a.detach(), me, [v](T x, uint8_t m) { return m ? v : x; });
   });
   BackwardFn bw;
-  if (wants_grad(a)) {
-    bw = [me](const Tensor& g) {
-      Tensor gx = empty(g.shape(), g.dtype());
-      dispatch_float(g.dtype(), "masked_fill", [&](auto tag) {
-        using T = decltype(tag);
-        map2<T, T, uint8_t>(gx, g, me, [](T x, uint8_t m) { return m ? T(0) : x; });
-      });
-      return std::vector<Tensor>{gx};
-    };
-  }
+  if (wants_grad(a)) bw = [me](const Tensor& g) { return std::vector<Tensor>{masked_fill(g, me, 0.0)}; };
   return record("masked_fill", loc, out, {a}, std::move(bw), {me});
 }
 
@@ -769,6 +848,20 @@ static void check_index(const char* op, const Tensor& index, int64_t n, int64_t 
       fail(op, "index ", p[i], " is out of range for dim ", dim, " of size ", n, " (input shape ", a.shape(), ")");
 }
 
+// The backward of index_select (index_add of g into zeros of shape `in` at idx along dim)
+// or of gather (scatter_add), as an op whose own backward is the selection again.
+static Tensor scatter_rows(const Tensor& g, const Shape& in, int64_t dim, const Tensor& idx, bool elementwise) {
+  Tensor gx = zeros(in, g.dtype());
+  if (elementwise) kernel::scatter_add(gx, dim, idx, g.detach().contiguous());
+  else kernel::index_add(gx, dim, idx, g.detach().contiguous());
+  BackwardFn bw;
+  if (wants_grad(g))
+    bw = [idx, dim, elementwise](const Tensor& h) {
+      return std::vector<Tensor>{elementwise ? gather(h, dim, idx) : index_select(h, dim, idx)};
+    };
+  return record(elementwise ? "gather_backward" : "index_select_backward", Loc::current(), gx, {g}, std::move(bw));
+}
+
 Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index_in, Loc loc) {
   dim = wrap_dim(dim, a.dim(), "index_select");
   if (index_in.dim() > 1) fail("index_select", "expected a 1-D index, got shape ", index_in.shape());
@@ -782,11 +875,7 @@ Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index_in, Loc lo
   if (wants_grad(a)) {
     Shape in = a.shape();
     Tensor idx = index.detach();
-    bw = [in, idx, dim](const Tensor& g) {
-      Tensor gx = zeros(in, g.dtype());
-      kernel::index_add(gx, dim, idx, g.contiguous());
-      return std::vector<Tensor>{gx};
-    };
+    bw = [in, idx, dim](const Tensor& g) { return std::vector<Tensor>{scatter_rows(g, in, dim, idx, false)}; };
   }
   return record("index_select", loc, out, {a}, std::move(bw), {index});
 }
@@ -807,11 +896,7 @@ Tensor gather(const Tensor& a, int64_t dim, const Tensor& index_in, Loc loc) {
   if (wants_grad(a)) {
     Shape in = a.shape();
     Tensor idx = index.detach();
-    bw = [in, idx, dim](const Tensor& g) {
-      Tensor gx = zeros(in, g.dtype());
-      kernel::scatter_add(gx, dim, idx, g.contiguous());
-      return std::vector<Tensor>{gx};
-    };
+    bw = [in, idx, dim](const Tensor& g) { return std::vector<Tensor>{scatter_rows(g, in, dim, idx, true)}; };
   }
   return record("gather", loc, out, {a}, std::move(bw), {index});
 }
@@ -841,12 +926,21 @@ void dropout_apply(T* out, const T* in, int64_t n, const DropoutDraws d) {  // b
 }
 }  // namespace
 
+static Tensor dropout_with(const Tensor& a, const DropoutDraws& draws, const Loc& loc);
+
 Tensor dropout(const Tensor& a, double p, bool training, Generator* gen, Loc loc) {
   need_float("dropout", a);
   if (!(p >= 0.0 && p <= 1.0)) fail("dropout", "probability must be in [0, 1], got ", p);
   if (!training || p == 0.0) return a;
   const int64_t n = a.numel();
   const DropoutDraws draws = DropoutDraws::take(gen ? *gen : default_generator(), p, (uint64_t)n);
+  return dropout_with(a, draws, loc);
+}
+
+// Dropout with given draws. Linear in a with the same mask each time, so its backward is
+// itself, and so is every derivative after.
+static Tensor dropout_with(const Tensor& a, const DropoutDraws& draws, const Loc& loc) {
+  const int64_t n = a.numel();
   Tensor x = a.detach().contiguous();
   Tensor out = empty(a.shape(), a.dtype());
   dispatch_float(a.dtype(), "dropout", [&](auto tag) {
@@ -854,15 +948,7 @@ Tensor dropout(const Tensor& a, double p, bool training, Generator* gen, Loc loc
     dropout_apply<T>(out.data<T>(), x.data<T>(), n, draws);
   });
   BackwardFn bw;
-  if (wants_grad(a))
-    bw = [draws, n](const Tensor& gr) {
-      Tensor gc = gr.contiguous(), gx = empty(gr.shape(), gr.dtype());
-      dispatch_float(gr.dtype(), "dropout", [&](auto tag) {
-        using T = decltype(tag);
-        dropout_apply<T>(gx.data<T>(), gc.data<T>(), n, draws);
-      });
-      return std::vector<Tensor>{gx};
-    };
+  if (wants_grad(a)) bw = [draws, loc](const Tensor& g) { return std::vector<Tensor>{dropout_with(g, draws, loc)}; };
   return record("dropout", loc, out, {a}, std::move(bw));
 }
 

@@ -38,6 +38,7 @@
 // | linear(x, w, bias)     | x, w                   | dx = g@w, dw = g^T@x (over all rows), dbias = sum(g) |
 // | softmax(a, dim)        | out                    | da = out*(g - sum(g*out, dim))                       |
 // | log_softmax(a, dim)    | out                    | da = g - exp(out)*sum(g, dim)                        |
+// | softmax_backward(g, y) | g, y                   | dg = the same map of h, dy (see ops.cpp)             |
 // | masked_fill(a, m, v)   | m                      | da = g where !m, 0 where m                           |
 // | where(c, a, b)         | c                      | da = g where c, db = g where !c                      |
 // | cat(ts, dim)           | sizes                  | each input gets its slice of g                       |
@@ -140,6 +141,11 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, Lo
 // --- fused, numerically stable (max-subtracted)
 Tensor softmax(const Tensor& a, int64_t dim, Loc loc = Loc::current());
 Tensor log_softmax(const Tensor& a, int64_t dim, Loc loc = Loc::current());
+// The gradient through softmax (log = false) or log_softmax along dim: given the op's
+// output y and the gradient g reaching it, returns the gradient of its input, with the
+// fused row kernel (what their backward runs). It is differentiable in g and y itself,
+// which is how softmax is differentiated twice.
+Tensor softmax_backward(const Tensor& g, const Tensor& y, int64_t dim, bool log = false, Loc loc = Loc::current());
 
 // --- masking and selection
 // Elements where mask (bool, broadcast to a's shape) is true are replaced by value.

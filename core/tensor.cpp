@@ -258,7 +258,9 @@ HookHandle Tensor::register_post_accumulate_grad_hook(PostAccumulateHook fn) con
   return add_hook(impl_->hooks, &GradHooks::post, std::move(fn));
 }
 
-void Tensor::backward(const Tensor& grad, bool retain_graph) const { run_backward(*this, grad, retain_graph); }
+void Tensor::backward(const Tensor& grad, std::optional<bool> retain_graph, bool create_graph) const {
+  run_backward({*this}, {grad}, retain_graph.value_or(create_graph), create_graph);
+}
 
 Tensor Tensor::detach() const {
   auto p = std::make_shared<TensorImpl>();
@@ -366,15 +368,18 @@ Tensor Tensor::permute(std::vector<int64_t> dims) const {
                                   : nullptr);
 }
 
-// Backward of narrow/slice/select: the gradient lands in a zero tensor at the viewed place.
+// The gradient of narrow/slice/select: g placed in a zero tensor of shape s at the viewed
+// place; an op whose own backward is the view again.
+static Tensor embed(const Tensor& g, const Shape& s, const std::function<Tensor(const Tensor&)>& same_view) {
+  Tensor gx = zeros(s, g.dtype());
+  same_view(gx).copy_(g.detach());
+  return record("embed", kNoLoc, gx, {g},
+                wants_grad(g) ? BackwardFn([same_view](const Tensor& h) { return std::vector<Tensor>{same_view(h)}; })
+                              : nullptr);
+}
+
 static BackwardFn embed_back(const Tensor& in, std::function<Tensor(const Tensor&)> same_view) {
-  Shape s = in.shape();
-  DType dt = in.dtype();
-  return [s, dt, same_view](const Tensor& g) {
-    Tensor gx = zeros(s, dt);
-    same_view(gx).copy_(g);
-    return std::vector<Tensor>{gx};
-  };
+  return [s = in.shape(), same_view](const Tensor& g) { return std::vector<Tensor>{embed(g, s, same_view)}; };
 }
 
 Tensor Tensor::slice(int64_t d, const Slice& range) const {

@@ -12,6 +12,7 @@
 #include <initializer_list>
 #include <iosfwd>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -148,9 +149,13 @@ class Tensor {
   HookHandle register_hook(GradHook fn) const;
   // A leaf only: fn runs after each backward has accumulated this leaf's gradient.
   HookHandle register_post_accumulate_grad_hook(PostAccumulateHook fn) const;
-  // Backpropagates from this tensor. grad may be omitted only for one-element tensors.
-  // The graph is freed afterwards unless retain_graph is set.
-  void backward(const Tensor& grad = Tensor(), bool retain_graph = false) const;
+  // Backpropagates from this tensor, accumulating into the .grad() of the leaves it
+  // depends on. grad may be omitted only for one-element tensors. The graph is freed
+  // afterwards unless retain_graph is set (by default: create_graph). With create_graph
+  // the backward is itself recorded: the gradients have a graph and can be differentiated
+  // again (see ember::grad in core/autograd.h).
+  void backward(const Tensor& grad = Tensor(), std::optional<bool> retain_graph = std::nullopt,
+                bool create_graph = false) const;
   Tensor detach() const;  // same storage, no history, requires_grad false
 
   // --- views (share storage, never copy) and copies

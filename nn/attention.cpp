@@ -30,11 +30,12 @@ using detail::default_scale;
 using detail::Geometry;
 
 namespace {
-
 constexpr const char* kOp = "scaled_dot_product_attention";
+}  // namespace
 
-// The dropout's keep factors (0 or 1/(1-p)) for a contiguous tensor of this shape.
-Tensor dropout_keep(const Shape& shape, DType dtype, const DropoutDraws draws) {
+namespace detail {
+
+Tensor dropout_keep(const Shape& shape, DType dtype, const DropoutDraws& draws) {
   Tensor keep = empty(shape, dtype);
   dispatch_float(dtype, kOp, [&](auto tag) {
     using T = decltype(tag);
@@ -46,7 +47,28 @@ Tensor dropout_keep(const Shape& shape, DType dtype, const DropoutDraws draws) {
   return keep;
 }
 
-}  // namespace
+std::pair<Tensor, Tensor> composed_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                             const AttentionMask& mask, double scale, const Tensor& keep) {
+  Tensor scores = mul(matmul(q, k.mT()), scale);  // [..., L, S]
+  Tensor w;
+  if (!mask.defined()) {
+    w = softmax(scores, -1);
+  } else {
+    // The lowest finite value rather than -inf: a fully blocked row then gives a uniform
+    // softmax instead of NaN (none even in intermediates, nor in their derivatives), and
+    // where() replaces it by zeros.
+    const double lowest = q.dtype() == kFloat32 ? (double)std::numeric_limits<float>::lowest()
+                                                : std::numeric_limits<double>::lowest();
+    const Tensor& blocked = mask.blocked();
+    scores = masked_fill(scores, blocked, lowest);
+    const double S = (double)k.size(-2);
+    Tensor all_blocked = eq(sum(blocked.expand(scores.shape()), {-1}, /*keepdim=*/true), S);  // [..., L, 1]
+    w = where(all_blocked, zeros({}, q.dtype()), softmax(scores, -1));
+  }
+  return {matmul(keep.defined() ? mul(w, keep) : w, v), w};
+}
+
+}  // namespace detail
 
 // ------------------------------------------------------------------ the fused op
 AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
@@ -79,7 +101,8 @@ AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
 
   Tensor keep, pd = p;
   if (training && dropout_p > 0.0) {
-    keep = dropout_keep(p.shape(), dt, DropoutDraws::take(gen ? *gen : default_generator(), dropout_p, numel_of(p.shape())));
+    keep = detail::dropout_keep(p.shape(), dt,
+                                DropoutDraws::take(gen ? *gen : default_generator(), dropout_p, numel_of(p.shape())));
     NoGradGuard no_grad;
     pd = mul(p, keep);
   }
@@ -93,7 +116,12 @@ AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
     // save only what the needed gradients use
     Tensor saved_q = gk ? qe : Tensor(), saved_k = gq ? ke : Tensor(), saved_v = (gq || gk) ? ve : Tensor();
     saved = {p, saved_q, saved_k, saved_v};
-    bw = [g, rows, sc, gq, gk, gv, p, keep, saved_q, saved_k, saved_v](const Tensor& dout) {
+    bw = [g, rows, sc, gq, gk, gv, p, keep, saved_q, saved_k, saved_v, xq = SavedTensor(q), xk = SavedTensor(k),
+          xv = SavedTensor(v), mask](const Tensor& dout) {
+      if (grad_enabled())  // recorded: differentiated as its composition is
+        return backward_of_composition(
+            [&](const std::vector<Tensor>& in) { return detail::composed_attention(in[0], in[1], in[2], mask, sc, keep).first; },
+            {xq.get(), xk.get(), xv.get()}, dout);
       Tensor dq, dk, dv;
       if (gv) {
         Tensor pdrop = keep.defined() ? mul(p, keep) : p;
@@ -129,20 +157,8 @@ AttentionResult scaled_dot_product_attention_reference(const Tensor& q, const Te
                                                        const AttentionMask& mask, double scale) {
   const char* op = "scaled_dot_product_attention_reference";
   const Geometry g = check_inputs(op, q, k, v, mask);
-  Tensor scores = mul(matmul(q, k.mT()), default_scale(scale, g.D));  // [..., L, S]
-  if (!mask.defined()) {
-    Tensor w = softmax(scores, -1);
-    return {matmul(w, v), w.detach()};
-  }
-  // The lowest finite value rather than -inf: a fully blocked row then gives a uniform
-  // softmax instead of NaN (none even in intermediates), and where() replaces it by zeros.
-  const double lowest = q.dtype() == kFloat32 ? (double)std::numeric_limits<float>::lowest()
-                                              : std::numeric_limits<double>::lowest();
-  const Tensor& blocked = mask.blocked();
-  scores = masked_fill(scores, blocked, lowest);
-  Tensor all_blocked = eq(sum(blocked.expand(scores.shape()), {-1}, /*keepdim=*/true), (double)g.S);  // [..., L, 1]
-  Tensor w = where(all_blocked, zeros({}, q.dtype()), softmax(scores, -1));
-  return {matmul(w, v), w.detach()};
+  auto [out, w] = detail::composed_attention(q, k, v, mask, default_scale(scale, g.D), Tensor());
+  return {out, w.detach()};
 }
 
 }  // namespace ember::nn

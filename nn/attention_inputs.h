@@ -2,6 +2,7 @@
 // Internal to nn (the fused and the tiled op); not installed as part of the API.
 #pragma once
 #include <cstdint>
+#include <utility>
 
 #include "core/ops.h"
 #include "nn/attention_mask.h"
@@ -25,5 +26,16 @@ Geometry check_inputs(const char* op, const Tensor& q, const Tensor& k, const Te
 
 // scale, or 1/sqrt(D) when scale is 0.
 double default_scale(double scale, int64_t D);
+
+// The dropout's keep factors (0 or 1/(1-p)) for a contiguous tensor of this shape, element
+// i from draw i: the decisions both attention ops make.
+Tensor dropout_keep(const Shape& shape, DType dtype, const DropoutDraws& draws);
+
+// Attention composed of primitive ops (the reference; and what the fused and the tiled op
+// are differentiated through under create_graph): weights = softmax(scale q k^T) with
+// blocked pairs removed and fully blocked rows zero, times keep when it is defined, @ v.
+// Returns the output and the weights (before keep).
+std::pair<Tensor, Tensor> composed_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                             const AttentionMask& mask, double scale, const Tensor& keep);
 
 }  // namespace ember::nn::detail

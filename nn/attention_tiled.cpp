@@ -244,8 +244,17 @@ Tensor scaled_dot_product_attention_tiled(const Tensor& q, const Tensor& k, cons
   BackwardFn bw;
   if (wants_grad(q, k, v)) {
     Tensor saved_out = out.detach();
-    bw = [tg, qe, ke, ve, me, lse, saved_out, op](const Tensor& dout_in) {
+    bw = [tg, qe, ke, ve, me, lse, saved_out, op, xq = SavedTensor(q), xk = SavedTensor(k), xv = SavedTensor(v),
+          mask](const Tensor& dout_in) {
       const Geometry& g = tg.g;
+      if (grad_enabled()) {  // recorded: differentiated as its composition is, same dropout decisions
+        Tensor keep = tg.dropout ? detail::dropout_keep(g.with(g.L, g.S), dout_in.dtype(), tg.draws) : Tensor();
+        return backward_of_composition(
+            [&](const std::vector<Tensor>& in) {
+              return detail::composed_attention(in[0], in[1], in[2], mask, tg.scale, keep).first;
+            },
+            {xq.get(), xk.get(), xv.get()}, dout_in);
+      }
       Tensor dout = dout_in.contiguous();
       Tensor dq = zeros(g.with(g.L, g.D), dout.dtype()), dk = zeros(g.with(g.S, g.D), dout.dtype()),
              dv = zeros(g.with(g.S, g.Dv), dout.dtype());

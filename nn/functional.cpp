@@ -182,7 +182,8 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
            dtype_name(x.dtype()), " (convert one with .to())");
   }
 
-  Tensor xc = x.detach().contiguous();
+  Tensor x_in = x.contiguous();  // recorded when x requires grad and is not contiguous
+  Tensor xc = x_in.detach();
   Tensor w = weight.defined() ? weight.detach().contiguous() : Tensor();
   Tensor b = bias.defined() ? bias.detach().contiguous() : Tensor();
   Tensor out = empty(x.shape(), x.dtype());
@@ -201,7 +202,18 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
     const bool need_dw = weight.defined() && weight.requires_grad();
     const bool need_db = bias.defined() && bias.requires_grad();
     w_for_dx = need_dx ? w : Tensor();
-    bw = [xc, w_for_dx, mean, rstd, R, C, need_dx, need_dw, need_db](const Tensor& grad) {
+    bw = [xc, w_for_dx, mean, rstd, R, C, need_dx, need_dw, need_db, eps, sx = SavedTensor(x_in),
+          sw = SavedTensor(weight), sb = SavedTensor(bias)](const Tensor& grad) {
+      if (grad_enabled())  // recorded: differentiated as its composition is
+        return backward_of_composition(
+            [eps](const std::vector<Tensor>& in) {
+              Tensor centered = sub(in[0], ember::mean(in[0], {-1}, true));
+              Tensor y = mul(centered, rsqrt(add(ember::mean(square(centered), {-1}, true), eps)));
+              if (in[1].defined()) y = mul(y, in[1]);
+              if (in[2].defined()) y = add(y, in[2]);
+              return y;
+            },
+            {sx.get(), sw.get(), sb.get()}, grad);
       Tensor dy = grad.contiguous();
       Tensor dx = need_dx ? empty(xc.shape(), xc.dtype()) : Tensor();
       Tensor dw = need_dw ? empty({C}, xc.dtype()) : Tensor();
@@ -257,7 +269,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
     count++;
   }
 
-  Tensor z = logits.detach().contiguous();
+  Tensor z_in = logits.contiguous();  // recorded when the logits require grad and are not contiguous
+  Tensor z = z_in.detach();
   Tensor lse = empty({R}, kFloat64);
   std::vector<double> loss_row((size_t)R);
   dispatch_float(z.dtype(), op, [&](auto tag) {
@@ -271,7 +284,23 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
 
   BackwardFn bw;
   if (wants_grad(logits)) {
-    bw = [z, t, lse, R, V, ignore_index, label_smoothing, count](const Tensor& grad) {
+    bw = [z, t, lse, R, V, ignore_index, label_smoothing, count, sz = SavedTensor(z_in)](const Tensor& grad) {
+      if (grad_enabled()) {
+        // recorded: dz = (softmax(z) - q) * grad / count on kept rows, q the smoothed one-hot target
+        Tensor q = full({R, V}, label_smoothing / (double)V, z.dtype());
+        Tensor kept = zeros({R, 1}, z.dtype());
+        dispatch_float(z.dtype(), "cross_entropy backward", [&](auto tag) {
+          using T = decltype(tag);
+          const int64_t* pt = t.data<int64_t>();
+          for (int64_t r = 0; r < R; r++) {
+            if (pt[r] == ignore_index) continue;
+            q.data<T>()[r * V + pt[r]] += T(1.0 - label_smoothing);
+            kept.data<T>()[r] = T(1.0 / (double)count);
+          }
+        });
+        Tensor p = softmax(sz.get().reshape({R, V}), -1);
+        return std::vector<Tensor>{mul(mul(sub(p, q), kept), grad).reshape(z.shape()), Tensor()};
+      }
       const double scale = count > 0 ? grad.item() / (double)count : 0.0;
       Tensor dz = empty(z.shape(), z.dtype());
       dispatch_float(z.dtype(), "cross_entropy backward", [&](auto tag) {

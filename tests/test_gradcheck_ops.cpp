@@ -133,6 +133,17 @@ void run_check(const std::string& what, const Fn& f, const Inputs& xs, const std
   const auto with_grad = std::count_if(xs.begin(), xs.end(), [](const Tensor& x) { return x.requires_grad(); });
   CHECK(r.inputs.size() == (size_t)with_grad);
   CHECK(r.passed);
+  // and one derivative higher: the backward, recorded, differentiated again
+  GradcheckReport rr;
+  try {
+    rr = gradgradcheck(f, xs, {}, names);
+  } catch (const std::exception& e) {
+    FAIL_CHECK("gradgradcheck threw: " << e.what());
+    return;
+  }
+  INFO(rr.to_string());
+  CHECK(rr.inputs.size() == (size_t)with_grad + 1);  // and the upstream gradient
+  CHECK(rr.passed);
 }
 
 void check_op(const OpCase& c) {
