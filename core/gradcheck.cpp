@@ -202,19 +202,21 @@ GradcheckReport gradgradcheck(const GradcheckFn& f, const std::vector<Tensor>& i
       if (!g[j].defined()) g[j] = zeros(targets[j].shape(), kFloat64);
     return g;
   };
-  return check_derivatives(op, [&](const std::vector<Tensor>& in) {
+  GradcheckReport r = check_derivatives(op, [&](const std::vector<Tensor>& in) {
     const bool outer = grad_enabled();
     std::vector<Tensor> g = first(in);
     if (!outer)
       for (Tensor& t : g) t = t.detach();
     return g;
   }, all, opt, all_names);
+  r.order = 2;
+  return r;
 }
 
 std::string GradcheckReport::to_string() const {
   std::ostringstream os;
   char buf[256];
-  os << "gradcheck " << (passed ? "PASSED" : "FAILED") << " (float64, eps " << options.eps << ", atol "
+  os << (order == 2 ? "gradgradcheck " : "gradcheck ") << (passed ? "PASSED" : "FAILED") << " (float64, eps " << options.eps << ", atol "
      << options.atol << ", rtol " << options.rtol << ")\n";
   int width = 14;  // the name column fits the longest name
   for (const auto& c : inputs) width = std::max(width, (int)c.name.size());

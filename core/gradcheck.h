@@ -33,6 +33,7 @@ struct InputGradCheck {
 
 struct GradcheckReport {
   bool passed = true;
+  int order = 1;  // 2 for gradgradcheck
   std::vector<InputGradCheck> inputs;  // one per input that requires grad
   GradcheckOptions options;
   std::string to_string() const;

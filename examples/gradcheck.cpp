@@ -4,13 +4,15 @@
 // gradients computed in float32 are compared with the float64 ones - the drift a user
 // sees when training in float32. Exits 0 when the check passes, 1 when it fails (or the
 // shapes would need more memory than the machine has), 2 on a bad command line, impossible
-// shapes, or shapes whose finite differences would take more than ten minutes.
+// shapes, or shapes whose finite differences would take more than ten minutes. With
+// --second-order, second derivatives are checked too (gradgradcheck): finite differences
+// of the analytic first derivatives against double backward.
 //
 //   gradcheck --list
 //   gradcheck NAME [--batch B] [--L L] [--S S] [--embed E] [--heads H] [--kdim K] [--vdim V]
 //                  [--ffn F] [--vocab N] [--in N] [--out N] [--dim D] [--smoothing P]
 //                  [--mask none|padding|causal|full-row] [--noncontiguous]
-//                  [--eps X] [--atol X] [--rtol X] [--seed N]
+//                  [--eps X] [--atol X] [--rtol X] [--seed N] [--second-order]
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -383,17 +385,22 @@ std::string duration_text(double seconds) {
   return b;
 }
 
-void check_time(const Case& c, const std::string& name) {
-  int64_t elements = 0;
+// A second-order check also perturbs the upstream gradient, and each of its evaluations
+// is a forward and a backward (about three forwards).
+void check_time(const Case& c, const std::string& name, bool second_order) {
+  int64_t elements = 0, elements_out = 0;
   for (const Tensor& x : c.inputs)
     if (x.requires_grad()) elements += x.numel();
   NoGradGuard ng;
   auto seconds_of_one = [&] {
     const auto t0 = std::chrono::steady_clock::now();
-    c.f(c.inputs).to_vector<double>();
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    Tensor out = c.f(c.inputs);
+    out.to_vector<double>();
+    if (second_order) elements_out = out.numel();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() * (second_order ? 3.0 : 1.0);
   };
   double each = seconds_of_one();
+  elements += elements_out;
   if (2.0 * double(elements) * each <= kMaxSeconds) each = std::min(each, seconds_of_one());  // the first warms up
   const double total = 2.0 * double(elements) * each;
   if (total > kMaxSeconds)
@@ -437,6 +444,9 @@ int main(int argc, char** argv) {
     cli::real(app, "--atol", f.options.atol, 0.0, 1.0, "absolute tolerance");
     cli::real(app, "--rtol", f.options.rtol, 0.0, 1.0, "relative tolerance");
     cli::integer(app, "--seed", seed, 0, std::numeric_limits<int64_t>::max(), "random seed");
+    bool second_order = false;
+    app.add_flag("--second-order", second_order,
+                 "check second derivatives too (double backward against finite differences of the gradient)");
     cli::parse(app, argc, argv);
     f.options.seed = (uint64_t)seed;
     if (list_them) {
@@ -451,7 +461,7 @@ int main(int argc, char** argv) {
     Case c;
     try {
       c = it->build(f, kFloat64);
-      check_time(c, name);
+      check_time(c, name, second_order);
     } catch (const OutOfMemory&) {
       throw;
     } catch (const Error& e) {  // shapes the op or the layer refuses
@@ -464,7 +474,13 @@ int main(int argc, char** argv) {
     GradcheckReport report = gradcheck(c.f, c.inputs, f.options, c.names);
     std::printf("%s", report.to_string().c_str());
     print_drift(c, f, *it);
-    std::printf("\n%s\n", report.passed ? "PASSED" : "FAILED");
-    return report.passed ? 0 : 1;
+    bool passed = report.passed;
+    if (second_order) {
+      GradcheckReport second = gradgradcheck(c.f, c.inputs, f.options, c.names);
+      std::printf("\n%s", second.to_string().c_str());
+      passed = passed && second.passed;
+    }
+    std::printf("\n%s\n", passed ? "PASSED" : "FAILED");
+    return passed ? 0 : 1;
   });
 }

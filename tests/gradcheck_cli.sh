@@ -32,15 +32,21 @@ names=$(sed -n '/^what gradcheck can check/,/^self-test/p' "$dir/list.txt" | awk
 for name in $names; do
   expect 0 "$name"
   expect 0 "$name" --noncontiguous --batch 3 --L 4 --S 6 --embed 12 --heads 3
+  expect 0 "$name" --second-order
+  grep -q "gradgradcheck PASSED" "$dir/$n.out" || fail "$name --second-order printed no second-order report"
 done
 for mask in none padding causal full-row; do
   expect 0 multihead_attention --kdim 10 --vdim 6 --L 4 --S 7 --heads 3 --embed 12 --mask "$mask"
+  expect 0 multihead_attention --kdim 10 --vdim 6 --L 4 --S 7 --heads 3 --embed 12 --mask "$mask" --second-order
   expect 0 scaled_dot_product_attention --L 3 --S 5 --mask "$mask" --noncontiguous
+  expect 0 scaled_dot_product_attention --L 3 --S 5 --mask "$mask" --noncontiguous --second-order
   expect 0 masked_fill --mask "$mask"
 done
 expect 0 encoder_layer --mask padding
 expect 0 encoder_layer --mask causal
+expect 0 encoder_layer --mask padding --second-order
 expect 0 decoder_layer --mask padding --S 7
+expect 0 decoder_layer --mask causal --S 7 --second-order
 expect 0 cross_entropy --smoothing 0.1
 expect 0 softmax --dim 1
 grep -q "float32 drift" "$dir/1.out" || fail "no float32 drift table"
@@ -48,6 +54,8 @@ grep -q "PASSED" "$dir/1.out" || fail "no PASSED line"
 
 expect 1 broken_square
 grep -q "FAIL" "$dir/$n.out" || fail "broken_square printed no FAIL"
+expect 1 broken_square --second-order
+grep -q "gradgradcheck FAILED" "$dir/$n.out" || fail "broken_square --second-order printed no failed second-order report"
 expect 2 no_such_op
 says 'nothing named "no_such_op"'
 expect 2 multihead_attention --embed 10 --heads 3

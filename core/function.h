@@ -1,0 +1,68 @@
+// Differentiable ops of your own, as torch.autograd.Function: a forward that computes the
+// output from the inputs, and a backward that maps the gradient of the output to one
+// gradient per input. Both are plain functions (lambdas may capture parameters).
+//
+//   // y = x^3, dy/dx = 3 x^2
+//   const Function cube{
+//       .name = "cube",
+//       .forward = [](FunctionCtx& ctx, const std::vector<Tensor>& in) {
+//         ctx.save_for_backward({in[0]});
+//         return mul(square(in[0]), in[0]);
+//       },
+//       .backward = [](FunctionCtx& ctx, const Tensor& grad) {
+//         Tensor x = ctx.saved_tensors()[0];
+//         return std::vector<Tensor>{mul(grad, mul(square(x), 3.0))};
+//       }};
+//   Tensor y = cube.apply({x});
+//
+// The forward runs with grad mode off: the ops in it record nothing. The backward is
+// written with ops; under create_graph it runs with grad mode on and the saved inputs and
+// output come back attached to the graph, so a backward written with differentiable ops
+// can itself be differentiated (gradgradcheck checks it). A saved intermediate comes back
+// as data only: nothing flows through it in a double backward, as in PyTorch.
+//
+// The conventions of built-in ops apply: errors name the function; anomaly mode checks
+// the forward's output and the backward's gradients for NaN and Inf and names the function
+// and the line that applied it; an input or output saved for the backward and modified in
+// place before it runs makes the backward an error.
+#pragma once
+#include <any>
+#include <functional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/autograd.h"
+
+namespace ember {
+
+class FunctionCtx {
+ public:
+  // In forward: the tensors the backward will read (inputs, the output, intermediates).
+  void save_for_backward(std::vector<Tensor> tensors);
+  // In backward: those tensors, in the order saved.
+  std::vector<Tensor> saved_tensors() const;
+  // Whether input i needs a gradient (the backward may skip the others: undefined).
+  bool needs_input_grad(size_t i) const { return i < needs_.size() && needs_[i]; }
+  // Other values the backward needs, by name (ctx.saved_data["scale"] = 2.0).
+  std::unordered_map<std::string, std::any> saved_data;
+
+ private:
+  friend struct Function;
+  std::vector<Tensor> to_save_;
+  std::vector<SavedTensor> saved_;
+  std::vector<bool> needs_;
+};
+
+struct Function {
+  std::string name;
+  std::function<Tensor(FunctionCtx& ctx, const std::vector<Tensor>& inputs)> forward;
+  // One gradient per input, of its shape and dtype; undefined where there is none.
+  std::function<std::vector<Tensor>(FunctionCtx& ctx, const Tensor& grad_output)> backward;
+
+  // Runs forward on the inputs and, when grad mode is on and some input requires grad,
+  // records a node whose backward is `backward`.
+  Tensor apply(const std::vector<Tensor>& inputs, Loc loc = Loc::current()) const;
+};
+
+}  // namespace ember
