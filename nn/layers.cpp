@@ -25,7 +25,7 @@ Linear::Linear(int64_t in, int64_t out, bool with_bias, Generator* gen, DType dt
 Tensor Linear::forward(const Tensor& x) {
   if (x.dim() == 0 || x.size(-1) != in_features)
     fail("Linear::forward", "expected input [..., ", in_features, "], got shape ", x.shape());
-  return linear(x, weight, bias);
+  return hooked({x}, linear(x, weight, bias));
 }
 
 Embedding::Embedding(int64_t num, int64_t dim, int64_t pad, Generator* gen, DType dtype)
@@ -43,17 +43,17 @@ Tensor Embedding::forward(const Tensor& ids) {
   if (ids.dtype() != kInt64)
     fail("Embedding::forward", "expected int64 ids, got ", dtype_name(ids.dtype()), " of shape ", ids.shape());
   Tensor rows = embedding_lookup(weight, ids);
-  if (padding_idx < 0) return rows;
+  if (padding_idx < 0) return hooked({ids}, rows);
   // same values; the gradient reaches only rows looked up by non-padding ids
   Tensor keep = ne(ids, (double)padding_idx).unsqueeze(-1);
-  return where(keep, rows, rows.detach());
+  return hooked({ids}, where(keep, rows, rows.detach()));
 }
 
 Dropout::Dropout(double p_, Generator* g) : p(p_), gen(g) {
   if (!(p >= 0.0 && p <= 1.0)) fail("Dropout", "probability must be in [0, 1], got ", p);
 }
 
-Tensor Dropout::forward(const Tensor& x) { return dropout(x, p, is_training(), gen); }
+Tensor Dropout::forward(const Tensor& x) { return hooked({x}, dropout(x, p, is_training(), gen)); }
 
 LayerNorm::LayerNorm(int64_t n, double eps_, bool affine, DType dtype) : normalized_shape(n), eps(eps_) {
   if (n <= 0) fail("LayerNorm", "normalized_shape must be positive, got ", n);
@@ -68,7 +68,7 @@ LayerNorm::LayerNorm(int64_t n, double eps_, bool affine, DType dtype) : normali
 Tensor LayerNorm::forward(const Tensor& x) {
   if (x.dim() == 0 || x.size(-1) != normalized_shape)
     fail("LayerNorm::forward", "expected input [..., ", normalized_shape, "], got shape ", x.shape());
-  return layer_norm(x, weight, bias, eps);
+  return hooked({x}, layer_norm(x, weight, bias, eps));
 }
 
 PositionalEncoding::PositionalEncoding(int64_t d, int64_t max_len_, DType dtype) : d_model(d), max_len(max_len_) {
@@ -90,7 +90,7 @@ Tensor PositionalEncoding::forward(const Tensor& x, int64_t start) {
   int64_t L = x.size(-2);
   if (start < 0 || start + L > max_len)
     fail("PositionalEncoding::forward", "positions ", start, "..", start + L - 1, " exceed max_len ", max_len);
-  return add(x, pe.narrow(0, start, L));
+  return hooked({x}, add(x, pe.narrow(0, start, L)));
 }
 
 FeedForward::FeedForward(int64_t d_model, int64_t d_ff, double p, Activation act, Generator* gen, DType dtype)
@@ -103,7 +103,7 @@ FeedForward::FeedForward(int64_t d_model, int64_t d_ff, double p, Activation act
 Tensor FeedForward::forward(const Tensor& x) {
   Tensor h = linear1->forward(x);
   h = activation == Activation::GELU ? gelu(h) : relu(h);
-  return linear2->forward(dropout->forward(h));
+  return hooked({x}, linear2->forward(dropout->forward(h)));
 }
 
 }  // namespace ember::nn

@@ -136,4 +136,24 @@ void Module::to(DType dtype) {
   for (auto& [n, c] : children_) c->to(dtype);
 }
 
+HookHandle Module::register_forward_hook(ForwardHook fn) {
+  if (!fn) fail("register_forward_hook", "got an empty function");
+  if (!forward_hooks_) forward_hooks_ = std::make_shared<ForwardHooks>();
+  const int64_t id = forward_hooks_->next_id++;
+  forward_hooks_->list.emplace_back(id, std::move(fn));
+  return HookHandle([weak = std::weak_ptr<ForwardHooks>(forward_hooks_), id] {
+    if (auto h = weak.lock())
+      for (auto it = h->list.begin(); it != h->list.end(); ++it)
+        if (it->first == id) {
+          h->list.erase(it);
+          break;
+        }
+  });
+}
+
+void Module::run_forward_hooks(const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs) {
+  const auto hooks = forward_hooks_->list;  // a hook may remove itself
+  for (const auto& [id, fn] : hooks) fn(*this, inputs, outputs);
+}
+
 }  // namespace ember::nn

@@ -6,6 +6,8 @@
 // Registration stores a pointer to the member tensor, so a module must stay where it
 // was built: modules are neither copied nor moved, and are held by shared_ptr.
 #pragma once
+#include <functional>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <string>
@@ -50,7 +52,24 @@ class Module {
   // Converts every parameter and buffer to dtype (e.g. float64 for gradient checks).
   void to(DType dtype);
 
+  // A function called after every forward of this module with the module, the tensors the
+  // forward was given and those it returned (torch.nn.Module.register_forward_hook), in
+  // registration order; the handle removes it. MultiHeadAttention passes {query, key,
+  // value} and {output, weights}, the weights per head [B, H, L, S]: a module with a hook
+  // always computes them, so one run can capture every layer's attention weights.
+  using ForwardHook =
+      std::function<void(Module& module, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs)>;
+  HookHandle register_forward_hook(ForwardHook fn);
+  bool has_forward_hooks() const { return forward_hooks_ && !forward_hooks_->list.empty(); }
+
  protected:
+  // Every forward returns through this: out, after the forward hooks have seen it.
+  Tensor hooked(std::initializer_list<Tensor> inputs, Tensor out) {
+    if (has_forward_hooks()) run_forward_hooks(std::vector<Tensor>(inputs), {out});
+    return out;
+  }
+  void run_forward_hooks(const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs);
+
   // Registers a member tensor as a trainable parameter (requires_grad is set).
   void register_parameter(const std::string& name, Tensor& member);
   // Registers a member tensor as a buffer: saved in state_dict when persistent, never
@@ -71,6 +90,11 @@ class Module {
   std::vector<std::tuple<std::string, Tensor*, bool>> buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
+  struct ForwardHooks {
+    std::vector<std::pair<int64_t, ForwardHook>> list;
+    int64_t next_id = 0;
+  };
+  std::shared_ptr<ForwardHooks> forward_hooks_;
 
   friend class ModuleList;
 };
@@ -116,7 +140,7 @@ class Sequential : public UnaryModule {
   Tensor forward(const Tensor& x) override {
     Tensor y = x;
     for (auto& m : items_) y = m->forward(y);
-    return y;
+    return hooked({x}, y);
   }
   size_t size() const { return items_.size(); }
 

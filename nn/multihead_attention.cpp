@@ -127,7 +127,8 @@ MultiHeadAttentionOutput MultiHeadAttention::forward(const Tensor& query, const 
   // L + S rather than L * S, at much the same speed (below 128 x 128 pairs the weights
   // are small, and the fused op a little faster).
   AttentionResult r;
-  if (need_weights == AttnWeights::None && L * S >= kTiledMinPairs)
+  const bool hooks = has_forward_hooks();  // hooks see the weights
+  if (need_weights == AttnWeights::None && !hooks && L * S >= kTiledMinPairs)
     r.output = scaled_dot_product_attention_tiled(q, k, v, mask, dropout, is_training(), dropout_gen);
   else
     r = scaled_dot_product_attention(q, k, v, mask, dropout, is_training(), dropout_gen);
@@ -137,6 +138,7 @@ MultiHeadAttentionOutput MultiHeadAttention::forward(const Tensor& query, const 
   out.output = out_proj->forward(merged);
   if (need_weights == AttnWeights::PerHead) out.weights = r.weights;
   else if (need_weights == AttnWeights::Averaged) out.weights = mean(r.weights, {1});
+  if (hooks) run_forward_hooks({query, key, value}, {out.output, r.weights});
   return out;
 }
 

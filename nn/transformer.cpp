@@ -48,14 +48,16 @@ Tensor EncoderLayer::sublayers(const Tensor& x, const std::function<MultiHeadAtt
 
 Tensor EncoderLayer::forward(const Tensor& x, const AttentionMask& pad, const AttentionMask& mask) {
   AttnWeights w = keep_weights ? AttnWeights::PerHead : AttnWeights::None;
-  return sublayers(x, [&](const Tensor& h) { return self_attn->forward(h, h, h, {.key_padding_mask = pad, .attn_mask = mask, .need_weights = w}); });
+  return hooked({x}, sublayers(x, [&](const Tensor& h) {
+                  return self_attn->forward(h, h, h, {.key_padding_mask = pad, .attn_mask = mask, .need_weights = w});
+                }));
 }
 
 Tensor EncoderLayer::forward(const Tensor& rows, const Packing& packing) {
   AttnWeights w = keep_weights ? AttnWeights::PerHead : AttnWeights::None;
-  return sublayers(rows, [&](const Tensor& h) {
-    return self_attn->forward(h, h, h, {.need_weights = w, .query_packing = &packing, .kv_packing = &packing});
-  });
+  return hooked({rows}, sublayers(rows, [&](const Tensor& h) {
+                  return self_attn->forward(h, h, h, {.need_weights = w, .query_packing = &packing, .kv_packing = &packing});
+                }));
 }
 
 // ------------------------------------------------------------------ DecoderLayer
@@ -108,11 +110,11 @@ Tensor DecoderLayer::forward(const Tensor& x, const Tensor& memory, const Decode
   if (cfg.norm_first) {
     Tensor y = add(x, dropout1->forward(self(norm1->forward(x))));
     y = add(y, dropout2->forward(cross(norm2->forward(y))));
-    return add(y, dropout3->forward(ffn->forward(norm3->forward(y))));
+    return hooked({x, memory}, add(y, dropout3->forward(ffn->forward(norm3->forward(y)))));
   }
   Tensor y = norm1->forward(add(x, dropout1->forward(self(x))));
   y = norm2->forward(add(y, dropout2->forward(cross(y))));
-  return norm3->forward(add(y, dropout3->forward(ffn->forward(y))));
+  return hooked({x, memory}, norm3->forward(add(y, dropout3->forward(ffn->forward(y)))));
 }
 
 // ------------------------------------------------------------------ stacks
@@ -126,13 +128,13 @@ Encoder::Encoder(const LayerConfig& c, int64_t n, Generator* gen, DType dtype) {
 Tensor Encoder::forward(const Tensor& x, const AttentionMask& pad, const AttentionMask& mask) {
   Tensor h = x;
   for (size_t i = 0; i < layers->size(); i++) h = layer(i)->forward(h, pad, mask);
-  return norm ? norm->forward(h) : h;
+  return hooked({x}, norm ? norm->forward(h) : h);
 }
 
 Tensor Encoder::forward(const Tensor& rows, const Packing& packing) {
   Tensor h = rows;
   for (size_t i = 0; i < layers->size(); i++) h = layer(i)->forward(h, packing);
-  return norm ? norm->forward(h) : h;
+  return hooked({rows}, norm ? norm->forward(h) : h);
 }
 
 Decoder::Decoder(const LayerConfig& c, int64_t n, Generator* gen, DType dtype) {
@@ -152,7 +154,7 @@ Tensor Decoder::forward(const Tensor& x, const Tensor& memory, const DecoderCall
                            .memory_key_padding_mask = call.memory_key_padding_mask,
                            .cache = caches ? &(*caches)[i] : nullptr,
                            .memory_packing = call.memory_packing});
-  return norm ? norm->forward(h) : h;
+  return hooked({x, memory}, norm ? norm->forward(h) : h);
 }
 
 // ------------------------------------------------------------------ Transformer
@@ -216,7 +218,7 @@ Tensor Transformer::forward(const Tensor& src, const Tensor& tgt) {
   Tensor memory = encode_rows(src, packing);
   Tensor h = decoder->forward(embed(tgt_embed, tgt, 0), memory,
                               {.tgt_key_padding_mask = padding_mask(tgt, cfg.pad_id), .memory_packing = &packing});
-  return out_proj->forward(h);
+  return hooked({src, tgt}, out_proj->forward(h));
 }
 
 DecoderState Transformer::start_decoding(const Tensor& src) {
