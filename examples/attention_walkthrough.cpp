@@ -12,6 +12,12 @@
 // with the same weights. Each head's attention map is drawn for both sentences: the
 // padded keys get exactly zero weight (white columns).
 //
+// Then the gradient flowing back, seen through retain_grad: for a random upstream
+// gradient on the output, the gradient reaching every head's weights P and scores S. It
+// is softmax's backward of P's (ember::softmax_backward, checked bitwise), exactly zero at
+// padded keys, and each of its rows sums to zero (adding a constant to a row of scores
+// changes nothing). The magnitudes of the score gradients are drawn for sentence 1.
+//
 //   attention_walkthrough [--out DIR] [--seed N]
 #include <cmath>
 #include <cstdio>
@@ -47,7 +53,6 @@ int main(int argc, char** argv) {
     cli::integer(app, "--seed", seed, 0, std::numeric_limits<int64_t>::max(), "random seed of the weights");
     cli::parse(app, argc, argv);
     cli::make_output_dir("--out", out);
-    NoGradGuard no_grad;
     const int64_t vocab = 10, d_model = 512, heads = 8, d_k = d_model / heads, B = 2, L = 5;
     Generator gen((uint64_t)seed);
     nn::Embedding embed(vocab, d_model, /*padding_idx=*/0, &gen);
@@ -124,8 +129,68 @@ int main(int argc, char** argv) {
                          labels[3] + " " + labels[4] + "]: attention weights of the 8 heads (untrained)");
       std::printf("wrote %s\n", file.c_str());
     }
+
+    // 12. The gradient flowing back to the weights and the scores of every head.
+    std::printf("\nthe gradient reaching each head, for a random upstream gradient on the output (retain_grad):\n");
+    scores.retain_grad();
+    weights.retain_grad();
+    Generator ug((uint64_t)seed + 1);
+    y.backward(randn(y.shape(), kFloat32, &ug));
+    const Tensor dP = weights.grad(), dS = scores.grad();
+    step(12, "dL/dweights", dP);
+    step(13, "dL/dscores = softmax_backward(dL/dweights, weights)", dS);
+    // (exact equality: at pad keys one side has -0 where the other has 0)
+    const bool same = max(abs(sub(dS, softmax_backward(dP, weights.detach(), -1)))).item() == 0.0;
+    const double row_sum = max(abs(sum(dS, {-1}))).item();
+    double pad_grad = 0, largest = 0;
+    auto dsv = dS.to_vector<double>();
+    for (int64_t b = 0; b < B; b++)
+      for (int64_t h = 0; h < heads; h++)
+        for (int64_t i = 0; i < L; i++)
+          for (int64_t j = 0; j < L; j++) {
+            const double g = std::fabs(dsv[((b * heads + h) * L + i) * L + j]);
+            largest = std::max(largest, g);
+            if (ids.to_vector<int64_t>()[b * L + j] == 0) pad_grad = std::max(pad_grad, g);
+          }
+    std::printf("\n  %-6s %14s %14s %14s %14s\n", "head", "|dL/dP| s1", "|dL/dS| s1", "|dL/dP| s2", "|dL/dS| s2");
+    for (int64_t h = 0; h < heads; h++) {
+      std::printf("  %-6lld", (long long)(h + 1));
+      for (int64_t b = 0; b < B; b++)
+        std::printf(" %14.4e %14.4e", std::sqrt(sum(square(dP.select(0, b).select(0, h))).item()),
+                    std::sqrt(sum(square(dS.select(0, b).select(0, h))).item()));
+      std::printf("\n");
+    }
+    std::printf("\ndL/dscores equals softmax_backward(dL/dweights, weights) exactly: %s\n", same ? "yes" : "NO");
+    std::printf("largest |row sum| of dL/dscores: %.2e (of entries up to %.2e)\n", row_sum, largest);
+    std::printf("largest |dL/dscores| at a pad key: %g\n", pad_grad);
+    {
+      std::vector<std::string> labels;
+      for (int64_t j = 0; j < L; j++) {
+        int64_t id = ids.to_vector<int64_t>()[j];
+        labels.push_back(id == 0 ? "pad" : std::to_string(id));
+      }
+      std::vector<plot::Panel> panels;
+      for (int64_t h = 0; h < heads; h++) {
+        plot::Heatmap p;
+        p.title = "head " + std::to_string(h + 1);
+        p.xlabel = "key (len_k)";
+        p.ylabel = "query (len_q)";
+        auto mv = abs(dS.select(0, 0).select(0, h)).to_vector<double>();
+        for (int64_t i = 0; i < L; i++) p.values.emplace_back(mv.begin() + i * L, mv.begin() + (i + 1) * L);
+        p.row_labels = p.col_labels = labels;
+        p.vmax = largest;
+        panels.push_back(p);
+      }
+      const std::string file = out + "/score_gradients_sentence1.png";
+      plot::save_png(file, panels, 4, 300, 300, "sentence 1: |dL/dscores| of the 8 heads, for a random upstream gradient");
+      std::printf("wrote %s\n", file.c_str());
+    }
     if (d_out > 1e-5 || d_w > 1e-6 || pad_weight != 0) {
       std::fprintf(stderr, "attention_walkthrough: the steps and the module disagree, or a pad key got weight\n");
+      return 1;
+    }
+    if (!same || pad_grad != 0 || row_sum > 1e-5 * std::max(largest, 1e-30)) {
+      std::fprintf(stderr, "attention_walkthrough: the score gradients are not softmax's backward of the weights'\n");
       return 1;
     }
     return 0;

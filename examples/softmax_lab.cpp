@@ -1,4 +1,4 @@
-// softmax_lab: how gradients flow back through softmax, in three experiments.
+// softmax_lab: how gradients flow back through softmax, in four experiments.
 //
 //  1. The Jacobian of p = softmax(x): the formula diag(p) - p p^T, the one autograd
 //     gives (row i is the gradient of p_i, one backward per output), and central finite
@@ -10,6 +10,11 @@
 //     the terminal, the same as CSV, and PNG plots.
 //  3. Masks: blocked positions get exactly zero weight and zero gradient; a row with
 //     every position blocked gives zero weights, a zero output and finite gradients.
+//  4. Curvature: the Hessian of logsumexp(x), and of cross-entropy with respect to the
+//     logits, computed by double backward, is the softmax Jacobian diag(p) - p p^T; and
+//     its largest eigenvalue (power iteration on Hessian-vector products) as the scores'
+//     scale grows, and for q.k with and without 1/sqrt(d_k): saturation seen as the
+//     curvature of the loss collapsing. A table, CSV and a PNG plot.
 //
 //   softmax_lab [--x 1,2,3,...] [--seed N] [--n N] [--trials N] [--out DIR]
 #include <algorithm>
@@ -23,9 +28,11 @@
 
 #include "cli/cli.h"
 #include "core/autograd.h"
+#include "core/derivatives.h"
 #include "core/file_io.h"
 #include "core/ops.h"
 #include "nn/attention.h"
+#include "nn/functional.h"
 #include "plot/plot.h"
 
 using namespace ember;
@@ -234,6 +241,102 @@ bool masks(uint64_t seed) {
   return zero_weight && gk_blocked == 0 && gv_blocked == 0 && out2 == 0 && std::isfinite(gq2);
 }
 
+// ---------------------------------------------------------------- 4. curvature
+
+Tensor logsumexp(const Tensor& z) {
+  Tensor m = amax(z).detach();  // a constant shift: the value and every derivative unchanged
+  return add(log(sum(exp(sub(z, m)))), m);
+}
+
+// The largest eigenvalue of the Hessian of logsumexp at z (positive semi-definite), by
+// power iteration on Hessian-vector products (two backward passes each, H never formed).
+double largest_eigenvalue(const Tensor& z, Generator& gen) {
+  Tensor v = randn(z.shape(), kFloat64, &gen);
+  v = div(v, std::sqrt(sum(square(v)).item()));
+  double lambda = 0;
+  for (int it = 0; it < 60; it++) {
+    Tensor w = hvp(logsumexp, z, v);
+    lambda = sum(mul(v, w)).item();
+    const double norm = std::sqrt(sum(square(w)).item());
+    if (!(norm > 1e-300)) return 0.0;  // saturated to one position: H is 0
+    v = div(w, norm);
+  }
+  return lambda;
+}
+
+// Returns whether the double-backward Hessians equal the closed form (to 1e-12).
+bool curvature(const std::vector<double>& xv, int64_t n, int64_t trials, uint64_t seed, const std::string& out) {
+  std::printf("== 4. Curvature: the Hessian of logsumexp(x) and of cross-entropy by double backward, float64\n\n");
+  const int64_t m = (int64_t)xv.size();
+  Tensor x = from_vector(xv, {m});
+  Tensor p = softmax(x, 0);
+  auto pv = p.to_vector<double>();
+  std::vector<std::vector<double>> closed(m, std::vector<double>(m)), h_lse(m), h_ce(m);
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t j = 0; j < m; j++) closed[i][j] = (i == j ? pv[i] : 0.0) - pv[i] * pv[j];
+  Tensor target = zeros({1}, kInt64);  // any class: the target only shifts the gradient
+  Tensor H1 = hessian(logsumexp, x);
+  Tensor H2 = hessian([&](const Tensor& z) { return nn::cross_entropy(z.unsqueeze(0), target); }, x);
+  for (int64_t i = 0; i < m; i++) {
+    h_lse[i] = H1.select(0, i).to_vector<double>();
+    h_ce[i] = H2.select(0, i).to_vector<double>();
+  }
+  print_matrix("Hessian of logsumexp(x), by double backward", h_lse);
+  std::printf("\nlargest |Hessian of logsumexp - (diag(p) - p p^T)|     %.3e\n", max_diff(h_lse, closed));
+  std::printf("largest |Hessian of cross-entropy - (diag(p) - p p^T)| %.3e\n", max_diff(h_ce, closed));
+  std::printf("(the gradient of logsumexp is p; its Jacobian, the curvature, is softmax's Jacobian)\n\n");
+
+  Generator gen(seed ^ 0x5eed);
+  const int64_t draws = std::min<int64_t>(trials, 50);
+  std::ostringstream csv;
+  csv << "experiment,std_or_dk,scaled,largest_eigenvalue\n";
+  std::printf("largest eigenvalue of the Hessian, softmax over %lld scores, mean of %lld draws (uniform: 1/%lld = "
+              "%.4f; one-hot: 0; at most 1/2)\n",
+              (long long)n, (long long)draws, (long long)n, 1.0 / (double)n);
+  std::printf("%-22s %8s %14s\n", "scores", "", "lambda_max");
+  std::vector<double> stds, lam_std;
+  for (double sd : {0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0}) {
+    double lam = 0;
+    for (int64_t t = 0; t < draws; t++) lam += largest_eigenvalue(mul(randn({n}, kFloat64, &gen), sd), gen) / draws;
+    char label[32];
+    std::snprintf(label, sizeof label, "N(0, %g^2)", sd);
+    std::printf("%-22s %8s %14.4e\n", label, "", lam);
+    csv << "std," << sd << ",," << lam << "\n";
+    stds.push_back(sd);
+    lam_std.push_back(lam);
+  }
+  std::printf("\n%-22s %8s %14s\n", "q.k, q and k ~ N(0, 1)", "scaled", "lambda_max");
+  std::vector<double> dks, lam_scaled, lam_unscaled;
+  for (int64_t dk = 8; dk <= 2048; dk *= 4) {
+    dks.push_back((double)dk);
+    for (bool scaled : {false, true}) {
+      double lam = 0;
+      for (int64_t t = 0; t < draws; t++) {
+        Tensor q = randn({1, dk}, kFloat64, &gen), k = randn({n, dk}, kFloat64, &gen);
+        Tensor z = matmul(q, k.mT()).reshape({n});
+        lam += largest_eigenvalue(scaled ? div(z, std::sqrt((double)dk)) : z, gen) / draws;
+      }
+      std::printf("%-22s %8s %14.4e\n", ("d_k = " + std::to_string(dk)).c_str(), scaled ? "yes" : "no", lam);
+      csv << "dot," << dk << "," << (scaled ? 1 : 0) << "," << lam << "\n";
+      (scaled ? lam_scaled : lam_unscaled).push_back(lam);
+    }
+  }
+  std::printf("\nThe curvature rises from the uniform softmax's 1/n while the scores spread out, peaks, then\n"
+              "collapses as the softmax saturates to one position and the loss goes flat in every direction.\n"
+              "Unscaled, q.k spreads as sqrt(d_k) and travels that whole curve as d_k grows; scaled by\n"
+              "1/sqrt(d_k) it keeps unit variance, and its curvature stays the same at every d_k.\n\n");
+  plot::Lines by_std{"curvature of logsumexp", "std of the scores", "largest eigenvalue", {{"N(0, std^2)", stds, lam_std}}};
+  by_std.log_x = true;
+  plot::Lines by_dk{"curvature for q.k", "d_k", "largest eigenvalue",
+                    {{"q.k / sqrt(d_k)", dks, lam_scaled}, {"q.k unscaled", dks, lam_unscaled}}};
+  by_dk.log_x = true;
+  const std::string table = csv.str();
+  io::replace_file(out + "/curvature.csv", table.data(), table.size(), "softmax_lab");
+  plot::save_png(out + "/curvature.png", {by_std, by_dk}, 2, 560, 380);
+  std::printf("wrote %s/curvature.csv, %s/curvature.png\n", out.c_str(), out.c_str());
+  return max_diff(h_lse, closed) < 1e-12 && max_diff(h_ce, closed) < 1e-12;
+}
+
 // --x: two to kMaxX finite numbers in [-kMaxAbsX, kMaxAbsX], separated by commas.
 constexpr size_t kMaxX = 64;
 constexpr double kMaxAbsX = 1000;  // beyond, x + 1e-6 loses the finite differences' step
@@ -260,7 +363,8 @@ std::vector<double> parse_list(const std::string& s) {
 
 int main(int argc, char** argv) {
   return cli::run("softmax_lab", [&] {
-    CLI::App app{"How gradients flow back through softmax: its Jacobian, saturation, and masks.", "softmax_lab"};
+    CLI::App app{"How gradients flow back through softmax: its Jacobian, saturation, masks and curvature.",
+                 "softmax_lab"};
     std::string x_text, out = "runs/softmax_lab";
     int64_t seed = 1, n = 64, trials = 200;
     cli::text(app, "--x", x_text, "the scores of the Jacobian, e.g. 1,2,3 (default: 5 drawn from N(0, 1))");
@@ -271,8 +375,9 @@ int main(int argc, char** argv) {
     cli::parse(app, argc, argv);
     std::vector<double> x;
     if (!x_text.empty() || app.count("--x")) x = parse_list(x_text);
-    // the largest tensors: keys [trials, n, d_k] at d_k = 1024, and a few [trials, n]
-    cli::check_fits_in_memory("softmax_lab", 8.0 * double(trials) * double(n) * (1024 + 16),
+    // the largest tensors: keys [trials, n, d_k] at d_k = 1024, and a few [trials, n]; the
+    // curvature's keys [n, 2048]
+    cli::check_fits_in_memory("softmax_lab", 8.0 * (double(trials) * double(n) * (1024 + 16) + double(n) * 2048),
                               "the saturation experiment with --n " + std::to_string(n) + " and --trials " +
                                   std::to_string(trials));
     cli::make_output_dir("--out", out);
@@ -283,9 +388,13 @@ int main(int argc, char** argv) {
     const bool jacobians_agree = jacobian(x);
     saturation(n, trials, (uint64_t)seed, out);
     const bool masks_hold = masks((uint64_t)seed);
-    if (!jacobians_agree || !masks_hold) {
+    std::printf("\n");
+    const bool hessians_agree = curvature(x, n, trials, (uint64_t)seed, out);
+    if (!jacobians_agree || !masks_hold || !hessians_agree) {
       std::fprintf(stderr, "softmax_lab: %s\n",
-                   !jacobians_agree ? "the Jacobians disagree" : "a blocked position got weight or gradient");
+                   !jacobians_agree ? "the Jacobians disagree"
+                   : !masks_hold    ? "a blocked position got weight or gradient"
+                                    : "the double-backward Hessians disagree with diag(p) - p p^T");
       return 1;
     }
     return 0;

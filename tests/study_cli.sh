@@ -37,7 +37,14 @@ big=99999999999999999999999
 "$bin/softmax_lab" --out "$dir/lab" --trials 50 >"$dir/lab.out" 2>&1 || fail "softmax_lab exited $?"
 contains "$dir/lab.out" "largest |autograd - formula|"
 contains "$dir/lab.out" "every blocked weight is exactly 0: yes"
-for f in saturation.csv saturation_profile.png saturation_gradient.png; do [ -s "$dir/lab/$f" ] || fail "no $f"; done
+for f in saturation.csv saturation_profile.png saturation_gradient.png curvature.csv curvature.png; do
+  [ -s "$dir/lab/$f" ] || fail "no $f"
+done
+# the double-backward Hessians equal diag(p) - p p^T to rounding
+for what in logsumexp cross-entropy; do
+  err=$(grep "largest |Hessian of $what" "$dir/lab.out" | awk '{ print $NF }')
+  awk -v e="$err" 'BEGIN { exit !(e != "" && e + 0 < 1e-12) }' || fail "Hessian of $what differs by '$err'"
+done
 [ "$(wc -l <"$dir/lab/saturation.csv")" -eq 20 ] || fail "saturation.csv: expected a header and 19 rows"
 "$bin/softmax_lab" --x 1,2,3,40 --out "$dir/lab2" --trials 5 >"$dir/lab2.out" 2>&1 || fail "softmax_lab --x exited $?"
 contains "$dir/lab2.out" "1.00000   2.00000   3.00000  40.00000"
@@ -114,10 +121,12 @@ fi
 # the seeds' sequence of shapes
 for shape in "[2,5]" "[2,5,512]" "[2,8,5,64]" "[2,8,5,5]"; do contains "$dir/walk.out" "$shape"; done
 order=$(grep -oE '\[[0-9,]+\]$' "$dir/walk.out" | tr '\n' ' ')
-[ "$order" = "[2,5] [2,5,512] [2,5] [2,5,512] [2,8,5,64] [2,8,5,5] [2,8,5,5] [2,8,5,64] [2,5,512] [2,5,512] [2,5,512] " ] ||
+[ "$order" = "[2,5] [2,5,512] [2,5] [2,5,512] [2,8,5,64] [2,8,5,5] [2,8,5,5] [2,8,5,64] [2,5,512] [2,5,512] [2,5,512] [2,8,5,5] [2,8,5,5] " ] ||
   fail "walkthrough shapes: $order"
 contains "$dir/walk.out" "largest weight on a pad key: 0"
-for f in heads_sentence1.png heads_sentence2.png; do [ -s "$dir/walk/$f" ] || fail "no $f"; done
+contains "$dir/walk.out" "dL/dscores equals softmax_backward(dL/dweights, weights) exactly: yes"
+contains "$dir/walk.out" "largest |dL/dscores| at a pad key: 0"
+for f in heads_sentence1.png heads_sentence2.png score_gradients_sentence1.png; do [ -s "$dir/walk/$f" ] || fail "no $f"; done
 expect 2 attention_walkthrough --seed x1
 says '--seed needs an integer in [0, 2^63-1], got "x1"'
 expect 2 attention_walkthrough --seed $big
