@@ -5,7 +5,7 @@
 # PyTorch and h5py for the checkpoint loader test).
 set -euo pipefail
 pkgs=(g++ cmake make pkg-config libopenblas-openmp-dev libhdf5-dev hdf5-tools zlib1g-dev catch2
-  libcairo2-dev fonts-dejavu-core libcli11-dev "$@")
+  libcairo2-dev fonts-dejavu-core libcli11-dev libopenmpi-dev openmpi-bin "$@")
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
