@@ -1,6 +1,7 @@
 // The backward engine, grad mode and anomaly mode.
 #include "core/autograd.h"
 
+#include <algorithm>
 #include <atomic>
 #include <unordered_map>
 #include <unordered_set>
@@ -256,6 +257,13 @@ class GraphTask {
 
   bool is_target(Node* n) const { return node_targets_.count(n) != 0; }
   bool wanted_leaf(TensorImpl* leaf) const { return !capturing_ || leaf_targets_.count(leaf) != 0; }
+  // Whether a gradient sent along e is used: a needed node, or a live leaf that is wanted.
+  bool leads_on(const Edge& e) const {
+    if (e.fn) return needed(e.fn.get());
+    if (!capturing_) return !e.leaf.expired();
+    auto leaf = e.leaf.lock();
+    return leaf && wanted_leaf(leaf.get());
+  }
 
   // Which nodes to evaluate and, for each, how many evaluated consumers feed it. When
   // collecting, a node is needed only if a target can be reached from it: decided for
@@ -346,11 +354,7 @@ class GraphTask {
       accumulate(t->grad, g, create_);
     }
     // evaluate the node only when an input leads somewhere wanted
-    bool go_on = false;
-    for (Edge& e : n->inputs) {
-      if (e.fn ? needed(e.fn.get()) : (!e.leaf.expired() && wanted_leaf(e.leaf.lock().get()))) go_on = true;
-    }
-    if (!go_on) {
+    if (std::none_of(n->inputs.begin(), n->inputs.end(), [&](const Edge& e) { return leads_on(e); })) {
       finish_inputs(n, ready);
       return;
     }
@@ -377,7 +381,7 @@ class GraphTask {
     for (size_t i = 0; i < n->inputs.size(); i++) {
       Edge& e = n->inputs[i];
       if (!in_grads[i].defined()) continue;
-      if (e.fn ? !needed(e.fn.get()) : e.leaf.expired()) continue;
+      if (!leads_on(e)) continue;
       Tensor gi = sum_to(in_grads[i], e.shape);
       if (gi.dtype() != e.dtype) gi = gi.to(e.dtype);
       if (!e.fn) {

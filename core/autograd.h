@@ -93,16 +93,6 @@ struct Node {
 // --- grad mode: when off, ops record nothing (like torch.no_grad()).
 bool grad_enabled();
 void set_grad_enabled(bool on);
-class NoGradGuard {
- public:
-  NoGradGuard() : prev_(grad_enabled()) { set_grad_enabled(false); }
-  ~NoGradGuard() { set_grad_enabled(prev_); }
-  NoGradGuard(const NoGradGuard&) = delete;
-  NoGradGuard& operator=(const NoGradGuard&) = delete;
- private:
-  bool prev_;
-};
-
 // Sets grad mode for a scope (torch.set_grad_enabled); GradModeGuard(true) is enable_grad.
 class GradModeGuard {
  public:
@@ -113,6 +103,11 @@ class GradModeGuard {
  private:
   bool prev_;
 };
+class NoGradGuard : public GradModeGuard {
+ public:
+  NoGradGuard() : GradModeGuard(false) {}
+};
+
 
 // --- anomaly mode (like torch.autograd.detect_anomaly): the first op whose forward or
 // backward produces NaN or Inf throws an Error naming the op, its input shapes and the
@@ -151,7 +146,7 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
 
 // --- torch.autograd.grad
 struct GradOptions {
-  std::optional<bool> retain_graph;  // keep the graph for another backward; default: create_graph
+  std::optional<bool> retain_graph = std::nullopt;  // keep the graph for another backward; default: create_graph
   bool create_graph = false;         // record the backward, so the gradients can be differentiated
   bool allow_unused = false;         // an input the outputs do not depend on gets an undefined
                                      // gradient instead of an error

@@ -135,7 +135,8 @@ Tensor mul(const Tensor& a, const Tensor& b, Loc loc) {
     sa = b.requires_grad() ? a : Tensor();
     sb = a.requires_grad() ? b : Tensor();
     bw = [xa = SavedTensor(sa), xb = SavedTensor(sb)](const Tensor& g) {
-      return std::vector<Tensor>{xb.defined() ? mul(g, xb.get()) : Tensor(), xa.defined() ? mul(g, xa.get()) : Tensor()};
+      return std::vector<Tensor>{xb.defined() ? mul(g, xb.get()) : Tensor(),
+                                 xa.defined() ? mul(g, xa.get()) : Tensor()};
     };
   }
   return record("mul", loc, out, {a, b}, std::move(bw), {sa, sb});
@@ -327,7 +328,9 @@ Tensor gelu(const Tensor& a, bool tanh_approx, Loc loc) {
       const double k = 0.7978845608028654;
       Tensor x2 = square(x);
       Tensor t = tanh(mul(mul(x, add(mul(x2, 0.044715), 1.0)), k));
-      Tensor d = add(mul(add(t, 1.0), 0.5), mul(mul(x, rsub(1.0, square(t))), mul(add(mul(x2, 3 * 0.044715), 1.0), 0.5 * k)));
+      // 0.5 (1 + t) + 0.5 k x (1 - t^2) (1 + 3 * 0.044715 x^2)
+      Tensor d = add(mul(add(t, 1.0), 0.5),
+                     mul(mul(x, rsub(1.0, square(t))), mul(add(mul(x2, 3 * 0.044715), 1.0), 0.5 * k)));
       return mul(g, d);
     });
   }
@@ -634,16 +637,26 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Loc loc
 }
 
 // ------------------------------------------------------------------ softmax
+// A contiguous tensor as rows along dim: outer blocks of n elements, inner apart.
+struct RowsAlong {
+  int64_t outer = 1, n = 1, inner = 1;
+};
+static RowsAlong rows_along(const Tensor& t, int64_t dim) {
+  RowsAlong r;
+  r.n = t.size(dim);
+  for (int64_t d = 0; d < dim; d++) r.outer *= t.size(d);
+  for (int64_t d = dim + 1; d < t.dim(); d++) r.inner *= t.size(d);
+  return r;
+}
+
 static Tensor softmax_impl(const char* name, const Tensor& a, int64_t dim, const Loc& loc, bool log) {
   need_float(name, a);
   if (a.dim() == 0) return record(name, loc, log ? zeros_like(a) : ones_like(a), {a}, nullptr);
   dim = wrap_dim(dim, a.dim(), name);
-  int64_t outer = 1, inner = 1, n = a.size(dim);
-  for (int64_t d = 0; d < dim; d++) outer *= a.size(d);
-  for (int64_t d = dim + 1; d < a.dim(); d++) inner *= a.size(d);
+  const RowsAlong r = rows_along(a, dim);
   Tensor x = a.detach().contiguous();
   Tensor out = empty(a.shape(), a.dtype());
-  kernel::softmax_forward(out, x, outer, n, inner, log);
+  kernel::softmax_forward(out, x, r.outer, r.n, r.inner, log);
   BackwardFn bw;
   if (wants_grad(a)) {
     bw = [y = SavedTensor(out, /*is_output=*/true), dim, log](const Tensor& g) {
@@ -670,12 +683,10 @@ Tensor softmax_backward(const Tensor& g, const Tensor& y, int64_t dim, bool log,
     fail(name, "expected a gradient of the output's shape ", y.shape(), ", got ", g.shape());
   if (y.dim() == 0) return record(name, loc, zeros_like(y), {g, y}, nullptr);
   dim = wrap_dim(dim, y.dim(), name);
-  int64_t outer = 1, inner = 1, n = y.size(dim);
-  for (int64_t d = 0; d < dim; d++) outer *= y.size(d);
-  for (int64_t d = dim + 1; d < y.dim(); d++) inner *= y.size(d);
+  const RowsAlong r = rows_along(y, dim);
   Tensor yc = y.detach().contiguous();
   Tensor dx = empty(y.shape(), y.dtype());
-  kernel::softmax_backward(dx, g.detach().contiguous(), yc, outer, n, inner, log);
+  kernel::softmax_backward(dx, g.detach().contiguous(), yc, r.outer, r.n, r.inner, log);
   BackwardFn bw;
   if (wants_grad(g, y)) {
     const bool gg = g.requires_grad(), gy = y.requires_grad();

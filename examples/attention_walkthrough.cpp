@@ -41,6 +41,33 @@ void step(int n, const std::string& what, const Tensor& t) {
   std::printf("%2d. %-52s %s\n", n, what.c_str(), shape_str(t.shape()).c_str());
 }
 
+// The tokens of sentence b as axis labels ("pad" for id 0).
+std::vector<std::string> token_labels(const Tensor& ids, int64_t b) {
+  std::vector<std::string> labels;
+  for (int64_t id : ids.select(0, b).to_vector<int64_t>()) labels.push_back(id == 0 ? "pad" : std::to_string(id));
+  return labels;
+}
+
+// One heatmap per head of maps [heads, L, L], query rows against key columns.
+std::vector<plot::Panel> head_panels(const Tensor& maps, const std::vector<std::string>& labels, double vmax,
+                                     bool annotate) {
+  std::vector<plot::Panel> panels;
+  for (int64_t h = 0; h < maps.size(0); h++) {
+    plot::Heatmap p;
+    p.title = "head " + std::to_string(h + 1);
+    p.xlabel = "key (len_k)";
+    p.ylabel = "query (len_q)";
+    const int64_t L = maps.size(1);
+    auto mv = maps.select(0, h).contiguous().to_vector<double>();
+    for (int64_t i = 0; i < L; i++) p.values.emplace_back(mv.begin() + i * L, mv.begin() + (i + 1) * L);
+    p.row_labels = p.col_labels = labels;
+    p.vmax = vmax;
+    p.annotate = annotate;
+    panels.push_back(p);
+  }
+  return panels;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -104,25 +131,8 @@ int main(int argc, char** argv) {
     std::printf("largest weight on a pad key: %g\n\n", pad_weight);
 
     for (int64_t b = 0; b < B; b++) {
-      std::vector<std::string> labels;
-      for (int64_t j = 0; j < L; j++) {
-        int64_t id = ids.to_vector<int64_t>()[b * L + j];
-        labels.push_back(id == 0 ? "pad" : std::to_string(id));
-      }
-      std::vector<plot::Panel> panels;
-      for (int64_t h = 0; h < heads; h++) {
-        plot::Heatmap p;
-        p.title = "head " + std::to_string(h + 1);
-        p.xlabel = "key (len_k)";
-        p.ylabel = "query (len_q)";
-        Tensor m = weights.select(0, b).select(0, h);
-        auto mv = m.to_vector<double>();
-        for (int64_t i = 0; i < L; i++) p.values.emplace_back(mv.begin() + i * L, mv.begin() + (i + 1) * L);
-        p.row_labels = p.col_labels = labels;
-        p.vmax = 1.0;
-        p.annotate = true;
-        panels.push_back(p);
-      }
+      const std::vector<std::string> labels = token_labels(ids, b);
+      const std::vector<plot::Panel> panels = head_panels(weights.select(0, b), labels, 1.0, /*annotate=*/true);
       const std::string file = out + "/heads_sentence" + std::to_string(b + 1) + ".png";
       plot::save_png(file, panels, 4, 300, 300,
                      "sentence " + std::to_string(b + 1) + " [" + labels[0] + " " + labels[1] + " " + labels[2] + " " +
@@ -164,25 +174,9 @@ int main(int argc, char** argv) {
     std::printf("largest |row sum| of dL/dscores: %.2e (of entries up to %.2e)\n", row_sum, largest);
     std::printf("largest |dL/dscores| at a pad key: %g\n", pad_grad);
     {
-      std::vector<std::string> labels;
-      for (int64_t j = 0; j < L; j++) {
-        int64_t id = ids.to_vector<int64_t>()[j];
-        labels.push_back(id == 0 ? "pad" : std::to_string(id));
-      }
-      std::vector<plot::Panel> panels;
-      for (int64_t h = 0; h < heads; h++) {
-        plot::Heatmap p;
-        p.title = "head " + std::to_string(h + 1);
-        p.xlabel = "key (len_k)";
-        p.ylabel = "query (len_q)";
-        auto mv = abs(dS.select(0, 0).select(0, h)).to_vector<double>();
-        for (int64_t i = 0; i < L; i++) p.values.emplace_back(mv.begin() + i * L, mv.begin() + (i + 1) * L);
-        p.row_labels = p.col_labels = labels;
-        p.vmax = largest;
-        panels.push_back(p);
-      }
       const std::string file = out + "/score_gradients_sentence1.png";
-      plot::save_png(file, panels, 4, 300, 300, "sentence 1: |dL/dscores| of the 8 heads, for a random upstream gradient");
+      plot::save_png(file, head_panels(abs(dS.select(0, 0)), token_labels(ids, 0), largest, /*annotate=*/false), 4, 300,
+                     300, "sentence 1: |dL/dscores| of the 8 heads, for a random upstream gradient");
       std::printf("wrote %s\n", file.c_str());
     }
     if (d_out > 1e-5 || d_w > 1e-6 || pad_weight != 0) {
