@@ -177,6 +177,9 @@ void release(Node& n) {
   n.released = true;
 }
 
+class GraphTask;
+thread_local GraphTask* t_current_task = nullptr;
+
 // One backward pass. Without targets it accumulates into every leaf reached (backward());
 // with targets it only collects the gradients reaching them (grad()), and evaluates only
 // the nodes from which some target can be reached.
@@ -207,6 +210,11 @@ class GraphTask {
     for (size_t i = 0; i < roots.size(); i++) seeds.push_back(seed(roots[i], grads_in.empty() ? Tensor() : grads_in[i], i, roots.size() == 1));
     GradModeGuard mode(create_);
     InBackward in_backward;
+    struct Current {  // queue_callback's task
+      GraphTask* prev;
+      explicit Current(GraphTask* t) : prev(t_current_task) { t_current_task = t; }
+      ~Current() { t_current_task = prev; }
+    } current(this);
     for (size_t i = 0; i < roots.size(); i++) {
       const Tensor& r = roots[i];
       if (r.grad_fn()) {
@@ -222,17 +230,28 @@ class GraphTask {
         reach_leaf(r.impl_ptr(), seeds[i]);
       }
     }
-    if (root_nodes_.empty()) return;
-    discover();
-    std::vector<std::shared_ptr<Node>> ready;
-    for (auto& n : root_nodes_)
-      if (needed(n.get()) && deps_[n.get()] == 0) ready.push_back(n);
-    while (!ready.empty()) {
-      std::shared_ptr<Node> n = std::move(ready.back());
-      ready.pop_back();
-      evaluate(n, ready);
+    if (!root_nodes_.empty()) {
+      discover();
+      std::vector<std::shared_ptr<Node>> ready;
+      for (auto& n : root_nodes_)
+        if (needed(n.get()) && deps_[n.get()] == 0) ready.push_back(n);
+      while (!ready.empty()) {
+        std::shared_ptr<Node> n = std::move(ready.back());
+        ready.pop_back();
+        evaluate(n, ready);
+      }
+    }
+    // leaves still waiting for an edge whose node was never evaluated, in the order reached
+    for (TensorImpl* l : leaf_order_)
+      if (auto it = leaf_grads_.find(l); it != leaf_grads_.end()) complete_leaf(it);
+    // then the callbacks queued during the pass, in order; one may queue another
+    for (size_t i = 0; i < callbacks_.size(); i++) {
+      auto fn = std::move(callbacks_[i]);
+      fn();
     }
   }
+
+  void queue_callback(std::function<void()> fn) { callbacks_.push_back(std::move(fn)); }
 
   std::vector<Tensor>& captured() { return captured_; }
 
@@ -282,7 +301,7 @@ class GraphTask {
         if (inserted) stack.push_back(e.fn.get());
       }
     }
-    if (!capturing_) return;
+    if (!capturing_) return count_leaf_edges();
     // consumers first (Kahn), on a copy of the counts
     std::unordered_map<Node*, int> left = deps_;
     std::vector<Node*> topo;
@@ -313,14 +332,61 @@ class GraphTask {
       for (Edge& e : n->inputs)
         if (e.fn && needed(e.fn.get())) deps_[e.fn.get()]++;
     }
+    count_leaf_edges();
   }
 
   bool needed(Node* n) const { return !capturing_ || needed_.count(n) != 0; }
 
-  // A leaf's share of the gradient: its hooks, then accumulation and the post-accumulate
-  // hooks (backward), or collection (grad).
+  // A leaf's gradient is the sum of what reaches it along each edge of the pass: its
+  // hooks see that sum, once, and its post-accumulate hooks run once, as soon as the last
+  // edge into it is evaluated (data-parallel training starts reducing it then).
   void reach_leaf(const std::shared_ptr<TensorImpl>& leaf, Tensor g) {
+    add_to_leaf(leaf, std::move(g));
+    if (leaf_edges_left(leaf.get()) == 0)
+      if (auto it = leaf_grads_.find(leaf.get()); it != leaf_grads_.end()) complete_leaf(it);
+  }
+  void add_to_leaf(const std::shared_ptr<TensorImpl>& leaf, Tensor g) {
     if (!wanted_leaf(leaf.get())) return;
+    auto [it, first] = leaf_grads_.try_emplace(leaf.get(), LeafGrad{leaf, g});
+    if (first) leaf_order_.push_back(leaf.get());
+    else it->second.grad = add(it->second.grad, g);
+  }
+  // n's edges into leaves are done, whether or not it sent gradients along them.
+  void leaf_edges_done(Node* n) {
+    for (Edge& e : n->inputs)
+      if (!e.fn)
+        if (auto l = e.leaf.lock()) leaf_edge_done(l.get());
+  }
+
+  // One edge into a leaf is done (its gradient added, or none sent along it).
+  void leaf_edge_done(TensorImpl* leaf) {
+    auto left = leaf_deps_.find(leaf);
+    if (left == leaf_deps_.end() || --left->second > 0) return;
+    if (auto it = leaf_grads_.find(leaf); it != leaf_grads_.end()) complete_leaf(it);
+  }
+  // The edges into leaves of the nodes the pass may evaluate.
+  void count_leaf_edges() {
+    for (auto& [n, count] : deps_)
+      for (Edge& e : n->inputs)
+        if (!e.fn)
+          if (auto l = e.leaf.lock()) leaf_deps_[l.get()]++;
+  }
+  int leaf_edges_left(TensorImpl* leaf) const {
+    auto it = leaf_deps_.find(leaf);
+    return it == leaf_deps_.end() ? 0 : it->second;
+  }
+
+  struct LeafGrad {
+    std::shared_ptr<TensorImpl> leaf;
+    Tensor grad;
+  };
+
+  // The leaf's hooks, then accumulation and the post-accumulate hooks (backward), or
+  // collection (grad).
+  void complete_leaf(std::unordered_map<TensorImpl*, LeafGrad>::iterator it) {
+    std::shared_ptr<TensorImpl> leaf = std::move(it->second.leaf);
+    Tensor g = std::move(it->second.grad);
+    leaf_grads_.erase(it);
     g = run_hooks(leaf->hooks, std::move(g));
     if (capturing_) {
       for (size_t i : leaf_targets_.at(leaf.get())) collect(i, g);
@@ -355,6 +421,7 @@ class GraphTask {
     }
     // evaluate the node only when an input leads somewhere wanted
     if (std::none_of(n->inputs.begin(), n->inputs.end(), [&](const Edge& e) { return leads_on(e); })) {
+      leaf_edges_done(n);
       finish_inputs(n, ready);
       return;
     }
@@ -386,24 +453,32 @@ class GraphTask {
       if (gi.dtype() != e.dtype) gi = gi.to(e.dtype);
       if (!e.fn) {
         in_grads[i] = Tensor();  // so that gi may be the only reference
-        if (auto leaf = e.leaf.lock()) reach_leaf(leaf, std::move(gi));
+        if (auto leaf = e.leaf.lock()) add_to_leaf(leaf, std::move(gi));
       } else {
         auto it = grads_.find(e.fn.get());
         if (it == grads_.end()) grads_.emplace(e.fn.get(), std::move(gi));
         else it->second = add(it->second, gi);
       }
     }
+    leaf_edges_done(n);
     finish_inputs(n, ready);
   }
 
   // Counts n's contribution to each producer; a producer whose consumers are all done is
-  // evaluated next, or, if no gradient reached it, released (a plain backward) or skipped.
+  // evaluated next, or, if no gradient reached it, skipped - and so are its own producers
+  // that then have nothing coming - and released (a plain backward).
   void finish_inputs(Node* n, std::vector<std::shared_ptr<Node>>& ready) {
     for (Edge& e : n->inputs) {
       if (!e.fn || !needed(e.fn.get())) continue;
       if (--deps_[e.fn.get()] != 0) continue;
-      if (grads_.count(e.fn.get())) ready.push_back(e.fn);
-      else if (!retain_ && !capturing_ && !e.fn->released) release(*e.fn);
+      if (grads_.count(e.fn.get())) {
+        ready.push_back(e.fn);
+        continue;
+      }
+      std::shared_ptr<Node> skipped = e.fn;  // release() may drop the edge that holds it
+      leaf_edges_done(skipped.get());
+      finish_inputs(skipped.get(), ready);
+      if (!retain_ && !capturing_ && !skipped->released) release(*skipped);
     }
   }
 
@@ -417,9 +492,19 @@ class GraphTask {
   std::unordered_map<Node*, int> deps_;
   std::unordered_set<Node*> needed_;
   std::unordered_map<Node*, Tensor> grads_;
+  std::unordered_map<TensorImpl*, int> leaf_deps_;        // edges into each leaf not yet done
+  std::unordered_map<TensorImpl*, LeafGrad> leaf_grads_;  // the sums waiting for them
+  std::vector<TensorImpl*> leaf_order_;                   // leaves in the order first reached
+  std::vector<std::function<void()>> callbacks_;
 };
 
 }  // namespace
+
+void queue_callback(std::function<void()> fn) {
+  if (!t_current_task) fail("queue_callback", "called outside a backward pass (from a hook, during backward)");
+  if (!fn) fail("queue_callback", "got an empty function");
+  t_current_task->queue_callback(std::move(fn));
+}
 
 void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph,
                   bool create_graph) {

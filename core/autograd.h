@@ -144,6 +144,11 @@ Tensor record(const char* op, const Loc& loc, Tensor out, const std::vector<Tens
 void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph,
                   bool create_graph);
 
+// Runs fn once the backward pass now running (the one whose hook calls this) has
+// evaluated every node and completed every leaf, before backward() returns; callbacks run
+// in the order queued. PyTorch's Variable._execution_engine.queue_callback.
+void queue_callback(std::function<void()> fn);
+
 // --- torch.autograd.grad
 struct GradOptions {
   std::optional<bool> retain_graph = std::nullopt;  // keep the graph for another backward; default: create_graph

@@ -116,6 +116,57 @@ TEST_CASE("a leaf's hooks run before its gradient accumulates, post-accumulate h
              StartsWith("register_post_accumulate_grad_hook: expected a leaf tensor that requires grad"));
 }
 
+TEST_CASE("a leaf used along several paths gets its hooks once per backward, on the summed gradient") {
+  Tensor w = leaf({1, 2, 3, 4}, {4});
+  std::vector<std::vector<double>> seen, after;
+  w.register_hook([&](const Tensor& g) {
+    seen.push_back(vals(g));
+    return g;
+  });
+  w.register_post_accumulate_grad_hook([&](const Tensor& t) { after.push_back(vals(t.grad())); });
+  // three edges into w: two slices and w itself
+  Tensor a = w.narrow(0, 0, 2), b = w.narrow(0, 2, 2);
+  Tensor z = add(sum(mul(a, b)), sum(mul(w, 0.5)));  // dz/dw = [b + .5, a + .5]
+  z.backward();
+  REQUIRE(seen.size() == 1);
+  CHECK(seen[0] == std::vector<double>{3.5, 4.5, 1.5, 2.5});
+  REQUIRE(after.size() == 1);
+  CHECK(after[0] == std::vector<double>{3.5, 4.5, 1.5, 2.5});
+}
+
+TEST_CASE("a leaf's post-accumulate hook runs as soon as its last edge is done, before the rest of backward") {
+  // w1's only edge is into the last op; w2 sits at the bottom of a chain, reached later
+  Tensor w1 = leaf({1, 2}, {2}), w2 = leaf({0.5, -0.5}, {2});
+  std::vector<std::string> order;
+  bool w2_had_grad = true;
+  w1.register_post_accumulate_grad_hook([&](const Tensor&) {
+    order.push_back("w1");
+    w2_had_grad = w2.grad().defined();
+  });
+  w2.register_post_accumulate_grad_hook([&](const Tensor&) { order.push_back("w2"); });
+  sum(mul(w1, exp(exp(mul(w2, 2.0))))).backward();
+  CHECK(order == std::vector<std::string>{"w1", "w2"});
+  CHECK_FALSE(w2_had_grad);
+}
+
+TEST_CASE("queue_callback runs after every leaf of the pass is complete, and only during backward") {
+  Tensor w1 = leaf({1, 2}, {2}), w2 = leaf({3, 4}, {2});
+  std::vector<std::string> events;
+  w1.register_post_accumulate_grad_hook([&](const Tensor&) {
+    events.push_back("w1");
+    queue_callback([&] {
+      events.push_back(cat_str("callback ", w1.grad().defined() && w2.grad().defined() ? "both" : "missing"));
+      queue_callback([&] { events.push_back("second"); });  // one may queue another
+    });
+  });
+  w2.register_post_accumulate_grad_hook([&](const Tensor&) { events.push_back("w2"); });
+  sum(mul(w1, w2)).backward();
+  REQUIRE(events.size() == 4);
+  CHECK(events[2] == "callback both");
+  CHECK(events[3] == "second");
+  CHECK_THAT(error_of([] { queue_callback([] {}); }), StartsWith("queue_callback: called outside a backward pass"));
+}
+
 TEST_CASE("a hook that returns a gradient of another shape is an error naming both shapes") {
   Tensor x = leaf({1, 2, 3}, {3});
   Tensor y = mul(x, 2.0);
