@@ -921,46 +921,77 @@ Tensor embedding_lookup(const Tensor& weight, const Tensor& ids, Loc loc) {
 }
 
 // ------------------------------------------------------------------ dropout
-// One pass each way and no mask in memory: element i of a (in row-major order) is kept
-// unless draw first + i of the generator falls below p, and the backward makes the same
-// decisions again from (seed, first).
+// One pass each way and no mask in memory: element c of row r (every dim but the last) is
+// kept unless draw keys[r] + c of the generator falls below p (DropoutDraws), and the
+// backward makes the same decisions again from the same keys.
 namespace {
+using RowKeys = std::shared_ptr<const std::vector<uint64_t>>;
+
 template <class T>
-void dropout_apply(T* out, const T* in, int64_t n, const DropoutDraws d) {  // by value: the loop vectorises
+void dropout_apply(T* out, const T* in, int64_t cols, const std::vector<uint64_t>& keys,
+                   const DropoutDraws d) {  // by value: the loop vectorises
   const T scale = T(d.scale);
-  parallel_for(n, cost::kExp, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; i++) {
-      const T kept = in[i] * scale;  // read unconditionally, so that the loop vectorises
-      out[i] = d.dropped((uint64_t)i) ? T(0) : kept;
+  const int64_t rows = (int64_t)keys.size();
+  parallel_for(rows, cols * cost::kExp, [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; r++) {
+      const uint64_t key = keys[(size_t)r];
+      const T* x = in + r * cols;
+      T* y = out + r * cols;
+      for (int64_t c = 0; c < cols; c++) {
+        const T kept = x[c] * scale;  // read unconditionally, so that the loop vectorises
+        y[c] = d.dropped(key, c) ? T(0) : kept;
+      }
     }
   });
 }
-}  // namespace
 
-static Tensor dropout_with(const Tensor& a, const DropoutDraws& draws, const Loc& loc);
+// Dropout with given draws and row keys. Linear in a with the same mask each time, so its
+// backward is itself, and so is every derivative after.
+Tensor dropout_with(const Tensor& a, const DropoutDraws& draws, const RowKeys& keys, const Loc& loc) {
+  Tensor x = a.detach().contiguous();
+  Tensor out = empty(a.shape(), a.dtype());
+  const int64_t cols = a.dim() == 0 ? 1 : a.size(-1);
+  dispatch_float(a.dtype(), "dropout", [&](auto tag) {
+    using T = decltype(tag);
+    if (a.numel() > 0) dropout_apply<T>(out.data<T>(), x.data<T>(), cols, *keys, draws);
+  });
+  BackwardFn bw;
+  if (wants_grad(a))
+    bw = [draws, keys, loc](const Tensor& g) { return std::vector<Tensor>{dropout_with(g, draws, keys, loc)}; };
+  return record("dropout", loc, out, {a}, std::move(bw));
+}
+}  // namespace
 
 Tensor dropout(const Tensor& a, double p, bool training, Generator* gen, Loc loc) {
   need_float("dropout", a);
   if (!(p >= 0.0 && p <= 1.0)) fail("dropout", "probability must be in [0, 1], got ", p);
   if (!training || p == 0.0) return a;
-  const int64_t n = a.numel();
-  const DropoutDraws draws = DropoutDraws::take(gen ? *gen : default_generator(), p, (uint64_t)n);
-  return dropout_with(a, draws, loc);
+  const DropoutDraws draws = DropoutDraws::take(gen ? *gen : default_generator(), p, a.shape());
+  const int64_t cols = a.dim() == 0 ? 1 : a.size(-1), rows = cols == 0 ? 0 : a.numel() / cols;
+  auto keys = std::make_shared<std::vector<uint64_t>>((size_t)rows);
+  for (int64_t r = 0; r < rows; r++) (*keys)[(size_t)r] = draws.row_key(r);
+  return dropout_with(a, draws, keys, loc);
 }
 
-// Dropout with given draws. Linear in a with the same mask each time, so its backward is
-// itself, and so is every derivative after.
-static Tensor dropout_with(const Tensor& a, const DropoutDraws& draws, const Loc& loc) {
-  const int64_t n = a.numel();
-  Tensor x = a.detach().contiguous();
-  Tensor out = empty(a.shape(), a.dtype());
-  dispatch_float(a.dtype(), "dropout", [&](auto tag) {
-    using T = decltype(tag);
-    dropout_apply<T>(out.data<T>(), x.data<T>(), n, draws);
-  });
-  BackwardFn bw;
-  if (wants_grad(a)) bw = [draws, loc](const Tensor& g) { return std::vector<Tensor>{dropout_with(g, draws, loc)}; };
-  return record("dropout", loc, out, {a}, std::move(bw));
+Tensor dropout_packed(const Tensor& rows, const Tensor& grid_rows, int64_t grid_len, double p, bool training,
+                      Generator* gen, Loc loc) {
+  const char* op = "dropout_packed";
+  need_float(op, rows);
+  if (!(p >= 0.0 && p <= 1.0)) fail(op, "probability must be in [0, 1], got ", p);
+  if (rows.dim() != 2) fail(op, "expected packed rows [N, C], got shape ", rows.shape());
+  if (grid_rows.dtype() != kInt64 || grid_rows.dim() != 1 || grid_rows.size(0) != rows.size(0))
+    fail(op, "expected int64 grid_rows [N] with N = ", rows.size(0), ", got ", dtype_name(grid_rows.dtype()), " ",
+         grid_rows.shape());
+  if (grid_len <= 0) fail(op, "grid_len must be positive, got ", grid_len);
+  if (!training || p == 0.0) return rows;
+  const DropoutDraws draws = DropoutDraws::take(gen ? *gen : default_generator(), p, rows.shape());
+  const std::vector<int64_t> at = grid_rows.contiguous().to_vector<int64_t>();
+  auto keys = std::make_shared<std::vector<uint64_t>>(at.size());
+  for (size_t n = 0; n < at.size(); n++) {
+    if (at[n] < 0) fail(op, "grid_rows[", (int64_t)n, "] = ", at[n], " is negative");
+    (*keys)[n] = draws.row_key(at[n] / grid_len, at[n] % grid_len);
+  }
+  return dropout_with(rows, draws, keys, loc);
 }
 
 // ------------------------------------------------------------------ operators

@@ -47,7 +47,8 @@
 // | gather(a, d, i)        | i                      | da = scatter_add of g at i                           |
 // | split / chunk          | (narrow views)         |                                                      |
 // | embedding_lookup(w, i) | (index_select)         | dw = index_add of g at i                             |
-// | dropout(a, p)          | generator seed, first  | da = g*keep/(1-p), keep drawn again from the seed    |
+// | dropout(a, p)          | seed, row keys         | da = g*keep/(1-p), keep drawn again from the keys    |
+// | dropout_packed(r, ...) | seed, row keys         | as dropout                                           |
 // | views (tensor.h)       | sizes                  | the inverse view; narrow/select put g into zeros     |
 //
 // Binary ops broadcast as NumPy and PyTorch do and require both operands to have the same
@@ -167,9 +168,17 @@ Tensor gather(const Tensor& a, int64_t dim, const Tensor& index, Loc loc = Loc::
 Tensor embedding_lookup(const Tensor& weight, const Tensor& ids, Loc loc = Loc::current());
 
 // --- regularisation: zeroes elements with probability p and scales the rest by 1/(1-p)
-// when training; identity otherwise. Draws from gen (the default generator if null).
+// when training; identity otherwise. Draws from gen (the default generator if null); an
+// element's decision depends on its coordinates, not on the tensor's size (DropoutDraws):
+// the same sample gets the same mask in a longer-padded batch, or in a slice of the batch
+// held by another process.
 Tensor dropout(const Tensor& a, double p, bool training = true, Generator* gen = nullptr,
                Loc loc = Loc::current());
+// Dropout of the packed rows [N, C] of a padded [B, S, C] tensor: row n is position
+// grid_rows[n] = b * S + s of the grid (S = grid_len) and gets the mask dropout() gives
+// that position of the padded tensor.
+Tensor dropout_packed(const Tensor& rows, const Tensor& grid_rows, int64_t grid_len, double p, bool training = true,
+                      Generator* gen = nullptr, Loc loc = Loc::current());
 
 // --- operators
 // The tensor operand binds to TensorAt, whose constructor's default argument records

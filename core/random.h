@@ -3,6 +3,7 @@
 // draws can be filled by any number of threads with identical results, and the whole
 // state is two integers that a checkpoint can save and restore.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -40,6 +41,13 @@ class Generator {
   }
   bool below(uint64_t i, uint64_t threshold) const { return (draw(i) >> 11) < threshold; }
 
+  // Dropout's masks for a tensor whose first dim holds samples are drawn as if sample i
+  // were sample i + offset: a process holding samples [offset, offset + n) of a larger
+  // batch draws the masks the whole batch would give them (see DropoutDraws). Not part of
+  // the state; 0 unless set.
+  void set_sample_offset(int64_t offset) { sample_offset_ = offset; }
+  int64_t sample_offset() const { return sample_offset_; }
+
   // Sequential helpers for scalar use.
   double next_uniform() { return uniform(reserve(1)); }
   uint64_t next_u64() { return draw(reserve(1)); }
@@ -47,27 +55,59 @@ class Generator {
  private:
   uint64_t seed_ = 0;
   uint64_t counter_ = 0;
+  int64_t sample_offset_ = 0;
 };
 
-// Dropout's keep/drop decisions, made in this one place for every op that drops: element
-// i (a flat, row-major index into the dropped tensor) is dropped when draw first + i of
-// the generator falls below p, and a kept element is scaled by 1/(1-p). A small value that
-// holds the generator's seed rather than a reference to it: loops that take it by value
-// vectorise, and a backward keeps it to make the same decisions again.
+// Dropout's keep/drop decisions, made in this one place for every op that drops. They
+// belong to the element, not to the layout of the batch it sits in: a dropped tensor is
+// seen as rows (every dim but the last) of columns (the last dim), and element c of the
+// row at coordinates (i0, i1, ...) is dropped when draw key + c of the generator falls
+// below p, where key hashes this call's own draw with the coordinates. Padding a batch
+// longer, packing its rows, or splitting it between processes (the generator's sample
+// offset moves i0, the sample) leaves every element's decision as it was. A kept element
+// is scaled by 1/(1-p). The value holds the generator's seed rather than a reference to
+// it, so that a backward keeps it to make the same decisions again.
 struct DropoutDraws {
   Generator gen;
-  uint64_t first = 0, threshold = 0;
+  uint64_t call = 0, threshold = 0;
   double scale = 1;  // 1/(1-p); 0 when p = 1
+  int64_t sample_offset = 0;
+  std::vector<int64_t> row_dims;  // the dropped tensor's dims but the last
 
-  // Takes n draws from source for dropping with probability p.
-  static DropoutDraws take(Generator& source, double p, uint64_t n) {
-    return {Generator(source.seed()), source.reserve(n), Generator::below_threshold(p), p < 1.0 ? 1.0 / (1.0 - p) : 0.0};
+  // One draw of source for a tensor of this shape, dropping with probability p.
+  static DropoutDraws take(Generator& source, double p, const std::vector<int64_t>& shape) {
+    DropoutDraws d{Generator(source.seed()), source.draw(source.reserve(1)), Generator::below_threshold(p),
+                   p < 1.0 ? 1.0 / (1.0 - p) : 0.0, source.sample_offset(), {}};
+    if (!shape.empty()) d.row_dims.assign(shape.begin(), shape.end() - 1);
+    return d;
   }
-  bool dropped(uint64_t i) const { return gen.below(first + i, threshold); }
+  // The key of row r, a row-major index over row_dims.
+  uint64_t row_key(int64_t r) const {
+    uint64_t key = call;
+    int64_t stride = 1;
+    for (size_t i = row_dims.size(); i-- > 1;) stride *= row_dims[i];
+    for (size_t i = 0; i < row_dims.size(); i++) {
+      const int64_t coord = r / stride % row_dims[i];
+      key = mix(key, i == 0 ? coord + sample_offset : coord);
+      if (i + 1 < row_dims.size()) stride /= row_dims[i + 1];
+    }
+    return key;
+  }
+  // The key of the row at (sample, position) of a [samples, positions, columns] tensor.
+  uint64_t row_key(int64_t sample, int64_t position) const { return mix(mix(call, sample + sample_offset), position); }
+  bool dropped(uint64_t key, int64_t c) const { return gen.below(key + (uint64_t)c, threshold); }
   // 0 for a dropped element, else scale.
   template <class T>
-  T factor(uint64_t i) const {
-    return dropped(i) ? T(0) : T(scale);
+  T factor(uint64_t key, int64_t c) const {
+    return dropped(key, c) ? T(0) : T(scale);
+  }
+
+ private:
+  static uint64_t mix(uint64_t key, int64_t coord) {
+    uint64_t z = key ^ ((uint64_t)coord + 0x632BE59BD9B4E019ull) * 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
   }
 };
 

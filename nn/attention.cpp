@@ -40,8 +40,12 @@ Tensor dropout_keep(const Shape& shape, DType dtype, const DropoutDraws& draws) 
   dispatch_float(dtype, kOp, [&](auto tag) {
     using T = decltype(tag);
     T* k = keep.data<T>();
-    parallel_for(keep.numel(), cost::kExp, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; i++) k[i] = draws.factor<T>((uint64_t)i);
+    const int64_t cols = shape.back(), rows = cols == 0 ? 0 : keep.numel() / cols;
+    parallel_for(rows, cols * cost::kExp, [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; r++) {
+        const uint64_t key = draws.row_key(r);
+        for (int64_t c = 0; c < cols; c++) k[r * cols + c] = draws.factor<T>(key, c);
+      }
     });
   });
   return keep;
@@ -102,7 +106,7 @@ AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
   Tensor keep, pd = p;
   if (training && dropout_p > 0.0) {
     keep = detail::dropout_keep(p.shape(), dt,
-                                DropoutDraws::take(gen ? *gen : default_generator(), dropout_p, numel_of(p.shape())));
+                                DropoutDraws::take(gen ? *gen : default_generator(), dropout_p, p.shape()));
     NoGradGuard no_grad;
     pd = mul(p, keep);
   }

@@ -40,7 +40,7 @@ struct TiledGeometry {
   int64_t q_rs = 0, k_rs = 0, v_rs = 0, mask_cs = 0;
   const uint8_t* mask = nullptr;
   double scale = 1;
-  // dropout: draw i decides the weight of flat index i in [..., L, S]
+  // dropout: the decisions of ember::dropout on the weights [..., L, S]
   bool dropout = false;
   DropoutDraws draws;
 };
@@ -112,8 +112,8 @@ void tiled_forward_block(const TiledGeometry& tg, const Buffers<T>& b, int64_t h
       T* orow = o.data() + r * Dv;
       for (int64_t c = 0; c < Dv; c++) orow[c] *= alpha;
       if (tg.dropout) {
-        const uint64_t base = (uint64_t)(row * g.S + j0);
-        for (int64_t c = 0; c < nk; c++) x[c] *= draws.factor<T>(base + c);
+        const uint64_t key = draws.row_key(row);
+        for (int64_t c = 0; c < nk; c++) x[c] *= draws.factor<T>(key, j0 + c);
       }
     }
     // o += p v
@@ -166,8 +166,8 @@ void tiled_backward_head(const TiledGeometry& tg, const Buffers<T>& b, int64_t h
         if (blocked)
           for (int64_t c = 0; c < nk; c++) x[c] = blocked[c * tg.mask_cs] ? T(0) : x[c];
         if (tg.dropout) {
-          const uint64_t base = (uint64_t)(row * g.S + j0);
-          for (int64_t c = 0; c < nk; c++) kf[c] = draws.factor<T>(base + c);
+          const uint64_t key = draws.row_key(row);
+          for (int64_t c = 0; c < nk; c++) kf[c] = draws.factor<T>(key, j0 + c);
           for (int64_t c = 0; c < nk; c++) xd[c] = x[c] * kf[c];
         } else {
           std::copy(x, x + nk, xd);
@@ -229,7 +229,7 @@ Tensor scaled_dot_product_attention_tiled(const Tensor& q, const Tensor& k, cons
   }
   if (training && dropout_p > 0.0) {
     tg.dropout = true;
-    tg.draws = DropoutDraws::take(gen ? *gen : default_generator(), dropout_p, (uint64_t)(tg.heads * g.L * g.S));
+    tg.draws = DropoutDraws::take(gen ? *gen : default_generator(), dropout_p, g.with(g.L, g.S));
   }
   const int64_t qblocks = (g.L + kQueryBlock - 1) / kQueryBlock;
   const double flops = 2.0 * double(std::min(kQueryBlock, g.L)) * double(g.S) * double(g.D + g.Dv);

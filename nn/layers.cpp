@@ -54,6 +54,9 @@ Dropout::Dropout(double p_, Generator* g) : p(p_), gen(g) {
 }
 
 Tensor Dropout::forward(const Tensor& x) { return hooked({x}, dropout(x, p, is_training(), gen)); }
+Tensor Dropout::forward(const Tensor& rows, const Packing& packing) {
+  return hooked({rows}, dropout_packed(rows, packing.rows, packing.length, p, is_training(), gen));
+}
 
 LayerNorm::LayerNorm(int64_t n, double eps_, bool affine, DType dtype) : normalized_shape(n), eps(eps_) {
   if (n <= 0) fail("LayerNorm", "normalized_shape must be positive, got ", n);
@@ -104,6 +107,11 @@ Tensor FeedForward::forward(const Tensor& x) {
   Tensor h = linear1->forward(x);
   h = activation == Activation::GELU ? gelu(h) : relu(h);
   return hooked({x}, linear2->forward(dropout->forward(h)));
+}
+Tensor FeedForward::forward(const Tensor& rows, const Packing& packing) {
+  Tensor h = linear1->forward(rows);
+  h = activation == Activation::GELU ? gelu(h) : relu(h);
+  return hooked({rows}, linear2->forward(dropout->forward(h, packing)));
 }
 
 }  // namespace ember::nn

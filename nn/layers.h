@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "nn/module.h"
+#include "nn/packing.h"
 
 namespace ember::nn {
 
@@ -37,6 +38,8 @@ class Dropout : public UnaryModule {
  public:
   explicit Dropout(double p = 0.5, Generator* gen = nullptr);
   Tensor forward(const Tensor& x) override;
+  // On packed rows [N, C]: each row gets the mask of its place in the padded batch.
+  Tensor forward(const Tensor& rows, const Packing& packing);
   double p;
   Generator* gen;  // draws masks from here (the default generator when null); must outlive the module
 };
@@ -73,6 +76,8 @@ class FeedForward : public UnaryModule {
   FeedForward(int64_t d_model, int64_t d_ff, double dropout = 0.0, Activation activation = Activation::ReLU,
               Generator* gen = nullptr, DType dtype = kFloat32);
   Tensor forward(const Tensor& x) override;
+  // On packed rows [N, d_model] (the dropout's masks those of the padded batch).
+  Tensor forward(const Tensor& rows, const Packing& packing);
   Activation activation;
   std::shared_ptr<Linear> linear1, linear2;
   std::shared_ptr<Dropout> dropout;

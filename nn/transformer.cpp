@@ -32,30 +32,34 @@ EncoderLayer::EncoderLayer(const LayerConfig& c, Generator* gen, DType dtype) : 
   dropout2 = register_module("dropout2", std::make_shared<Dropout>(c.dropout, c.dropout_gen));
 }
 
-Tensor EncoderLayer::sublayers(const Tensor& x, const std::function<MultiHeadAttentionOutput(const Tensor&)>& attend) {
+Tensor EncoderLayer::sublayers(const Tensor& x, const Packing* packing,
+                               const std::function<MultiHeadAttentionOutput(const Tensor&)>& attend) {
   auto self = [&](const Tensor& h) {
     auto r = attend(h);
     if (keep_weights) last_weights = r.weights;
     return r.output;
   };
+  // packed rows keep the masks of their places in the padded batch
+  auto drop = [&](Dropout& d, const Tensor& h) { return packing ? d.forward(h, *packing) : d.forward(h); };
+  auto ff = [&](const Tensor& h) { return packing ? ffn->forward(h, *packing) : ffn->forward(h); };
   if (cfg.norm_first) {
-    Tensor y = add(x, dropout1->forward(self(norm1->forward(x))));
-    return add(y, dropout2->forward(ffn->forward(norm2->forward(y))));
+    Tensor y = add(x, drop(*dropout1, self(norm1->forward(x))));
+    return add(y, drop(*dropout2, ff(norm2->forward(y))));
   }
-  Tensor y = norm1->forward(add(x, dropout1->forward(self(x))));
-  return norm2->forward(add(y, dropout2->forward(ffn->forward(y))));
+  Tensor y = norm1->forward(add(x, drop(*dropout1, self(x))));
+  return norm2->forward(add(y, drop(*dropout2, ff(y))));
 }
 
 Tensor EncoderLayer::forward(const Tensor& x, const AttentionMask& pad, const AttentionMask& mask) {
   AttnWeights w = keep_weights ? AttnWeights::PerHead : AttnWeights::None;
-  return hooked({x}, sublayers(x, [&](const Tensor& h) {
+  return hooked({x}, sublayers(x, nullptr, [&](const Tensor& h) {
                   return self_attn->forward(h, h, h, {.key_padding_mask = pad, .attn_mask = mask, .need_weights = w});
                 }));
 }
 
 Tensor EncoderLayer::forward(const Tensor& rows, const Packing& packing) {
   AttnWeights w = keep_weights ? AttnWeights::PerHead : AttnWeights::None;
-  return hooked({rows}, sublayers(rows, [&](const Tensor& h) {
+  return hooked({rows}, sublayers(rows, &packing, [&](const Tensor& h) {
                   return self_attn->forward(h, h, h, {.need_weights = w, .query_packing = &packing, .kv_packing = &packing});
                 }));
 }
@@ -188,7 +192,7 @@ Tensor Transformer::encode_rows(const Tensor& src, const Packing& packing) {
     fail("Transformer::encode", "source length ", src.size(1), " exceeds max_len ", cfg.max_len);
   // embeddings of the kept tokens only, each with the positional encoding of its place
   Tensor x = mul(src_embed->forward(packing.pack(src)), std::sqrt((double)cfg.d_model));
-  x = dropout->forward(add(x, index_select(pos->pe, 0, packing.positions)));
+  x = dropout->forward(add(x, index_select(pos->pe, 0, packing.positions)), packing);
   return encoder->forward(x, packing);
 }
 

@@ -56,7 +56,8 @@ class EncoderLayer : public Module {
   std::shared_ptr<Dropout> dropout1, dropout2;
 
  private:
-  Tensor sublayers(const Tensor& x, const std::function<MultiHeadAttentionOutput(const Tensor&)>& attend);
+  Tensor sublayers(const Tensor& x, const Packing* packing,
+                   const std::function<MultiHeadAttentionOutput(const Tensor&)>& attend);
 };
 
 // Keys and values cached per decoder layer while decoding token by token.

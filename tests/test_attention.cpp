@@ -575,7 +575,7 @@ TEST_CASE("tiled attention drops the same weights as the fused op from the same 
     Tensor out = tiled ? scaled_dot_product_attention_tiled(q, k, v, {}, 0.3, true, &gen)
                        : scaled_dot_product_attention(q, k, v, {}, 0.3, true, &gen).output;
     sum(mul(out, u)).backward();
-    CHECK(gen.get_state()[1] == 2u * 2 * 70 * 150);  // both reserve one draw per weight
+    CHECK(gen.get_state()[1] == 1u);  // both take one draw per call, whatever the size
     return std::vector<Tensor>{out, q.grad(), k.grad(), v.grad()};
   };
   auto a = run(false), b = run(true);

@@ -456,6 +456,20 @@ TEST_CASE("dropout with a fixed mask scales the gradient of the kept elements") 
   });
 }
 
+TEST_CASE("dropout of packed rows with a fixed mask scales the gradient of the kept elements") {
+  // 5 rows kept from a [2, 4] grid
+  const Tensor grid_rows = from_vector(std::vector<int64_t>{0, 1, 2, 4, 5}, {5});
+  auto drop = [grid_rows](const Tensor& x) {
+    Generator g(7);
+    return dropout_packed(x, grid_rows, 4, 0.4, true, &g);
+  };
+  const auto v = drop(ones({5, 6}, kFloat64)).to_vector<double>();
+  const auto dropped = std::count(v.begin(), v.end(), 0.0);
+  CHECK(dropped > 0);
+  CHECK(dropped < (long)v.size());
+  check_ops({unary("dropout_packed p=0.4", drop, {5, 6})});
+}
+
 TEST_CASE("dropout's backward drops what its forward dropped, whatever the generator draws in between") {
   Generator g(11);
   Tensor x = normal({6, 7}, 0.0, 1.0, kFloat64, &g).t().detach().requires_grad_();  // non-contiguous

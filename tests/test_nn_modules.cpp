@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "core/gradcheck.h"
+#include "nn/attention.h"
 #include "nn/transformer.h"
 
 using namespace ember;
@@ -536,6 +537,55 @@ TEST_CASE("MultiHeadAttention without weights runs tiled from kTiledMinPairs on:
   // the [2, 2, L, L] float64 weights are kept only when asked for (the tiled op keeps the
   // bool mask it was given, 1/16 of them)
   CHECK(kept[1] - kept[0] >= 2 * 2 * L * L * 8 * 3 / 4);
+}
+
+TEST_CASE("a sample's dropout mask does not depend on the padding or the split of its batch") {
+  const Tensor x = ones({4, 5, 6}, kFloat64);
+  Generator g(21);
+  const std::vector<uint64_t> state = g.get_state();
+  Tensor whole = dropout(x, 0.5, true, &g);
+  // padded longer along dim 1: the first 5 positions get the same masks
+  g.set_state(state);
+  Tensor padded = dropout(ones({4, 9, 6}, kFloat64), 0.5, true, &g);
+  CHECK(equal(padded.narrow(1, 0, 5), whole));
+  // samples 2 and 3 alone, with the generator told where they sit in the batch
+  g.set_state(state);
+  g.set_sample_offset(2);
+  Tensor part = dropout(x.narrow(0, 2, 2), 0.5, true, &g);
+  CHECK(equal(part, whole.narrow(0, 2, 2)));
+  // ... and without it, other masks
+  g.set_state(state);
+  g.set_sample_offset(0);
+  CHECK_FALSE(equal(dropout(x.narrow(0, 2, 2), 0.5, true, &g), whole.narrow(0, 2, 2)));
+  // packed rows get the masks of their places in the padded tensor
+  const std::vector<int64_t> places{0, 1, 2, 5, 6, 12, 19};  // b * 5 + s
+  g.set_state(state);
+  Tensor packed = dropout_packed(ones({7, 6}, kFloat64), from_vector(places, {7}), 5, 0.5, true, &g);
+  for (size_t n = 0; n < places.size(); n++)
+    CHECK(equal(packed.select(0, (int64_t)n), whole.select(0, places[n] / 5).select(0, places[n] % 5)));
+  // and the mask is a real one
+  const auto v = whole.to_vector<double>();
+  CHECK(std::count(v.begin(), v.end(), 0.0) > 20);
+  CHECK(std::count(v.begin(), v.end(), 2.0) > 20);
+}
+
+TEST_CASE("attention dropout of a slice of the batch equals that slice of the whole batch's, fused and tiled") {
+  Generator init(3);
+  Tensor q = randn({4, 2, 40, 8}, kFloat64, &init), k = randn({4, 2, 140, 8}, kFloat64, &init),
+         v = randn({4, 2, 140, 8}, kFloat64, &init);
+  for (bool tiled : {false, true}) {
+    INFO((tiled ? "tiled" : "fused"));
+    auto attend = [&](const Tensor& q_, const Tensor& k_, const Tensor& v_, int64_t offset) {
+      Generator g(5);
+      g.set_sample_offset(offset);
+      return tiled ? scaled_dot_product_attention_tiled(q_, k_, v_, {}, 0.3, true, &g)
+                   : scaled_dot_product_attention(q_, k_, v_, {}, 0.3, true, &g).output;
+    };
+    Tensor whole = attend(q, k, v, 0);
+    Tensor part = attend(q.narrow(0, 1, 2), k.narrow(0, 1, 2), v.narrow(0, 1, 2), 1);
+    CHECK(allclose(part, whole.narrow(0, 1, 2), 1e-14, 1e-14));
+    CHECK_FALSE(allclose(whole, scaled_dot_product_attention(q, k, v).output, 1e-3, 1e-3));
+  }
 }
 
 TEST_CASE("every dropout of a model draws from the generator its configuration names, never the default one") {
