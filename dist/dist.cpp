@@ -3,6 +3,7 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <string>
 
 #include "core/ops.h"
@@ -12,6 +13,7 @@ namespace ember::dist {
 namespace {
 
 bool g_initialized = false;
+MPI_Comm g_comm = MPI_COMM_NULL;
 
 // MPI errors come back as codes (MPI_ERRORS_RETURN on the world communicator): each one
 // becomes an Error naming the call and carrying MPI's string.
@@ -41,6 +43,19 @@ void need_contiguous(const char* op, const Tensor& t) {
   if (t.numel() > INT32_MAX) fail(op, "a tensor of ", t.numel(), " elements is more than one call can carry");
 }
 
+MPI_Datatype check_reduction(const char* op, const Tensor& t, ReduceOp how) {
+  need_contiguous(op, t);
+  MPI_Datatype type = mpi_type(op, t);
+  if (how == ReduceOp::Mean && !is_floating(t.dtype()))
+    fail(op, "a mean needs a float32 or float64 tensor, got ", dtype_name(t.dtype()));
+  return type;
+}
+
+void divide_by_world(const Tensor& t) {
+  NoGradGuard ng;
+  Tensor(t).copy_(div(t, (double)world_size()));
+}
+
 }  // namespace
 
 void init(int* argc, char*** argv) {
@@ -49,7 +64,14 @@ void init(int* argc, char*** argv) {
   MPI_Initialized(&already);
   if (!already) check(MPI_Init(argc, argv), "dist::init", "MPI_Init");
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  check(MPI_Comm_dup(MPI_COMM_WORLD, &g_comm), "dist::init", "MPI_Comm_dup");
+  MPI_Comm_set_errhandler(g_comm, MPI_ERRORS_RETURN);
   g_initialized = true;
+}
+
+MPI_Comm communicator() {
+  if (!g_initialized) fail("dist::communicator", "dist::init has not been called");
+  return g_comm;
 }
 
 void finalize() {
@@ -57,7 +79,9 @@ void finalize() {
   g_initialized = false;
   int done = 0;
   MPI_Finalized(&done);
-  if (!done) MPI_Finalize();
+  if (done) return;
+  MPI_Comm_free(&g_comm);
+  MPI_Finalize();
 }
 
 bool initialized() { return g_initialized; }
@@ -65,35 +89,70 @@ bool initialized() { return g_initialized; }
 int rank() {
   if (!g_initialized) return 0;
   int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  MPI_Comm_rank(g_comm, &r);
   return r;
 }
 
 int world_size() {
   if (!g_initialized) return 1;
   int n = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  MPI_Comm_size(g_comm, &n);
   return n;
 }
 
 void allreduce(Tensor& t, ReduceOp op) {
   const char* name = "dist::allreduce";
-  need_contiguous(name, t);
-  MPI_Datatype type = mpi_type(name, t);
-  if (op == ReduceOp::Mean && !is_floating(t.dtype()))
-    fail(name, "a mean needs a float32 or float64 tensor, got ", dtype_name(t.dtype()));
+  MPI_Datatype type = check_reduction(name, t, op);
   if (!g_initialized || world_size() == 1 || t.numel() == 0) return;
   const int n = (int)t.numel();
   // MPI_Reduce sums in the same order for a given world size, and the broadcast gives
   // every rank the very same bits
-  if (rank() == 0) check(MPI_Reduce(MPI_IN_PLACE, t.raw_data(), n, type, MPI_SUM, 0, MPI_COMM_WORLD), name, "MPI_Reduce");
-  else check(MPI_Reduce(t.raw_data(), nullptr, n, type, MPI_SUM, 0, MPI_COMM_WORLD), name, "MPI_Reduce");
-  if (op == ReduceOp::Mean && rank() == 0) {
-    NoGradGuard ng;
-    Tensor(t).copy_(div(t, (double)world_size()));
-  }
-  check(MPI_Bcast(t.raw_data(), n, type, 0, MPI_COMM_WORLD), name, "MPI_Bcast");
+  if (rank() == 0) check(MPI_Reduce(MPI_IN_PLACE, t.raw_data(), n, type, MPI_SUM, 0, g_comm), name, "MPI_Reduce");
+  else check(MPI_Reduce(t.raw_data(), nullptr, n, type, MPI_SUM, 0, g_comm), name, "MPI_Reduce");
+  if (op == ReduceOp::Mean && rank() == 0) divide_by_world(t);
+  check(MPI_Bcast(t.raw_data(), n, type, 0, g_comm), name, "MPI_Bcast");
   t.storage()->version++;
+}
+
+std::unique_ptr<Work> allreduce_async(Tensor& t, ReduceOp op) { return std::make_unique<Work>(t, op); }
+
+Work::Work(Tensor t, ReduceOp op) : t_(std::move(t)), op_(op) {
+  const char* name = "dist::allreduce_async";
+  MPI_Datatype type = check_reduction(name, t_, op);
+  if (!g_initialized || world_size() == 1 || t_.numel() == 0) {
+    done_ = true;
+    return;
+  }
+  check(MPI_Iallreduce(MPI_IN_PLACE, t_.raw_data(), (int)t_.numel(), type, MPI_SUM, g_comm, &request_), name,
+        "MPI_Iallreduce");
+}
+
+Work::~Work() {
+  if (done_) return;
+  try {
+    wait();
+  } catch (const Error&) {  // the job is going down: MPI said why already
+  }
+}
+
+bool Work::test() {
+  if (done_) return true;
+  int flag = 0;
+  check(MPI_Test(&request_, &flag, MPI_STATUS_IGNORE), "dist::Work::test", "MPI_Test");
+  if (flag) complete();
+  return done_;
+}
+
+void Work::wait() {
+  if (done_) return;
+  check(MPI_Wait(&request_, MPI_STATUS_IGNORE), "dist::Work::wait", "MPI_Wait");
+  complete();
+}
+
+void Work::complete() {
+  done_ = true;
+  if (op_ == ReduceOp::Mean) divide_by_world(t_);  // the same bits in, the same bits out
+  t_.storage()->version++;
 }
 
 void broadcast(Tensor& t, int root) {
@@ -102,7 +161,7 @@ void broadcast(Tensor& t, int root) {
   MPI_Datatype type = mpi_type(name, t);
   if (root < 0 || root >= world_size()) fail(name, "root ", root, " is not a rank of a world of ", world_size());
   if (!g_initialized || world_size() == 1 || t.numel() == 0) return;
-  check(MPI_Bcast(t.raw_data(), (int)t.numel(), type, root, MPI_COMM_WORLD), name, "MPI_Bcast");
+  check(MPI_Bcast(t.raw_data(), (int)t.numel(), type, root, g_comm), name, "MPI_Bcast");
   t.storage()->version++;
 }
 
@@ -120,14 +179,62 @@ Tensor allgather(const Tensor& t_in) {
   }
   if (t.numel() == 0) return out;
   need_contiguous(name, t);
-  check(MPI_Allgather(t.raw_data(), (int)t.numel(), type, out.raw_data(), (int)t.numel(), type, MPI_COMM_WORLD), name,
+  check(MPI_Allgather(t.raw_data(), (int)t.numel(), type, out.raw_data(), (int)t.numel(), type, g_comm), name,
         "MPI_Allgather");
   return out;
 }
 
 void barrier() {
   if (!g_initialized) return;
-  check(MPI_Barrier(MPI_COMM_WORLD), "dist::barrier", "MPI_Barrier");
+  check(MPI_Barrier(g_comm), "dist::barrier", "MPI_Barrier");
+}
+
+bool any(bool flag) {
+  Tensor t = from_vector(std::vector<int64_t>{flag ? 1 : 0}, {1});
+  allreduce(t);
+  return t.item() > 0;
+}
+
+void broadcast(Generator& gen, int root) {
+  const std::vector<uint64_t> state = gen.get_state();
+  Tensor t = from_vector(std::vector<int64_t>(state.begin(), state.end()), {(int64_t)state.size()});
+  broadcast(t, root);
+  const std::vector<int64_t> got = t.to_vector<int64_t>();
+  gen.set_state(std::vector<uint64_t>(got.begin(), got.end()));
+}
+
+Shard shard(int64_t rows, int rank, int world_size) {
+  if (world_size < 1 || rank < 0 || rank >= world_size)
+    fail("dist::shard", "rank ", rank, " is not a rank of a world of ", world_size);
+  if (rows < 0) fail("dist::shard", "expected a batch of 0 or more rows, got ", rows);
+  const int64_t base = rows / world_size, extra = rows % world_size;
+  return {rank * base + std::min<int64_t>(rank, extra), base + (rank < extra ? 1 : 0)};
+}
+
+uint64_t checksum(const std::vector<Tensor>& tensors) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  auto eat = [&](const unsigned char* p, size_t n) {
+    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
+  };
+  for (const Tensor& t0 : tensors) {
+    Tensor t = t0.contiguous();
+    const int64_t numel = t.numel();
+    eat(reinterpret_cast<const unsigned char*>(&numel), sizeof numel);
+    if (numel > 0) eat(static_cast<const unsigned char*>(t.raw_data()), (size_t)numel * dtype_size(t.dtype()));
+  }
+  return h;
+}
+
+void check_same_on_all_ranks(const std::vector<Tensor>& tensors, const std::string& what) {
+  const uint64_t mine = checksum(tensors);
+  Tensor all = allgather(from_vector(std::vector<int64_t>{(int64_t)mine}, {1}));
+  const std::vector<int64_t> sums = all.to_vector<int64_t>();
+  std::string differ;
+  for (size_t r = 1; r < sums.size(); r++)
+    if (sums[r] != sums[0]) differ += cat_str(differ.empty() ? "" : ", ", r);
+  if (!differ.empty())
+    fail("dist::check_same_on_all_ranks", "the ", what, " of rank(s) ", differ, " differ from rank 0's (checksums ",
+         std::to_string((uint64_t)sums[0]), " on rank 0)");
 }
 
 }  // namespace ember::dist

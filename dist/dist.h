@@ -8,8 +8,14 @@
 // shape and dtype (float32, float64 or int64); they work on contiguous tensors in place,
 // or return new ones.
 #pragma once
-#include <cstdint>
+#include <mpi.h>
 
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/random.h"
 #include "core/tensor.h"
 
 namespace ember::dist {
@@ -20,15 +26,63 @@ bool initialized();
 int rank();        // 0 when not initialised
 int world_size();  // 1 when not initialised
 
+// ember's communicator: every rank of the job (a duplicate of MPI_COMM_WORLD, so that
+// ember's collectives never match a program's own). For calls this interface lacks.
+MPI_Comm communicator();
+
 enum class ReduceOp { Sum, Mean };
 
 // Every rank's t replaced by the elementwise sum (or mean) over the ranks. The result is
 // bitwise the same on every rank: reduced to rank 0 in a fixed order, then broadcast.
 void allreduce(Tensor& t, ReduceOp op = ReduceOp::Sum);
+
+// An allreduce under way (MPI_Iallreduce): started at once, finished by wait(). MPI
+// moves it on only inside MPI calls, so test() - which says whether it is done - also
+// makes progress. Every rank must start its reductions in the same order. OpenMPI's
+// algorithms for it (binomial tree, ring, reduce-scatter + allgather) sum in a fixed order
+// for a given world size and size, and give every rank the same bits: the tests check it,
+// and check_same_on_all_ranks can check it during training.
+class Work {
+ public:
+  Work(Tensor t, ReduceOp op);
+  ~Work();  // waits for a reduction still under way (MPI owns its buffer until then)
+  Work(const Work&) = delete;
+  Work& operator=(const Work&) = delete;
+  bool test();
+  void wait();
+
+ private:
+  void complete();
+  Tensor t_;
+  ReduceOp op_;
+  MPI_Request request_ = MPI_REQUEST_NULL;
+  bool done_ = false;
+};
+std::unique_ptr<Work> allreduce_async(Tensor& t, ReduceOp op = ReduceOp::Sum);
 // Every rank's t replaced by root's.
 void broadcast(Tensor& t, int root = 0);
 // [world_size, ...t.shape]: every rank's t, in rank order.
 Tensor allgather(const Tensor& t);
 void barrier();
+
+// Whether `flag` holds on any rank.
+bool any(bool flag);
+// Every rank's generator set to root's state.
+void broadcast(Generator& gen, int root = 0);
+
+// The rows [first, first + count) of a global batch of `rows` that `rank` takes: the batch
+// cut into world_size consecutive parts as even as can be, in rank order (the first
+// rows % world_size ranks take one more). Every rank walks the same global order.
+struct Shard {
+  int64_t first = 0, count = 0;
+};
+Shard shard(int64_t rows, int rank, int world_size);
+inline Shard shard(int64_t rows) { return shard(rows, rank(), world_size()); }
+
+// A 64-bit digest of the tensors' bytes (FNV-1a), for checking that ranks agree.
+uint64_t checksum(const std::vector<Tensor>& tensors);
+// Fails, naming the ranks that differ from rank 0, unless every rank's checksum of
+// `tensors` is the same. `what` names them in the message ("parameters").
+void check_same_on_all_ranks(const std::vector<Tensor>& tensors, const std::string& what);
 
 }  // namespace ember::dist
