@@ -1,9 +1,13 @@
 // The MPI calls behind dist.h.
 #include "dist/dist.h"
 
+#include "dist/mpi_comm.h"
+
 #include <mpi.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "core/ops.h"
@@ -69,6 +73,19 @@ void init(int* argc, char*** argv) {
   g_initialized = true;
 }
 
+bool launched_by_mpirun() {
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK"})
+    if (std::getenv(v)) return true;
+  return false;
+}
+
+void abort_job(int code) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  if (g_initialized) MPI_Abort(MPI_COMM_WORLD, code);
+  std::exit(code);
+}
+
 MPI_Comm communicator() {
   if (!g_initialized) fail("dist::communicator", "dist::init has not been called");
   return g_comm;
@@ -116,14 +133,18 @@ void allreduce(Tensor& t, ReduceOp op) {
 
 std::unique_ptr<Work> allreduce_async(Tensor& t, ReduceOp op) { return std::make_unique<Work>(t, op); }
 
-Work::Work(Tensor t, ReduceOp op) : t_(std::move(t)), op_(op) {
+struct Work::Request {
+  MPI_Request r = MPI_REQUEST_NULL;
+};
+
+Work::Work(Tensor t, ReduceOp op) : t_(std::move(t)), op_(op), request_(std::make_unique<Request>()) {
   const char* name = "dist::allreduce_async";
   MPI_Datatype type = check_reduction(name, t_, op);
   if (!g_initialized || world_size() == 1 || t_.numel() == 0) {
     done_ = true;
     return;
   }
-  check(MPI_Iallreduce(MPI_IN_PLACE, t_.raw_data(), (int)t_.numel(), type, MPI_SUM, g_comm, &request_), name,
+  check(MPI_Iallreduce(MPI_IN_PLACE, t_.raw_data(), (int)t_.numel(), type, MPI_SUM, g_comm, &request_->r), name,
         "MPI_Iallreduce");
 }
 
@@ -138,14 +159,14 @@ Work::~Work() {
 bool Work::test() {
   if (done_) return true;
   int flag = 0;
-  check(MPI_Test(&request_, &flag, MPI_STATUS_IGNORE), "dist::Work::test", "MPI_Test");
+  check(MPI_Test(&request_->r, &flag, MPI_STATUS_IGNORE), "dist::Work::test", "MPI_Test");
   if (flag) complete();
   return done_;
 }
 
 void Work::wait() {
   if (done_) return;
-  check(MPI_Wait(&request_, MPI_STATUS_IGNORE), "dist::Work::wait", "MPI_Wait");
+  check(MPI_Wait(&request_->r, MPI_STATUS_IGNORE), "dist::Work::wait", "MPI_Wait");
   complete();
 }
 
@@ -187,54 +208,6 @@ Tensor allgather(const Tensor& t_in) {
 void barrier() {
   if (!g_initialized) return;
   check(MPI_Barrier(g_comm), "dist::barrier", "MPI_Barrier");
-}
-
-bool any(bool flag) {
-  Tensor t = from_vector(std::vector<int64_t>{flag ? 1 : 0}, {1});
-  allreduce(t);
-  return t.item() > 0;
-}
-
-void broadcast(Generator& gen, int root) {
-  const std::vector<uint64_t> state = gen.get_state();
-  Tensor t = from_vector(std::vector<int64_t>(state.begin(), state.end()), {(int64_t)state.size()});
-  broadcast(t, root);
-  const std::vector<int64_t> got = t.to_vector<int64_t>();
-  gen.set_state(std::vector<uint64_t>(got.begin(), got.end()));
-}
-
-Shard shard(int64_t rows, int rank, int world_size) {
-  if (world_size < 1 || rank < 0 || rank >= world_size)
-    fail("dist::shard", "rank ", rank, " is not a rank of a world of ", world_size);
-  if (rows < 0) fail("dist::shard", "expected a batch of 0 or more rows, got ", rows);
-  const int64_t base = rows / world_size, extra = rows % world_size;
-  return {rank * base + std::min<int64_t>(rank, extra), base + (rank < extra ? 1 : 0)};
-}
-
-uint64_t checksum(const std::vector<Tensor>& tensors) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  auto eat = [&](const unsigned char* p, size_t n) {
-    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
-  };
-  for (const Tensor& t0 : tensors) {
-    Tensor t = t0.contiguous();
-    const int64_t numel = t.numel();
-    eat(reinterpret_cast<const unsigned char*>(&numel), sizeof numel);
-    if (numel > 0) eat(static_cast<const unsigned char*>(t.raw_data()), (size_t)numel * dtype_size(t.dtype()));
-  }
-  return h;
-}
-
-void check_same_on_all_ranks(const std::vector<Tensor>& tensors, const std::string& what) {
-  const uint64_t mine = checksum(tensors);
-  Tensor all = allgather(from_vector(std::vector<int64_t>{(int64_t)mine}, {1}));
-  const std::vector<int64_t> sums = all.to_vector<int64_t>();
-  std::string differ;
-  for (size_t r = 1; r < sums.size(); r++)
-    if (sums[r] != sums[0]) differ += cat_str(differ.empty() ? "" : ", ", r);
-  if (!differ.empty())
-    fail("dist::check_same_on_all_ranks", "the ", what, " of rank(s) ", differ, " differ from rank 0's (checksums ",
-         std::to_string((uint64_t)sums[0]), " on rank 0)");
 }
 
 }  // namespace ember::dist

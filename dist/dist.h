@@ -1,6 +1,7 @@
 // Distributed training on MPI (OpenMPI): the process group and collectives on tensors.
 // Every MPI call of ember goes through this interface; an MPI failure is an ember::Error
-// naming the function and carrying MPI's own error string.
+// naming the function and carrying MPI's own error string. Built without MPI, it is a
+// world of one process (dist_local.cpp). dist/mpi_comm.h gives the communicator itself.
 //
 // A program started by mpirun calls init() once (it reads mpirun's environment) and
 // finalize() before it exits; started without mpirun, it is a world of one process.
@@ -8,8 +9,6 @@
 // shape and dtype (float32, float64 or int64); they work on contiguous tensors in place,
 // or return new ones.
 #pragma once
-#include <mpi.h>
-
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -26,9 +25,12 @@ bool initialized();
 int rank();        // 0 when not initialised
 int world_size();  // 1 when not initialised
 
-// ember's communicator: every rank of the job (a duplicate of MPI_COMM_WORLD, so that
-// ember's collectives never match a program's own). For calls this interface lacks.
-MPI_Comm communicator();
+// Whether this process was started by mpirun (its environment says so): a program calls
+// init() then, and runs as a world of one without MPI otherwise.
+bool launched_by_mpirun();
+// Ends every rank of the job with this exit code (MPI_Abort): for a rank that cannot go
+// on, so that no other rank waits for it in a collective.
+[[noreturn]] void abort_job(int code);
 
 enum class ReduceOp { Sum, Mean };
 
@@ -53,9 +55,10 @@ class Work {
 
  private:
   void complete();
+  struct Request;  // MPI's handle
   Tensor t_;
   ReduceOp op_;
-  MPI_Request request_ = MPI_REQUEST_NULL;
+  std::unique_ptr<Request> request_;
   bool done_ = false;
 };
 std::unique_ptr<Work> allreduce_async(Tensor& t, ReduceOp op = ReduceOp::Sum);

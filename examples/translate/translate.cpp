@@ -2,6 +2,7 @@
 // written by people ("sunday, november 22, 2026", "22/11/2026", ...) into ISO dates.
 //
 //   translate train     [options]                        train (or --resume) on data/dates
+//   mpirun -np N translate train [options]               the same, data-parallel over N processes
 //   translate eval      --checkpoint C --data FILE       exact-match and per-character accuracy
 //   translate decode    --checkpoint C [TEXT ...]        one translation a line (stdin without TEXT)
 //   translate attention --checkpoint C --out DIR TEXT    PNG heatmaps of the attention weights
@@ -30,6 +31,7 @@
 #include "core/ops.h"
 #include "core/parallel.h"
 #include "core/storage.h"
+#include "dist/ddp.h"
 #include "nn/functional.h"
 #include "io/checkpoint.h"
 #include "optim/schedule.h"
@@ -279,13 +281,37 @@ void check_resume_place(const io::CheckpointManager& ckpts, const std::string& o
          "another --out");
 }
 
+// Ranks of a data-parallel run on one machine share its cores: without --threads (or
+// OMP_NUM_THREADS) each takes its share.
+int threads_per_rank() {
+  const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  const int ranks_here = local ? std::max(1, std::atoi(local)) : dist::world_size();
+  return std::max(1, num_threads() / ranks_here);
+}
+
+// The sum over the ranks of a few numbers (one collective).
+std::vector<double> sum_over_ranks(std::vector<double> v) {
+  Tensor t = from_vector(v, {(int64_t)v.size()}).to(kFloat64);
+  dist::allreduce(t);
+  return t.to_vector<double>();
+}
+
 int train(const TrainOptions& o) {
+  // Data-parallel under mpirun: every rank runs this function on its own rows of each
+  // batch; rank 0 alone writes (progress, curves, checkpoints), and the others' stdout is
+  // silenced.
+  const int rank = dist::rank(), world = dist::world_size();
+  const bool leader = rank == 0;
+  if (!leader) std::freopen("/dev/null", "w", stdout);
   if (given(o, "--threads")) set_num_threads(o.threads);
+  else if (world > 1 && !std::getenv("OMP_NUM_THREADS")) set_num_threads(threads_per_rank());
   if (!(o.lr > 0)) throw UsageError{"--lr must be positive, got 0", "train"};
-  optim::RunDirectory run_dir(o.out, "translate train");  // created, writable, locked, swept
+  std::optional<optim::RunDirectory> run_dir;  // created, writable, locked, swept: by rank 0
+  if (leader) run_dir.emplace(o.out, "translate train");
+  dist::barrier();
   optim::StopSignals signals;  // from here on a stop signal is answered by the loop
-  if (!run_dir.removed().empty())
-    std::printf("removed %zu temporary file(s) left by interrupted saves in %s\n", run_dir.removed().size(),
+  if (leader && !run_dir->removed().empty())
+    std::printf("removed %zu temporary file(s) left by interrupted saves in %s\n", run_dir->removed().size(),
                 o.out.c_str());
   io::CheckpointManager ckpts(o.out, (int)o.keep, "ckpt");
 
@@ -394,9 +420,16 @@ int train(const TrainOptions& o) {
     };
     series("loss_history", hist.step, hist.loss);
     series("valid_history", hist.eval_step, hist.eval_acc);
-    std::printf("resumed from %s at step %lld (epoch %lld, pair %lld of the epoch)\n", resume->c_str(),
-                (long long)progress.step, (long long)progress.epoch, (long long)progress.position);
+    std::string ranks;
+    if (c.extra.count("world_size") && c.extra.at("world_size").numel() == 1)
+      ranks = cat_str(", saved by ", (long long)c.extra.at("world_size").item(), " process(es)");
+    std::printf("resumed from %s at step %lld (epoch %lld, pair %lld of the epoch%s)\n", resume->c_str(),
+                (long long)progress.step, (long long)progress.epoch, (long long)progress.position, ranks.c_str());
   }
+  // every rank starts from rank 0's parameters; gradients are summed over the ranks, each
+  // rank's loss being its share of the batch's mean (see the step)
+  std::optional<dist::DistributedDataParallel> ddp;
+  if (world > 1) ddp.emplace(*model, dist::DDPOptions{.reduce = dist::ReduceOp::Sum});
 
   auto new_epoch_order = [&] {
     order.resize(train_set.size());
@@ -414,6 +447,7 @@ int train(const TrainOptions& o) {
     c.vocab["source"] = src_vocab.tokens();
     c.vocab["target"] = tgt_vocab.tokens();
     c.extra["order"] = from_vector(order, {(int64_t)order.size()});
+    c.extra["world_size"] = from_vector(std::vector<int64_t>{world}, {1});
     auto pairs = [](const std::vector<double>& x, const std::vector<double>& y) {
       std::vector<double> v;
       for (size_t i = 0; i < x.size(); i++) v.push_back(x[i]), v.push_back(y[i]);
@@ -428,10 +462,11 @@ int train(const TrainOptions& o) {
   for (auto& e : valid_set) valid_sources.push_back(e.source), valid_targets.push_back(e.target);
 
   std::printf("training a %lld-parameter Transformer (d_model %lld, %lld heads, %lld+%lld layers, ffn %lld) on %zu pairs, "
-              "%d thread(s)\n",
+              "%s%d thread(s)%s\n",
               (long long)model->num_parameters(), (long long)cfg.d_model, (long long)cfg.nhead,
               (long long)cfg.num_encoder_layers, (long long)cfg.num_decoder_layers, (long long)cfg.dim_feedforward,
-              train_set.size(), num_threads());
+              train_set.size(), world > 1 ? cat_str(world, " processes x ").c_str() : "", num_threads(),
+              world > 1 ? " each" : "");
   const std::string curves = (fs::path(o.out) / "curves.png").string();
   const double best_before = hist.eval_acc.empty() ? 0 : hist.eval_acc.back();
   const bool reached_before = !hist.eval_acc.empty() && best_before >= o.target_acc;
@@ -462,19 +497,37 @@ int train(const TrainOptions& o) {
       progress.position = 0;
       new_epoch_order();
     }
-    std::vector<const Example*> rows;
+    std::vector<const Example*> batch;  // the global batch, the same on every rank
     for (int64_t k = 0; k < o.batch && progress.position < (int64_t)order.size(); k++)
-      rows.push_back(&train_set[(size_t)order[(size_t)progress.position++]]);
-    seq2seq::Batch b = seq2seq::make_batch(rows);
+      batch.push_back(&train_set[(size_t)order[(size_t)progress.position++]]);
+    int64_t batch_tokens = 0;
+    for (auto* e : batch) batch_tokens += (int64_t)e->target.size() + 1;  // target + </s>
+    // this rank's rows; their dropout masks are the ones one process would draw for them
+    const dist::Shard mine = dist::shard((int64_t)batch.size(), rank, world);
+    const std::vector<const Example*> rows(batch.begin() + mine.first, batch.begin() + mine.first + mine.count);
+    dropout_gen.set_sample_offset(mine.first);
 
     const int64_t held_before = Storage::system_bytes();
     lr = sched.step(opt);
     opt.zero_grad();
-    Tensor logits = model->forward(b.src, b.tgt_in);
-    Tensor loss = nn::cross_entropy(logits.reshape({-1, cfg.tgt_vocab}), b.tgt_out.reshape({-1}), CharVocab::kPad);
-    const double loss_value = loss.item();
+    // The loss is the mean over the batch's target tokens. A rank's share of it is the
+    // mean over its own tokens weighted by their part of the batch's, so that the shares'
+    // gradients, summed over the ranks, are the gradient of the mean.
+    Tensor loss;
+    double loss_value = 0;
+    if (!rows.empty()) {
+      seq2seq::Batch b = seq2seq::make_batch(rows);
+      Tensor logits = model->forward(b.src, b.tgt_in);
+      loss = nn::cross_entropy(logits.reshape({-1, cfg.tgt_vocab}), b.tgt_out.reshape({-1}), CharVocab::kPad);
+      if (world > 1) loss = mul(loss, double(b.target_tokens) / double(batch_tokens));
+      loss_value = loss.item();
+    }
+    if (world > 1) loss_value = sum_over_ranks({loss_value})[0];
     if (!std::isfinite(loss_value)) return training::StepResult{.loss = loss_value};  // the trainer stops here
-    loss.backward();
+    if (loss.defined()) loss.backward();
+    else ddp->join();  // no rows for this rank: it takes part in the reduction all the same
+    // a rank without rows drew no dropout masks: all go on from rank 0's stream
+    if ((int64_t)batch.size() < world) dist::broadcast(dropout_gen, 0);
     if (o.clip > 0) optim::clip_grad_norm(params, o.clip);
     opt.step();
     progress.step++;
@@ -482,7 +535,7 @@ int train(const TrainOptions& o) {
       const int64_t grown = Storage::system_bytes() - held_before;
       steady_steps++, steady_grew += grown > 0, steady_growth += grown;
     }
-    return training::StepResult{.loss = loss_value, .tokens = b.target_tokens};
+    return training::StepResult{.loss = loss_value, .tokens = batch_tokens};
   };
   trainer.progress_fields = [&] {
     char b[64];
@@ -493,20 +546,34 @@ int train(const TrainOptions& o) {
     hist.step.push_back(double(step));
     hist.loss.push_back(mean_loss);
   };
+  if (world > 1) trainer.agree_on_signal = [](int signal) {  // the first signal any rank received
+    Tensor all = dist::allgather(from_vector(std::vector<int64_t>{signal}, {1}));
+    for (int64_t s : all.to_vector<int64_t>())
+      if (s) return (int)s;
+    return 0;
+  };
+  // Each rank decodes its part of the validation pairs; the counts are summed.
+  const dist::Shard valid_part = dist::shard((int64_t)valid_set.size(), rank, world);
+  const std::vector<std::vector<int64_t>> my_sources(valid_sources.begin() + valid_part.first,
+                                                     valid_sources.begin() + valid_part.first + valid_part.count),
+      my_targets(valid_targets.begin() + valid_part.first, valid_targets.begin() + valid_part.first + valid_part.count);
   trainer.evaluate = [&] {
-    auto outputs = seq2seq::greedy_decode(*model, valid_sources, longest_target + 2);
-    seq2seq::Accuracy acc = seq2seq::accuracy(outputs, valid_targets);
+    std::vector<std::vector<int64_t>> outputs;
+    if (!my_sources.empty()) outputs = seq2seq::greedy_decode(*model, my_sources, longest_target + 2);
+    seq2seq::Accuracy acc = seq2seq::accuracy(outputs, my_targets);
+    if (world > 1) acc = seq2seq::combine(sum_over_ranks(seq2seq::counts(acc)));
     hist.eval_step.push_back(double(progress.step));
     hist.eval_acc.push_back(acc.exact);
     std::printf("%sstep %lld: validation exact match %.2f%%, per character %.2f%% (%.0f s of training)\n",
                 trainer.on_terminal() ? "\n" : "", (long long)progress.step, 100 * acc.exact, 100 * acc.per_char,
                 trainer.train_seconds());
-    write_curves(curves, hist);
+    if (leader) write_curves(curves, hist);
     return acc.exact;
   };
   // A save that fails (a full disk) ends the run: going on would only pile up more work
   // that cannot be kept. The previous checkpoint is untouched.
   trainer.save = [&](const std::string&) {
+    if (!leader) return ckpts.path_for(progress.step);  // rank 0 writes it
     std::string path = ckpts.save(make_checkpoint());
     for (const std::string& failure : ckpts.pruning_failures()) {
       std::fflush(stdout);
@@ -517,7 +584,7 @@ int train(const TrainOptions& o) {
   };
 
   if (int code = trainer.run(); code != 0) return code;
-  const bool drew = write_curves(curves, hist);
+  const bool drew = leader && write_curves(curves, hist);
   std::printf("done: %lld steps, %.1f s of training (%.1f s wall), best validation exact match %.2f%%\n",
               (long long)progress.step, trainer.train_seconds(), trainer.wall_seconds(),
               100 * std::max(best_before, trainer.best()));
@@ -734,7 +801,14 @@ int attention(const AttentionOptions& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  return cli::run("translate", [&] {
+  // Under mpirun every process runs this program as one rank of the job. A rank that fails
+  // ends the whole job (no other rank is left waiting for it in a collective); one that
+  // returns - done, a stop signal, a loss that is not finite: the same on every rank -
+  // leaves MPI in order.
+  const bool ranks = dist::launched_by_mpirun();
+  if (ranks) dist::init(&argc, &argv);
+  bool failed = false;
+  const int code = cli::run("translate", [&] {
     CLI::App app{"A character-level encoder-decoder Transformer that turns dates as people write them into ISO dates.",
                  "translate"};
     app.require_subcommand(1);
@@ -770,15 +844,29 @@ int main(int argc, char** argv) {
     if (argc == 2 && std::string(argv[1]) == "help") args[1] = help;
     cli::parse(app, (int)args.size(), args.data());
 
-    // errors name the command ("translate eval: ...") unless they already do
-    auto as = [](const std::string& command, const std::function<int()>& run) {
+    // errors name the command ("translate eval: ...") unless they already do, and the
+    // rank in a job of several
+    auto as = [&](const std::string& command, const std::function<int()>& run) {
+      const std::string who = "translate " + command;
+      const std::string rank = dist::world_size() > 1 ? cat_str(" (rank ", dist::rank(), " of ", dist::world_size(), ")") : "";
+      auto named = [&](const std::string& what) {
+        if (what.rfind(who, 0) == 0) return who + rank + what.substr(who.size());
+        return who + rank + ": " + what;
+      };
       try {
         return run();
       } catch (const OutOfMemory& e) {
-        throw OutOfMemory("translate " + command + ": " + e.what());
+        failed = true;
+        throw OutOfMemory(named(e.what()));
       } catch (const Error& e) {
-        if (std::string(e.what()).rfind("translate", 0) == 0) throw;
-        throw Error("translate " + command + ": " + e.what());
+        failed = true;
+        throw Error(named(e.what()));
+      } catch (const UsageError& e) {
+        failed = true;
+        throw UsageError{rank.empty() ? e.message : cat_str("rank ", dist::rank(), ": ", e.message), e.command};
+      } catch (...) {
+        failed = true;
+        throw;
       }
     };
     if (train_cmd->parsed()) return as("train", [&] { return train(train_options); });
@@ -786,4 +874,9 @@ int main(int argc, char** argv) {
     if (decode_cmd->parsed()) return as("decode", [&] { return decode(decode_options); });
     return as("attention", [&] { return attention(attention_options); });
   });
+  if (ranks) {
+    if (failed) dist::abort_job(code);
+    dist::finalize();
+  }
+  return code;
 }

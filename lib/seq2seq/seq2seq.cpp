@@ -126,8 +126,24 @@ Accuracy accuracy(const std::vector<std::vector<int64_t>>& outputs, const std::v
     for (size_t k = 0; k < n; k++) matching += outputs[i][k] == targets[i][k];
     positions += (int64_t)std::max(outputs[i].size(), targets[i].size());
   }
+  a.exact_count = exact, a.matching = matching, a.positions = positions;
   a.exact = double(exact) / double(a.count);
   a.per_char = positions ? double(matching) / double(positions) : 1.0;
+  return a;
+}
+
+std::vector<double> counts(const Accuracy& a) {
+  return {double(a.count), double(a.exact_count), double(a.matching), double(a.positions)};
+}
+
+Accuracy combine(const std::vector<double>& c) {
+  if (c.size() != 4) fail("combine", "expected 4 counts {count, exact, matching, positions}, got ", c.size());
+  Accuracy a;
+  a.count = std::llround(c[0]), a.exact_count = std::llround(c[1]), a.matching = std::llround(c[2]),
+  a.positions = std::llround(c[3]);
+  if (a.count == 0) return a;
+  a.exact = double(a.exact_count) / double(a.count);
+  a.per_char = a.positions ? double(a.matching) / double(a.positions) : 1.0;
   return a;
 }
 

@@ -54,8 +54,13 @@ struct Accuracy {
   double exact = 0;     // fraction of outputs equal to their target
   double per_char = 0;  // matching positions / max(output length, target length), summed over all
   int64_t count = 0;
+  int64_t exact_count = 0, matching = 0, positions = 0;  // what the fractions are made of
 };
 Accuracy accuracy(const std::vector<std::vector<int64_t>>& outputs, const std::vector<std::vector<int64_t>>& targets);
+// The counts of an accuracy, {count, exact_count, matching, positions}, and back: the
+// accuracy of parts decoded apart (by several processes) from their summed counts.
+std::vector<double> counts(const Accuracy& a);
+Accuracy combine(const std::vector<double>& counts);
 
 // A checkpoint's data order and position, before training continues from them: the order
 // must be a permutation of the training set's indices (a run resumes on the set it began

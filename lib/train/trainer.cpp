@@ -55,7 +55,9 @@ int Trainer::run() {
   auto finish = [&] { wall_seconds_ = std::chrono::duration<double>(Clock::now() - start).count(); };
 
   while (step_ < s_.steps && !reached_) {
-    if (int sig = StopSignals::received()) {
+    int sig = StopSignals::received();
+    if (agree_on_signal) sig = agree_on_signal(sig);
+    if (sig) {
       finish();
       if (step_ == s_.first_step) {
         std::printf("stopped by %s before the first step; nothing new to save\n", StopSignals::name(sig));

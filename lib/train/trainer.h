@@ -50,6 +50,9 @@ class Trainer {
   std::function<std::string()> progress_fields;
   // Called with each progress window's mean loss when a line is logged. Optional.
   std::function<void(int64_t step, double mean_loss)> on_log;
+  // Given the stop signal this process received (0: none), the one every process of a
+  // data-parallel run stops on, so that all stop after the same step. Optional.
+  std::function<int(int signal)> agree_on_signal;
 
   // Runs the loop: 0 when the last step or the target is reached, 3 after a non-finite
   // loss (nothing saved), 128 + the signal after a stop (saved first, when any step ran).

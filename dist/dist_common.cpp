@@ -1,0 +1,58 @@
+// What dist.h builds on its collectives, the same with MPI or without.
+#include <algorithm>
+#include <string>
+
+#include "core/ops.h"
+#include "dist/dist.h"
+
+namespace ember::dist {
+
+bool any(bool flag) {
+  Tensor t = from_vector(std::vector<int64_t>{flag ? 1 : 0}, {1});
+  allreduce(t);
+  return t.item() > 0;
+}
+
+void broadcast(Generator& gen, int root) {
+  const std::vector<uint64_t> state = gen.get_state();
+  Tensor t = from_vector(std::vector<int64_t>(state.begin(), state.end()), {(int64_t)state.size()});
+  broadcast(t, root);
+  const std::vector<int64_t> got = t.to_vector<int64_t>();
+  gen.set_state(std::vector<uint64_t>(got.begin(), got.end()));
+}
+
+Shard shard(int64_t rows, int rank, int world_size) {
+  if (world_size < 1 || rank < 0 || rank >= world_size)
+    fail("dist::shard", "rank ", rank, " is not a rank of a world of ", world_size);
+  if (rows < 0) fail("dist::shard", "expected a batch of 0 or more rows, got ", rows);
+  const int64_t base = rows / world_size, extra = rows % world_size;
+  return {rank * base + std::min<int64_t>(rank, extra), base + (rank < extra ? 1 : 0)};
+}
+
+uint64_t checksum(const std::vector<Tensor>& tensors) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  auto eat = [&](const unsigned char* p, size_t n) {
+    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
+  };
+  for (const Tensor& t0 : tensors) {
+    Tensor t = t0.contiguous();
+    const int64_t numel = t.numel();
+    eat(reinterpret_cast<const unsigned char*>(&numel), sizeof numel);
+    if (numel > 0) eat(static_cast<const unsigned char*>(t.raw_data()), (size_t)numel * dtype_size(t.dtype()));
+  }
+  return h;
+}
+
+void check_same_on_all_ranks(const std::vector<Tensor>& tensors, const std::string& what) {
+  const uint64_t mine = checksum(tensors);
+  Tensor all = allgather(from_vector(std::vector<int64_t>{(int64_t)mine}, {1}));
+  const std::vector<int64_t> sums = all.to_vector<int64_t>();
+  std::string differ;
+  for (size_t r = 1; r < sums.size(); r++)
+    if (sums[r] != sums[0]) differ += cat_str(differ.empty() ? "" : ", ", r);
+  if (!differ.empty())
+    fail("dist::check_same_on_all_ranks", "the ", what, " of rank(s) ", differ, " differ from rank 0's (checksums ",
+         std::to_string((uint64_t)sums[0]), " on rank 0)");
+}
+
+}  // namespace ember::dist
