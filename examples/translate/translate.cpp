@@ -485,7 +485,8 @@ int train(const TrainOptions& o) {
                           .save_every = o.save_every,
                           .target = o.target_acc,
                           .last_saved = resume ? *resume : std::string(),
-                          .resume_hint = "resume with --resume auto"});
+                          .resume_hint = "resume with --resume auto",
+                          .plain = dist::launched_by_mpirun()});
   // steps after step 100, those of them in which the allocator took memory from the system, and how much
   int64_t steady_steps = 0, steady_grew = 0, steady_growth = 0;
   double lr = 0;

@@ -29,7 +29,7 @@ Trainer::Trainer(Settings settings) : s_(std::move(settings)) {
   saved_step_ = s_.last_saved.empty() ? -1 : s_.first_step;
   last_saved_ = s_.last_saved;
   reached_ = s_.already_reached;
-  tty_ = ::isatty(1);
+  tty_ = ::isatty(1) && !s_.plain;
 }
 
 void Trainer::save_now(const std::string& why) {

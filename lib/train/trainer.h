@@ -28,6 +28,7 @@ struct Settings {
   std::string last_saved;    // the checkpoint a resumed run starts from
   std::string resume_hint;   // said after a stop ("resume with --resume auto")
   std::string nonfinite_hint;  // said after a non-finite loss ("--lr 10 may be too large")
+  bool plain = false;  // progress as lines even on a terminal (mpirun gives ranks one, whatever its own output is)
 };
 
 struct StepResult {

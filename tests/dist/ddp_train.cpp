@@ -10,6 +10,7 @@
 //                              parameters at the end
 //   ddp_train resume DIR       resumes from DIR's checkpoint with this number of ranks: the
 //                              final parameters equal the uninterrupted run's to 1e-12
+//   ddp_train raise            the last rank fails mid-step: the job ends (MPI_Abort)
 //
 // Each rank pads its own part of a batch to its own lengths: the masks and the result do
 // not depend on it. Exits non-zero on failure, naming the rank and what differed.
@@ -277,6 +278,18 @@ int resume(const std::string& dir) {
   return 0;
 }
 
+// The last rank fails in the middle of a step while the others wait for its gradients:
+// the job must end at once, not hang.
+int raise_on_last_rank() {
+  Trainer t(true);
+  static const std::vector<Sample> data = make_data(64);
+  t.step(batch_of(data, kPlan[0]));
+  if (dist::rank() == dist::world_size() - 1) fail("raise_on_last_rank", "a failure on purpose");
+  t.step(batch_of(data, kPlan[1]));
+  expect(false, "the other ranks went past a step the last rank never took");
+  return 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -287,10 +300,11 @@ int main(int argc, char** argv) {
     if (mode.empty()) code = equivalence();
     else if (mode == "save" && argc > 2) code = save(argv[2]);
     else if (mode == "resume" && argc > 2) code = resume(argv[2]);
+    else if (mode == "raise") code = raise_on_last_rank();
     else std::fprintf(stderr, "usage: ddp_train [save DIR | resume DIR]\n"), code = 2;
-  } catch (const std::exception& e) {
+  } catch (const std::exception& e) {  // the others may be waiting in a collective: end them too
     std::fprintf(stderr, "rank %d: %s\n", dist::rank(), e.what());
-    failures++;
+    dist::abort_job(1);
   }
   dist::finalize();
   return code ? code : failures ? 1 : 0;
