@@ -88,8 +88,8 @@ void DistributedDataParallel::copy_in(Slot& s) {
   Tensor dst = b.flat.narrow(0, s.offset, s.param.numel()).view(s.param.shape());
   Tensor g = s.param.grad();
   NoGradGuard ng;
-  if (g.defined()) dst.copy_(g.detach());
-  else dst.fill_(0.0);
+  if (!g.defined()) dst.fill_(0.0);
+  else if (g.raw_data() != dst.raw_data()) dst.copy_(g.detach());  // else accumulated in place
   s.ready = true;
   b.pending--;
 }
@@ -103,8 +103,10 @@ void DistributedDataParallel::on_gradient(size_t slot) {
   Slot& s = slots_[slot];
   if (s.ready) return;
   copy_in(s);
-  if (buckets_[s.bucket].pending == 0) launch_ready();
+  if (buckets_[s.bucket].pending > 0) return;
+  // MPI moves reductions on only inside its calls: the ones under way, each time another starts
   progress();
+  launch_ready();
 }
 
 void DistributedDataParallel::launch_ready() {
@@ -119,7 +121,7 @@ void DistributedDataParallel::launch_ready() {
 void DistributedDataParallel::progress() {
   const auto t0 = Clock::now();
   for (size_t i = 0; i < next_launch_; i++)
-    if (buckets_[i].work) buckets_[i].work->test();
+    if (buckets_[i].work && buckets_[i].work->test()) buckets_[i].work.reset();
   stats_.mpi_seconds += since(t0);
 }
 
@@ -135,12 +137,10 @@ void DistributedDataParallel::finish_pass() {
   const double waited = since(t0);
   stats_.wait_seconds += waited;
   stats_.mpi_seconds += waited;
-  NoGradGuard ng;
+  // the gradients become views of the reduced buckets (no copy back, as PyTorch's
+  // gradient_as_bucket_view): the next reduction overwrites them
   for (Slot& s : slots_) {
-    Tensor reduced = buckets_[s.bucket].flat.narrow(0, s.offset, s.param.numel()).view(s.param.shape());
-    Tensor g = s.param.grad();
-    if (g.defined() && g.is_contiguous() && !g.requires_grad()) g.copy_(reduced);
-    else s.param.set_grad(reduced.clone());
+    s.param.set_grad(buckets_[s.bucket].flat.narrow(0, s.offset, s.param.numel()).view(s.param.shape()));
     stats_.bytes += s.param.numel() * (int64_t)dtype_size(s.param.dtype());
   }
   stats_.reductions++;

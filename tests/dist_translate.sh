@@ -35,7 +35,8 @@ small=(--train "$dir/train.tsv" --valid "$dir/valid.tsv" --d-model 16 --heads 2 
 
 # --- 2 ranks == 1 process (dropout on: the masks follow the rows)
 run 0 one "$bin" train "${small[@]}" --out "$dir/one" --steps 30
-run 0 two mpi 2 "$bin" train "${small[@]}" --out "$dir/two" --steps 30
+run 0 two mpi 2 "$bin" train "${small[@]}" --out "$dir/two" --steps 30 --check-every 5
+contains "$dir/two.out" "communication: "
 contains "$dir/two.out" "2 processes x 1 thread(s) each"
 contains "$dir/two.out" "step 30/30"
 contains "$dir/two.out" "validation exact match"

@@ -23,6 +23,8 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "cli/cli.h"
@@ -58,6 +60,7 @@ struct TrainOptions {
   int64_t seed = 1;
   double target_acc = 0.995, lr = 1e-3, clip = 0;
   int threads = 0;
+  int64_t check_every = 0;  // data-parallel: compare the ranks' parameters every N steps
   // the model's shape
   int64_t d_model = 128, heads = 4, enc_layers = 2, dec_layers = 2, ffn = 512, max_len = 64;
   double dropout = 0.1;
@@ -93,8 +96,11 @@ void add_train_options(CLI::App* app, TrainOptions& o) {
   g["--log-every"] = integer(*app, "--log-every", o.log_every, 1, kMaxSteps,
                              "a progress line every N steps when not on a terminal");
   g["--seed"] = integer(*app, "--seed", o.seed, 0, int64_t(1) << 53, "initialisation, dropout and data order");
-  g["--threads"] = integer(*app, "--threads", o.threads, 1, kMaxThreads, "threads")
-                     ->default_str("OMP_NUM_THREADS, else every core");
+  g["--threads"] = integer(*app, "--threads", o.threads, 1, kMaxThreads, "threads (per process under mpirun)")
+                     ->default_str("OMP_NUM_THREADS, else every core (under mpirun: shared among the processes)");
+  g["--check-every"] = integer(*app, "--check-every", o.check_every, 0, kMaxSteps,
+                               "under mpirun: every N steps, check that all processes hold bitwise the same "
+                               "parameters (0: never)");
 }
 
 bool given(const TrainOptions& o, const std::string& flag) { return o.given.at(flag)->count() > 0; }
@@ -296,6 +302,20 @@ std::vector<double> sum_over_ranks(std::vector<double> v) {
   return t.to_vector<double>();
 }
 
+// The batch's loss (the ranks' shares summed in rank order: the same bits everywhere) and
+// the first stop signal any rank received (0: none), in one collective.
+std::pair<double, int> exchange(double loss_share, int signal) {
+  Tensor all = dist::allgather(from_vector(std::vector<double>{loss_share, double(signal)}, {2}).to(kFloat64));
+  const std::vector<double> v = all.to_vector<double>();
+  double loss = 0;
+  int first = 0;
+  for (size_t r = 0; r + 1 < v.size(); r += 2) {
+    loss += v[r];
+    if (!first && v[r + 1] != 0) first = (int)v[r + 1];
+  }
+  return {loss, first};
+}
+
 int train(const TrainOptions& o) {
   // Data-parallel under mpirun: every rank runs this function on its own rows of each
   // batch; rank 0 alone writes (progress, curves, checkpoints), and the others' stdout is
@@ -490,6 +510,7 @@ int train(const TrainOptions& o) {
   // steps after step 100, those of them in which the allocator took memory from the system, and how much
   int64_t steady_steps = 0, steady_grew = 0, steady_growth = 0;
   double lr = 0;
+  int agreed_signal = 0;  // data-parallel: the stop signal of the last step's exchange
   model->train();
 
   trainer.step = [&] {
@@ -523,15 +544,21 @@ int train(const TrainOptions& o) {
       if (world > 1) loss = mul(loss, double(b.target_tokens) / double(batch_tokens));
       loss_value = loss.item();
     }
-    if (world > 1) loss_value = sum_over_ranks({loss_value})[0];
-    if (!std::isfinite(loss_value)) return training::StepResult{.loss = loss_value};  // the trainer stops here
+    if (world == 1 && !std::isfinite(loss_value)) return training::StepResult{.loss = loss_value};  // the trainer stops here
     if (loss.defined()) loss.backward();
     else ddp->join();  // no rows for this rank: it takes part in the reduction all the same
-    // a rank without rows drew no dropout masks: all go on from rank 0's stream
-    if ((int64_t)batch.size() < world) dist::broadcast(dropout_gen, 0);
+    if (world > 1) {
+      // a rank without rows drew no dropout masks: all go on from rank 0's stream
+      if ((int64_t)batch.size() < world) dist::broadcast(dropout_gen, 0);
+      // one exchange after the reduction (the ranks are in step there): the batch's loss,
+      // and the stop signal all ranks answer before the next step
+      std::tie(loss_value, agreed_signal) = exchange(loss_value, optim::StopSignals::received());
+      if (!std::isfinite(loss_value)) return training::StepResult{.loss = loss_value};  // before any update
+    }
     if (o.clip > 0) optim::clip_grad_norm(params, o.clip);
     opt.step();
     progress.step++;
+    if (ddp && o.check_every > 0 && progress.step % o.check_every == 0) ddp->check_parameters();
     if (progress.step > 100) {
       const int64_t grown = Storage::system_bytes() - held_before;
       steady_steps++, steady_grew += grown > 0, steady_growth += grown;
@@ -547,12 +574,7 @@ int train(const TrainOptions& o) {
     hist.step.push_back(double(step));
     hist.loss.push_back(mean_loss);
   };
-  if (world > 1) trainer.agree_on_signal = [](int signal) {  // the first signal any rank received
-    Tensor all = dist::allgather(from_vector(std::vector<int64_t>{signal}, {1}));
-    for (int64_t s : all.to_vector<int64_t>())
-      if (s) return (int)s;
-    return 0;
-  };
+  if (world > 1) trainer.agree_on_signal = [&](int) { return agreed_signal; };
   // Each rank decodes its part of the validation pairs; the counts are summed.
   const dist::Shard valid_part = dist::shard((int64_t)valid_set.size(), rank, world);
   const std::vector<std::vector<int64_t>> my_sources(valid_sources.begin() + valid_part.first,
@@ -596,6 +618,13 @@ int train(const TrainOptions& o) {
               double(ru.ru_maxrss) / 1024.0, double(Storage::system_bytes()) / 1048576.0,
               (long long)(steady_steps - steady_grew), (long long)steady_steps, (long long)steady_grew,
               double(steady_growth) / 1024.0);
+  if (ddp) {
+    const auto& st = ddp->stats();
+    std::printf("communication: %.1f s in MPI calls (%.1f%% of training), %.1f s of it waiting after backward; "
+                "%.2f MB of gradients reduced per step\n",
+                st.mpi_seconds, 100 * st.mpi_seconds / std::max(trainer.train_seconds(), 1e-9), st.wait_seconds,
+                st.reductions ? double(st.bytes) / double(st.reductions) / 1048576.0 : 0.0);
+  }
   std::printf("checkpoint: %s\ncurves: %s\n", trainer.last_saved().c_str(),
               drew ? curves.c_str() : "(not written: see the warning)");
   return 0;
