@@ -278,6 +278,21 @@ void adam_kernel(const AdamSlots<T>& s, const AdamOptions& o, bool decoupled, in
   const double bc1 = 1 - std::pow(o.beta1, (double)t), bc2 = 1 - std::pow(o.beta2, (double)t);
   const T step_size = (T)(o.lr / bc1), bc2_sqrt = (T)std::sqrt(bc2), eps = (T)o.eps;
   const T b1 = (T)o.beta1, b2 = (T)o.beta2, wd = (T)o.weight_decay, decay = (T)(1 - o.lr * o.weight_decay);
+  if (wd == 0 && !vmax) {  // the usual case, in a loop without branches, which vectorises
+    over(n, [&, b1, b2, step_size, bc2_sqrt, eps](int64_t b, int64_t e) {  // constants by value: the
+      T* __restrict pp = p;                                                   // stores cannot alias them
+      T* __restrict mm = m;
+      T* __restrict vv = v;
+      const T* __restrict gg = grad;
+      for (int64_t i = b; i < e; i++) {
+        const T g = gg[i];
+        mm[i] = b1 * mm[i] + (1 - b1) * g;
+        vv[i] = b2 * vv[i] + (1 - b2) * g * g;
+        pp[i] = pp[i] - step_size * mm[i] / (std::sqrt(vv[i]) / bc2_sqrt + eps);
+      }
+    });
+    return;
+  }
   over(n, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; i++) {
       T g = grad[i];
