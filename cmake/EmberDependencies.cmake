@@ -1,11 +1,13 @@
 # Finds ember's dependencies: OpenBLAS (cblas, OpenMP build preferred so that BLAS calls
-# made inside our OpenMP regions do not start a second thread pool), OpenMP, HDF5 and zlib.
+# made inside our OpenMP regions do not start a second thread pool), OpenMP, HDF5, zlib, and
+# MPI when there (ember::dist runs on it; a world of one process without it).
 # Used both by the build and by the installed package configuration.
 include_guard(GLOBAL)
 
 find_package(OpenMP REQUIRED COMPONENTS CXX)
 find_package(HDF5 REQUIRED COMPONENTS C)
 find_package(ZLIB REQUIRED)  # CRC-32 of checkpoint files
+find_package(MPI COMPONENTS CXX QUIET)
 
 # Debian installs several OpenBLAS builds side by side; take the OpenMP one when present.
 find_path(EMBER_CBLAS_INCLUDE_DIR cblas.h
