@@ -1,5 +1,6 @@
-// Run under mpirun with any number of ranks: every collective against hand-computed
-// results, for every dtype, odd sizes and empty tensors, and its errors. Exits non-zero
+// Run under mpirun with any number of ranks: every collective (blocking and not) against
+// hand-computed results, for every dtype, odd sizes and empty tensors, and its errors; any,
+// a generator's broadcast, and the check that names a rank whose tensors differ. Exits non-zero
 // on the first rank that sees a wrong result, naming it.
 #include <cmath>
 #include <cstdio>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "core/ops.h"
+#include "core/random.h"
 #include "dist/dist.h"
 
 using namespace ember;
@@ -55,6 +57,27 @@ int main(int argc, char** argv) {
         for (int k = 1; k < n; k++) same = same && equal(all.select(0, k), all.select(0, 0));
         expect(same, "allreduce mean bitwise equal on every rank, " + tag);
       }
+      // the non-blocking allreduce: the same sums, the same bits on every rank
+      for (auto op : {dist::ReduceOp::Sum, dist::ReduceOp::Mean}) {
+        if (op == dist::ReduceOp::Mean && !is_floating(dt)) continue;
+        Tensor a = rank_tensor(r, size, dt), c = rank_tensor(r, size, dt);
+        auto work = dist::allreduce_async(a, op);
+        auto second = dist::allreduce_async(c, op);  // two under way at once
+        while (!work->test()) {
+        }
+        second->wait();
+        auto av = a.to_vector<double>();
+        bool aok = (int64_t)av.size() == size && equal(a, c);
+        for (int64_t i = 0; aok && i < size; i++) {
+          const double want = tri * (i + 1) + (is_floating(dt) ? 0.25 * n : 0.0);
+          aok = std::fabs(av[i] - (op == dist::ReduceOp::Mean ? want / n : want)) <= 1e-6 * std::fabs(want);
+        }
+        expect(aok, std::string("allreduce_async ") + (op == dist::ReduceOp::Sum ? "sum, " : "mean, ") + tag);
+        Tensor all = dist::allgather(a);
+        bool same = true;
+        for (int k = 1; k < n; k++) same = same && equal(all.select(0, k), all.select(0, 0));
+        expect(same, "allreduce_async bitwise equal on every rank, " + tag);
+      }
       Tensor b = rank_tensor(r, size, dt);
       dist::broadcast(b, n - 1);
       expect(equal(b, rank_tensor(n - 1, size, dt)), "broadcast from the last rank, " + tag);
@@ -85,6 +108,22 @@ int main(int argc, char** argv) {
          "a mean of ints is refused");
   expect(error_of([&] { dist::broadcast(ints, n); }).find("is not a rank of a world of") != std::string::npos,
          "broadcast from a rank that does not exist is refused");
+  // any, a generator's state, and the check that ranks agree
+  expect(dist::any(r == n - 1) && !dist::any(false), "any");
+  Generator gen((uint64_t)(100 + r));
+  gen.next_u64();
+  if (r == 0) gen.next_u64();
+  dist::broadcast(gen, 0);
+  Tensor states = dist::allgather(from_vector(std::vector<int64_t>{(int64_t)gen.get_state()[0], (int64_t)gen.get_state()[1]}, {2}));
+  expect(states.select(0, n - 1).to_vector<int64_t>() == std::vector<int64_t>{100, 2}, "a generator broadcast from rank 0");
+  Tensor mine = from_vector(std::vector<double>{1.5, 2.5}, {2});
+  expect(error_of([&] { dist::check_same_on_all_ranks({mine}, "weights"); }).empty(), "the same tensors pass the check");
+  if (n > 1) {
+    Tensor odd = from_vector(std::vector<double>{1.5, r == n - 1 ? 2.75 : 2.5}, {2});
+    const std::string e = error_of([&] { dist::check_same_on_all_ranks({odd}, "weights"); });
+    expect(e.rfind("dist::check_same_on_all_ranks: the weights of rank(s) " + std::to_string(n - 1) + " differ", 0) == 0,
+           "a rank that differs is named: got '" + e + "'");
+  }
   dist::barrier();
   if (r == 0 && failures == 0) std::printf("collectives: all checks passed on %d ranks\n", n);
   dist::finalize();
