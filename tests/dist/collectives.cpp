@@ -11,16 +11,13 @@
 #include "core/ops.h"
 #include "core/random.h"
 #include "dist/dist.h"
+#include "expect.h"
 
 using namespace ember;
+using dist_test::expect;
+using dist_test::failures;
 
 namespace {
-int failures = 0;
-void expect(bool ok, const std::string& what) {
-  if (ok) return;
-  failures++;
-  std::fprintf(stderr, "rank %d: FAILED: %s\n", dist::rank(), what.c_str());
-}
 // rank r's tensor: element i = (r + 1) * (i + 1) (+ 0.25 for floats), of n elements
 Tensor rank_tensor(int r, int64_t n, DType dt) {
   std::vector<double> v;

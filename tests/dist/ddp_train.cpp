@@ -27,17 +27,13 @@
 #include "nn/functional.h"
 #include "nn/transformer.h"
 #include "optim/optimizer.h"
+#include "expect.h"
 
 using namespace ember;
+using dist_test::expect;
+using dist_test::failures;
 
 namespace {
-
-int failures = 0;
-void expect(bool ok, const std::string& what) {
-  if (ok) return;
-  failures++;
-  std::fprintf(stderr, "rank %d: FAILED: %s\n", dist::rank(), what.c_str());
-}
 
 constexpr int64_t kVocab = 11, kPad = 0, kBos = 1, kEos = 2;
 
