@@ -51,8 +51,7 @@ void check_same_on_all_ranks(const std::vector<Tensor>& tensors, const std::stri
   for (size_t r = 1; r < sums.size(); r++)
     if (sums[r] != sums[0]) differ += cat_str(differ.empty() ? "" : ", ", r);
   if (!differ.empty())
-    fail("dist::check_same_on_all_ranks", "the ", what, " of rank(s) ", differ, " differ from rank 0's (checksums ",
-         std::to_string((uint64_t)sums[0]), " on rank 0)");
+    fail("dist::check_same_on_all_ranks", "the ", what, " of rank(s) ", differ, " differ from rank 0's");
 }
 
 }  // namespace ember::dist

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # translate train under mpirun, at a tiny size: 2 ranks train as one process does; a
-# checkpoint saved by 2 ranks resumes with 1 and with 3; a rank killed mid-step or a rank
+# checkpoint saved by 2 ranks resumes with 1 and with 3; ranks given other options or
+# another checkpoint stop before training; a rank killed mid-step or a rank
 # that fails ends the job within seconds, naming the rank, with the last checkpoint intact;
 # SIGTERM to the job saves once and stops every rank.
 #   dist_translate.sh MPIEXEC TRANSLATE DDP_TRAIN DATA_DIR SCRATCH_DIR
@@ -56,6 +57,16 @@ for n in 1 3; do
   c=$(loss_at "$dir/resume$n.out" 30)
   close "$c" "$b" || fail "resumed with $n rank(s): loss at step 30 is $c, uninterrupted $b"
 done
+
+# --- processes that disagree (another --steps, a checkpoint only one of them sees) stop
+# before training, naming the rank
+run 1 disagree timeout 60 "$mpiexec" --oversubscribe -np 1 "$bin" train "${small[@]}" --out "$dir/dis" --steps 30 \
+  : -np 1 "$bin" train "${small[@]}" --out "$dir/dis" --steps 20
+contains "$dir/disagree.err" "of rank(s) 1 differ from rank 0's"
+mkdir -p "$dir/seen" "$dir/unseen" && cp "$dir/two/ckpt-00000015.h5" "$dir/seen/"
+run 1 unseen timeout 60 "$mpiexec" --oversubscribe -np 1 "$bin" train "${small[@]}" --out "$dir/seen" --steps 30 --resume auto \
+  : -np 1 "$bin" train "${small[@]}" --out "$dir/unseen" --steps 30 --resume auto
+contains "$dir/unseen.err" "options, data files or checkpoint (here: none) of rank(s) 1 differ from rank 0's"
 
 # --- a rank killed mid-step: the job ends within seconds, the checkpoints read back
 long=("${small[@]}" --steps 100000 --save-every 10)

@@ -339,7 +339,10 @@ int train(const TrainOptions& o) {
   std::optional<std::string> resume;
   if (given(o, "--resume")) {
     if (o.resume == "auto") {
-      resume = newest_intact(ckpts, o.out);
+      // rank 0 first: it moves damaged checkpoints aside, which the others then do not see
+      if (leader) resume = newest_intact(ckpts, o.out);
+      dist::barrier();
+      if (!leader) resume = newest_intact(ckpts, o.out);
       if (!resume) std::printf("no checkpoint in %s: starting afresh\n", o.out.c_str());
     } else {
       resume = o.resume;
@@ -381,15 +384,34 @@ int train(const TrainOptions& o) {
     cfg.dropout = o.dropout;
     cfg.max_len = o.max_len;
   }
-  cli::check_fits_in_memory("translate train", seq2seq::training_bytes(cfg, o.batch),
+  const int64_t rows_here = (o.batch + world - 1) / world;  // this process's part of a batch
+  cli::check_fits_in_memory("translate train", seq2seq::training_bytes(cfg, rows_here),
                             cat_str("training a ", std::llround(seq2seq::parameter_count(cfg)),
-                                    "-parameter model at --batch ", o.batch, " and --max-len ", cfg.max_len));
+                                    "-parameter model at --batch ", o.batch,
+                                    world > 1 ? cat_str(" (", rows_here, " rows in this process)") : std::string(),
+                                    " and --max-len ", cfg.max_len));
   std::vector<Example> train_set = seq2seq::encode_pairs(train_pairs, o.train, src_vocab, tgt_vocab);
   std::vector<Example> valid_set = seq2seq::encode_pairs(valid_pairs, o.valid, src_vocab, tgt_vocab);
   check_lengths(train_pairs, train_set, o.train, cfg.max_len);
   check_lengths(valid_pairs, valid_set, o.valid, cfg.max_len);
   int64_t longest_target = 0;
   for (auto& e : valid_set) longest_target = std::max<int64_t>(longest_target, (int64_t)e.target.size());
+  // Every process must train the same job: the same options, data and checkpoint (an --out
+  // that only some machines see, or another data file on one of them, would otherwise
+  // train something else, or hang at the end). Checked before anything is trained.
+  if (world > 1) {
+    std::string job = cat_str(o.steps, ' ', o.batch, ' ', o.seed, ' ', o.lr, ' ', o.warmup, ' ', o.clip, ' ', o.dropout,
+                              ' ', o.target_acc, ' ', o.eval_every, ' ', o.save_every, ' ', o.check_every, ' ',
+                              cfg.d_model, ' ', cfg.nhead, ' ', cfg.num_encoder_layers, ' ', cfg.num_decoder_layers, ' ',
+                              cfg.dim_feedforward, ' ', cfg.max_len, ' ', previous ? previous->progress.step : -1, '\n');
+    for (const auto* set : {&train_pairs, &valid_pairs})
+      for (const auto& p : *set) job += p.source + '\t' + p.target + '\n';
+    Tensor bytes = from_vector(std::vector<int64_t>(job.begin(), job.end()), {(int64_t)job.size()});
+    dist::check_same_on_all_ranks(
+        {bytes}, cat_str("options, data files or checkpoint (here: ",
+                         previous ? cat_str("step ", previous->progress.step, " of ", *resume) : std::string("none"),
+                         ")"));
+  }
 
   // three streams: initialisation, dropout masks, data order (dropout's is checkpointed
   // with the data order's, so that a resumed run draws the masks it would have drawn)
@@ -900,6 +922,7 @@ int main(int argc, char** argv) {
       }
     };
     if (train_cmd->parsed()) return as("train", [&] { return train(train_options); });
+    if (dist::rank() != 0) return 0;  // under mpirun, the other commands are rank 0's alone
     if (eval_cmd->parsed()) return as("eval", [&] { return eval(eval_options); });
     if (decode_cmd->parsed()) return as("decode", [&] { return decode(decode_options); });
     return as("attention", [&] { return attention(attention_options); });
