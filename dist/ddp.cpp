@@ -5,8 +5,8 @@
 // reduction - after every bucket before it has started, so that all ranks start them in
 // the same order. When the pass ends (a callback queued on the engine), buckets still
 // waiting for a gradient that never came (a parameter this rank's data did not reach) are
-// started with what the parameter holds, every reduction is waited for, and the reduced
-// buckets are copied back into the gradients.
+// started with what the parameter holds, every reduction is waited for, and the gradients
+// become views of the reduced buckets.
 #include "dist/ddp.h"
 
 #include <chrono>
@@ -21,11 +21,10 @@ using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 }  // namespace
 
-DistributedDataParallel::DistributedDataParallel(nn::Module& module, DDPOptions options)
-    : module_(module), options_(options) {
+DistributedDataParallel::DistributedDataParallel(nn::Module& module, DDPOptions options) : options_(options) {
   const char* op = "DistributedDataParallel";
   if (options_.bucket_bytes <= 0) fail(op, "bucket_bytes must be positive, got ", options_.bucket_bytes);
-  auto params = module_.named_parameters();
+  auto params = module.named_parameters();
   for (auto& [name, p] : params)
     if (!p.is_contiguous()) fail(op, "parameter '", name, "' (shape ", p.shape(), ") is not contiguous");
   {
@@ -35,7 +34,7 @@ DistributedDataParallel::DistributedDataParallel(nn::Module& module, DDPOptions 
       broadcast(t, 0);
     }
     if (options_.broadcast_buffers)
-      for (auto& [name, b] : module_.named_buffers()) {
+      for (auto& [name, b] : module.named_buffers()) {
         if (!b.defined() || !b.is_contiguous()) continue;
         Tensor t = b.detach();
         broadcast(t, 0);

@@ -50,8 +50,8 @@ struct DDPOptions {
 
 class DistributedDataParallel {
  public:
-  // Broadcasts rank 0's parameters (and buffers) to every rank and hooks the parameters.
-  // The module must outlive this object, and keep its parameters.
+  // Broadcasts rank 0's parameters (and buffers) to every rank and hooks the parameters
+  // the module has now (parameters added later are not reduced).
   explicit DistributedDataParallel(nn::Module& module, DDPOptions options = {});
   ~DistributedDataParallel();  // unhooks the parameters
   DistributedDataParallel(const DistributedDataParallel&) = delete;
@@ -109,7 +109,6 @@ class DistributedDataParallel {
   void finish_pass();
   void progress();
 
-  nn::Module& module_;
   DDPOptions options_;
   std::vector<Slot> slots_;
   std::vector<Bucket> buckets_;

@@ -1,8 +1,6 @@
 // The MPI calls behind dist.h.
 #include "dist/dist.h"
 
-#include "dist/mpi_comm.h"
-
 #include <mpi.h>
 
 #include <algorithm>
@@ -11,6 +9,7 @@
 #include <string>
 
 #include "core/ops.h"
+#include "dist/mpi_comm.h"
 
 namespace ember::dist {
 
@@ -69,8 +68,10 @@ void init(int* argc, char*** argv) {
   // OpenMPI's ring for the non-blocking allreduce (unless the user chose one): on shared
   // memory, 2 ranks, the translator's 3.6 MB in four buckets, it took 0.42 ms where the
   // default choice took 0.79; and every rank gets the same bits from it
-  if (!already) setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "1", /*overwrite=*/0);
-  if (!already) check(MPI_Init(argc, argv), "dist::init", "MPI_Init");
+  if (!already) {
+    setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "1", /*overwrite=*/0);
+    check(MPI_Init(argc, argv), "dist::init", "MPI_Init");
+  }
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   check(MPI_Comm_dup(MPI_COMM_WORLD, &g_comm), "dist::init", "MPI_Comm_dup");
   MPI_Comm_set_errhandler(g_comm, MPI_ERRORS_RETURN);

@@ -84,6 +84,8 @@ void tiled_forward_block(const TiledGeometry& tg, const Buffers<T>& b, int64_t h
   std::fill(m.begin(), m.end(), -std::numeric_limits<T>::infinity());
   const T sc = T(tg.scale);
   const DropoutDraws draws = tg.draws;  // a local copy: the loops below vectorise
+  std::vector<uint64_t> keys(tg.dropout ? (size_t)nq : 0);  // each query row's dropout key
+  for (size_t r = 0; r < keys.size(); r++) keys[r] = draws.row_key(h * g.L + i0 + (int64_t)r);
   for (int64_t j0 = 0; j0 < g.S; j0 += kKeyBlock) {
     const int64_t nk = std::min(kKeyBlock, g.S - j0);
     // s = q k^T
@@ -111,10 +113,8 @@ void tiled_forward_block(const TiledGeometry& tg, const Buffers<T>& b, int64_t h
       m[(size_t)r] = m_new;
       T* orow = o.data() + r * Dv;
       for (int64_t c = 0; c < Dv; c++) orow[c] *= alpha;
-      if (tg.dropout) {
-        const uint64_t key = draws.row_key(row);
-        for (int64_t c = 0; c < nk; c++) x[c] *= draws.factor<T>(key, j0 + c);
-      }
+      if (tg.dropout)
+        for (int64_t c = 0; c < nk; c++) x[c] *= draws.factor<T>(keys[(size_t)r], j0 + c);
     }
     // o += p v
     kernel::gemm_serial(Gemm<T>{.M = nq, .N = Dv, .K = nk, .a = s.data(), .lda = nk, .b = v + tg.v0[h] + j0 * tg.v_rs,
@@ -137,6 +137,8 @@ void tiled_backward_head(const TiledGeometry& tg, const Buffers<T>& b, int64_t h
   const int64_t D = g.D, Dv = g.Dv;
   const T sc = T(tg.scale);
   const DropoutDraws draws = tg.draws;
+  std::vector<uint64_t> keys(tg.dropout ? (size_t)g.L : 0);  // each query row's dropout key
+  for (size_t i = 0; i < keys.size(); i++) keys[i] = draws.row_key(h * g.L + (int64_t)i);
   std::vector<T> delta((size_t)g.L);  // sum_c dout * out per query: sum_j P_ij dP_ij
   for (int64_t i = 0; i < g.L; i++) {
     const T* a = dout + (h * g.L + i) * Dv;
@@ -166,7 +168,7 @@ void tiled_backward_head(const TiledGeometry& tg, const Buffers<T>& b, int64_t h
         if (blocked)
           for (int64_t c = 0; c < nk; c++) x[c] = blocked[c * tg.mask_cs] ? T(0) : x[c];
         if (tg.dropout) {
-          const uint64_t key = draws.row_key(row);
+          const uint64_t key = keys[(size_t)(i0 + r)];
           for (int64_t c = 0; c < nk; c++) kf[c] = draws.factor<T>(key, j0 + c);
           for (int64_t c = 0; c < nk; c++) xd[c] = x[c] * kf[c];
         } else {
