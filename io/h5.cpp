@@ -337,6 +337,7 @@ Writer Writer::in_memory(const std::string& name, size_t userblock) {
   w.in_memory_ = true;
   w.userblock_ = userblock;
   Handle fcpl(H5Pcreate(H5P_FILE_CREATE), H5Pclose), fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+  H5Pset_obj_track_times(fcpl.id, false);  // the root group's times too
   if (userblock > 0 && H5Pset_userblock(fcpl.id, userblock) < 0)
     fail("h5::Writer", "a user block must be a power of two of at least 512 bytes, got ", userblock);
   if (H5Pset_fapl_core(fapl.id, 1 << 20, 0) < 0) fail("h5::Writer", "cannot prepare an in-memory file for '", name, "'");
@@ -392,7 +393,9 @@ void Writer::make_groups(const std::string& path) {
   for (size_t pos = path.find('/', 1); pos != std::string::npos; pos = path.find('/', pos + 1)) {
     std::string g = path.substr(0, pos);
     if (g.empty() || H5Lexists(id_, g.c_str(), H5P_DEFAULT) > 0) continue;
-    Handle h(H5Gcreate2(id_, g.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
+    Handle gcpl(H5Pcreate(H5P_GROUP_CREATE), H5Pclose);
+    H5Pset_obj_track_times(gcpl.id, false);  // no times: the same contents give the same bytes
+    Handle h(H5Gcreate2(id_, g.c_str(), H5P_DEFAULT, gcpl.id, H5P_DEFAULT), H5Gclose);
     if (h.id < 0) fail("h5::Writer", "cannot create group '", g, "' in '", file_, "'");
   }
 }
@@ -407,7 +410,9 @@ void write_dataset(hid_t f, const std::string& file, const std::string& dataset,
                    const std::vector<hsize_t>& dims, const void* data, bool scalar) {
   if (f < 0) fail("h5::Writer::write", "'", file, "' is closed");
   Handle space(scalar ? H5Screate(H5S_SCALAR) : H5Screate_simple((int)dims.size(), dims.data(), nullptr), H5Sclose);
-  Handle d(H5Dcreate2(f, dataset.c_str(), file_type, space.id, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Dclose);
+  Handle dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+  H5Pset_obj_track_times(dcpl.id, false);  // no times: the same contents give the same bytes
+  Handle d(H5Dcreate2(f, dataset.c_str(), file_type, space.id, H5P_DEFAULT, dcpl.id, H5P_DEFAULT), H5Dclose);
   if (d.id < 0) fail("h5::Writer::write", "cannot create dataset '", dataset, "' in '", file, "'");
   uint64_t n = 1;
   for (hsize_t x : dims) n *= x;

@@ -51,8 +51,8 @@ Tensor dropout_keep(const Shape& shape, DType dtype, const DropoutDraws& draws) 
   return keep;
 }
 
-std::pair<Tensor, Tensor> composed_attention(const Tensor& q, const Tensor& k, const Tensor& v,
-                                             const AttentionMask& mask, double scale, const Tensor& keep) {
+Composed composed_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask, double scale,
+                            const Tensor& keep) {
   Tensor scores = mul(matmul(q, k.mT()), scale);  // [..., L, S]
   Tensor w;
   if (!mask.defined()) {
@@ -69,7 +69,7 @@ std::pair<Tensor, Tensor> composed_attention(const Tensor& q, const Tensor& k, c
     Tensor all_blocked = eq(sum(blocked.expand(scores.shape()), {-1}, /*keepdim=*/true), S);  // [..., L, 1]
     w = where(all_blocked, zeros({}, q.dtype()), softmax(scores, -1));
   }
-  return {matmul(keep.defined() ? mul(w, keep) : w, v), w};
+  return {matmul(keep.defined() ? mul(w, keep) : w, v), w, scores};
 }
 
 }  // namespace detail
@@ -124,7 +124,7 @@ AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
           xv = SavedTensor(v), mask](const Tensor& dout) {
       if (grad_enabled())  // recorded: differentiated as its composition is
         return backward_of_composition(
-            [&](const std::vector<Tensor>& in) { return detail::composed_attention(in[0], in[1], in[2], mask, sc, keep).first; },
+            [&](const std::vector<Tensor>& in) { return detail::composed_attention(in[0], in[1], in[2], mask, sc, keep).output; },
             {xq.get(), xk.get(), xv.get()}, dout);
       Tensor dq, dk, dv;
       if (gv) {
@@ -161,8 +161,8 @@ AttentionResult scaled_dot_product_attention_reference(const Tensor& q, const Te
                                                        const AttentionMask& mask, double scale) {
   const char* op = "scaled_dot_product_attention_reference";
   const Geometry g = check_inputs(op, q, k, v, mask);
-  auto [out, w] = detail::composed_attention(q, k, v, mask, default_scale(scale, g.D), Tensor());
-  return {out, w.detach()};
+  detail::Composed c = detail::composed_attention(q, k, v, mask, default_scale(scale, g.D), Tensor());
+  return {c.output, c.weights.detach()};
 }
 
 }  // namespace ember::nn

@@ -34,8 +34,11 @@ Tensor dropout_keep(const Shape& shape, DType dtype, const DropoutDraws& draws);
 // Attention composed of primitive ops (the reference; and what the fused and the tiled op
 // are differentiated through under create_graph): weights = softmax(scale q k^T) with
 // blocked pairs removed and fully blocked rows zero, times keep when it is defined, @ v.
-// Returns the output and the weights (before keep).
-std::pair<Tensor, Tensor> composed_attention(const Tensor& q, const Tensor& k, const Tensor& v,
-                                             const AttentionMask& mask, double scale, const Tensor& keep);
+// Returns the output, the weights (before keep) and the softmax's input.
+struct Composed {
+  Tensor output, weights, scores;
+};
+Composed composed_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask, double scale,
+                            const Tensor& keep);
 
 }  // namespace ember::nn::detail

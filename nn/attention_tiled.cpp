@@ -253,7 +253,7 @@ Tensor scaled_dot_product_attention_tiled(const Tensor& q, const Tensor& k, cons
         Tensor keep = tg.dropout ? detail::dropout_keep(g.with(g.L, g.S), dout_in.dtype(), tg.draws) : Tensor();
         return backward_of_composition(
             [&](const std::vector<Tensor>& in) {
-              return detail::composed_attention(in[0], in[1], in[2], mask, tg.scale, keep).first;
+              return detail::composed_attention(in[0], in[1], in[2], mask, tg.scale, keep).output;
             },
             {xq.get(), xk.get(), xv.get()}, dout_in);
       }

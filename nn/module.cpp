@@ -138,22 +138,11 @@ void Module::to(DType dtype) {
 
 HookHandle Module::register_forward_hook(ForwardHook fn) {
   if (!fn) fail("register_forward_hook", "got an empty function");
-  if (!forward_hooks_) forward_hooks_ = std::make_shared<ForwardHooks>();
-  const int64_t id = forward_hooks_->next_id++;
-  forward_hooks_->list.emplace_back(id, std::move(fn));
-  return HookHandle([weak = std::weak_ptr<ForwardHooks>(forward_hooks_), id] {
-    if (auto h = weak.lock())
-      for (auto it = h->list.begin(); it != h->list.end(); ++it)
-        if (it->first == id) {
-          h->list.erase(it);
-          break;
-        }
-  });
+  return forward_hooks_.add(std::move(fn));
 }
 
 void Module::run_forward_hooks(const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs) {
-  const auto hooks = forward_hooks_->list;  // a hook may remove itself
-  for (const auto& [id, fn] : hooks) fn(*this, inputs, outputs);
+  forward_hooks_.run(*this, inputs, outputs);
 }
 
 }  // namespace ember::nn

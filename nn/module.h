@@ -21,6 +21,40 @@ namespace ember::nn {
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 using StateDict = std::map<std::string, Tensor>;
 
+// Functions registered on a module, called in registration order; add() returns the
+// handle that removes one (harmless after the module is gone).
+template <class Fn>
+class HookList {
+ public:
+  HookHandle add(Fn fn) {
+    if (!hooks_) hooks_ = std::make_shared<List>();
+    const int64_t id = hooks_->next_id++;
+    hooks_->list.emplace_back(id, std::move(fn));
+    return HookHandle([weak = std::weak_ptr<List>(hooks_), id] {
+      if (auto h = weak.lock())
+        for (auto it = h->list.begin(); it != h->list.end(); ++it)
+          if (it->first == id) {
+            h->list.erase(it);
+            break;
+          }
+    });
+  }
+  bool any() const { return hooks_ && !hooks_->list.empty(); }
+  template <class... Args>
+  void run(Args&&... args) const {
+    if (!any()) return;
+    const auto copy = hooks_->list;  // a hook may remove itself
+    for (const auto& entry : copy) entry.second(args...);
+  }
+
+ private:
+  struct List {
+    std::vector<std::pair<int64_t, Fn>> list;
+    int64_t next_id = 0;
+  };
+  std::shared_ptr<List> hooks_;
+};
+
 class Module {
  public:
   Module() = default;
@@ -60,7 +94,7 @@ class Module {
   using ForwardHook =
       std::function<void(Module& module, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs)>;
   HookHandle register_forward_hook(ForwardHook fn);
-  bool has_forward_hooks() const { return forward_hooks_ && !forward_hooks_->list.empty(); }
+  bool has_forward_hooks() const { return forward_hooks_.any(); }
 
  protected:
   // Every forward returns through this: out, after the forward hooks have seen it.
@@ -90,11 +124,7 @@ class Module {
   std::vector<std::tuple<std::string, Tensor*, bool>> buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
-  struct ForwardHooks {
-    std::vector<std::pair<int64_t, ForwardHook>> list;
-    int64_t next_id = 0;
-  };
-  std::shared_ptr<ForwardHooks> forward_hooks_;
+  HookList<ForwardHook> forward_hooks_;
 
   friend class ModuleList;
 };

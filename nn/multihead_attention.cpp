@@ -1,6 +1,9 @@
 // MultiHeadAttention: projections, head split, the fused attention op, head merge.
 #include "nn/multihead_attention.h"
 
+#include <cmath>
+
+#include "nn/attention_inputs.h"
 #include "nn/init.h"
 
 namespace ember::nn {
@@ -11,6 +14,7 @@ MultiHeadAttention::MultiHeadAttention(const MultiHeadAttentionOptions& o)
       kdim(o.kdim > 0 ? o.kdim : o.embed_dim),
       vdim(o.vdim > 0 ? o.vdim : o.embed_dim),
       dropout(o.dropout),
+      score_scale(o.score_scale),
       dropout_gen(o.dropout_gen) {
   const char* op = "MultiHeadAttention";
   const int64_t E = o.embed_dim, H = o.num_heads, kd = o.kdim, vd = o.vdim;
@@ -22,6 +26,8 @@ MultiHeadAttention::MultiHeadAttention(const MultiHeadAttentionOptions& o)
   if (E % H != 0) fail(op, "embed_dim ", E, " is not divisible by num_heads ", H);
   if (kd < 0 || vd < 0) fail(op, "kdim and vdim must be positive (or 0 for embed_dim), got ", kd, " and ", vd);
   if (!(p >= 0.0 && p < 1.0)) fail(op, "dropout must be in [0, 1), got ", p);
+  if (!(o.score_scale > 0.0 && std::isfinite(o.score_scale)))
+    fail(op, "score_scale must be positive and finite, got ", o.score_scale);
   head_dim = E / H;
   q_proj = register_module("q_proj", std::make_shared<Linear>(E, E, bias, gen, dtype));
   k_proj = register_module("k_proj", std::make_shared<Linear>(kdim, E, bias, gen, dtype));
@@ -32,6 +38,13 @@ MultiHeadAttention::MultiHeadAttention(const MultiHeadAttentionOptions& o)
   for (auto& proj : {q_proj, k_proj, v_proj}) init::xavier_uniform_(proj->weight, 1.0, gen);
   if (bias)
     for (auto& proj : {q_proj, k_proj, v_proj, out_proj}) init::zeros_(proj->bias);
+}
+
+double MultiHeadAttention::scale() const { return score_scale * detail::default_scale(0.0, head_dim); }
+
+HookHandle MultiHeadAttention::register_attention_hook(AttentionHook fn) {
+  if (!fn) fail("MultiHeadAttention::register_attention_hook", "got an empty function");
+  return attention_hooks_.add(std::move(fn));
 }
 
 MultiHeadAttentionOutput MultiHeadAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value,
@@ -126,12 +139,26 @@ MultiHeadAttentionOutput MultiHeadAttention::forward(const Tensor& query, const 
   // Without weights to return, longer sequences take the tiled op: its memory grows as
   // L + S rather than L * S, at much the same speed (below 128 x 128 pairs the weights
   // are small, and the fused op a little faster).
+  // An attention hook sees the scores and weights in the graph: attention is then composed
+  // of primitive ops, with the fused op's dropout draws.
   AttentionResult r;
   const bool hooks = has_forward_hooks();  // hooks see the weights
-  if (need_weights == AttnWeights::None && !hooks && L * S >= kTiledMinPairs)
-    r.output = scaled_dot_product_attention_tiled(q, k, v, mask, dropout, is_training(), dropout_gen);
-  else
-    r = scaled_dot_product_attention(q, k, v, mask, dropout, is_training(), dropout_gen);
+  if (has_attention_hooks()) {
+    detail::check_inputs(op, q, k, v, mask);
+    Tensor keep;
+    if (is_training() && dropout > 0.0) {
+      const Shape shape{B, H, L, S};
+      keep = detail::dropout_keep(shape, q.dtype(),
+                                  DropoutDraws::take(dropout_gen ? *dropout_gen : default_generator(), dropout, shape));
+    }
+    detail::Composed c = detail::composed_attention(q, k, v, mask, scale(), keep);
+    attention_hooks_.run(*this, AttentionInternals{c.scores, c.weights, mask.defined() ? mask.blocked() : Tensor()});
+    r = {c.output, c.weights.detach()};
+  } else if (need_weights == AttnWeights::None && !hooks && L * S >= kTiledMinPairs) {
+    r.output = scaled_dot_product_attention_tiled(q, k, v, mask, dropout, is_training(), dropout_gen, scale());
+  } else {
+    r = scaled_dot_product_attention(q, k, v, mask, dropout, is_training(), dropout_gen, scale());
+  }
   Tensor merged = r.output.transpose(1, 2).reshape({B, L, embed_dim});
   if (query_packing) merged = query_packing->pack(merged);
   MultiHeadAttentionOutput out;

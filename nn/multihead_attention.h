@@ -2,7 +2,7 @@
 //   query [B, L, E], key [B, S, kdim], value [B, S, vdim]
 //   q = query Wq^T + bq, k = key Wk^T + bk, v = value Wv^T + bv     (each [B, *, E])
 //   split into H heads of d = E / H features: head h uses features [h*d, (h+1)*d)
-//   per head: softmax(q k^T / sqrt(d) with blocked pairs removed) v   -> [B, H, L, d]
+//   per head: softmax(score_scale * q k^T / sqrt(d), blocked pairs removed) v   -> [B, H, L, d]
 //   merge the heads back to [B, L, E], then out = merged Wo^T + bo
 // Masks use one polarity (true = blocked): key_padding_mask [B, S], attn_mask [L, S] or
 // [B, L, S]. A query whose keys are all blocked gets zero weights and a zero attention
@@ -19,6 +19,12 @@
 //
 // When no weights are asked for and L * S >= kTiledMinPairs, attention runs tiled (see
 // scaled_dot_product_attention_tiled): its memory then grows linearly in L and S.
+//
+// Attention hooks (register_attention_hook) see what attention computed inside a forward:
+// its scores and weights as tensors of the autograd graph, so that the gradient of a loss
+// reaching them can be read (retain_grad, or autograd::grad with them as inputs). A module
+// with an attention hook computes attention from primitive ops (the reference
+// composition), which gives the fused op's results to rounding.
 #pragma once
 #include <memory>
 
@@ -47,6 +53,8 @@ struct MultiHeadAttentionOptions {
   int64_t kdim = 0, vdim = 0;  // 0: embed_dim
   bool bias = true;
   double dropout = 0.0;
+  double score_scale = 1.0;  // multiplies the scores on top of 1/sqrt(head_dim): sqrt(head_dim)
+                             // leaves them unscaled; positive and finite
   Generator* gen = nullptr;          // initialisation (the default generator when null)
   Generator* dropout_gen = nullptr;  // attention dropout masks (the default generator when null);
                                      // must outlive the module
@@ -65,6 +73,15 @@ struct AttentionCall {
   const Packing* kv_packing = nullptr;     // key and value given as packed rows
 };
 
+// What attention computed in one forward, per head; the tensors are part of the graph.
+struct AttentionInternals {
+  Tensor scores;   // [B, H, L, S] the softmax's input: q k^T * score_scale / sqrt(d), blocked
+                   // pairs at the dtype's lowest finite value
+  Tensor weights;  // [B, H, L, S] the softmax's output (before dropout), 0 at blocked pairs
+  Tensor blocked;  // bool, broadcasts to [B, H, L, S]: the pairs that may not be used
+                   // (undefined: none is blocked)
+};
+
 class MultiHeadAttention : public Module {
  public:
   // From this many (query, key) pairs on, forward without weights runs
@@ -78,10 +95,22 @@ class MultiHeadAttention : public Module {
   MultiHeadAttentionOutput forward(const Tensor& query, const Tensor& key, const Tensor& value,
                                    const AttentionCall& call = {});
 
+  // fn(module, internals) after the attention of every forward, in registration order; the
+  // handle removes it.
+  using AttentionHook = std::function<void(MultiHeadAttention& module, const AttentionInternals& internals)>;
+  HookHandle register_attention_hook(AttentionHook fn);
+  bool has_attention_hooks() const { return attention_hooks_.any(); }
+
+  // The factor the scores are multiplied by before the softmax: score_scale / sqrt(head_dim).
+  double scale() const;
+
   int64_t embed_dim, num_heads, kdim, vdim, head_dim;
-  double dropout;
+  double dropout, score_scale;
   Generator* dropout_gen = nullptr;  // masks from here (the default generator when null)
   std::shared_ptr<Linear> q_proj, k_proj, v_proj, out_proj;
+
+ private:
+  HookList<AttentionHook> attention_hooks_;
 };
 
 }  // namespace ember::nn

@@ -13,16 +13,21 @@ void check_config(const LayerConfig& c, const char* op) {
     fail(op, "d_model, nhead and dim_feedforward must be positive, got ", c.d_model, ", ", c.nhead, ", ",
          c.dim_feedforward);
   if (c.d_model % c.nhead != 0) fail(op, "d_model ", c.d_model, " is not divisible by nhead ", c.nhead);
+  if (!(c.score_scale > 0.0 && std::isfinite(c.score_scale)))
+    fail(op, "score_scale must be positive and finite, got ", c.score_scale);
 }
+
+MultiHeadAttentionOptions attention_options(const LayerConfig& c, Generator* gen, DType dtype) {
+  return {.embed_dim = c.d_model, .num_heads = c.nhead, .dropout = c.dropout, .score_scale = c.score_scale,
+          .gen = gen, .dropout_gen = c.dropout_gen, .dtype = dtype};
+}
+
 }  // namespace
 
 // ------------------------------------------------------------------ EncoderLayer
 EncoderLayer::EncoderLayer(const LayerConfig& c, Generator* gen, DType dtype) : cfg(c) {
   check_config(c, "EncoderLayer");
-  self_attn = register_module("self_attn",
-                              std::make_shared<MultiHeadAttention>(
-          MultiHeadAttentionOptions{.embed_dim = c.d_model, .num_heads = c.nhead, .dropout = c.dropout, .gen = gen,
-                                    .dropout_gen = c.dropout_gen, .dtype = dtype}));
+  self_attn = register_module("self_attn", std::make_shared<MultiHeadAttention>(attention_options(c, gen, dtype)));
   ffn = register_module("ffn", std::make_shared<FeedForward>(c.d_model, c.dim_feedforward, c.dropout, c.activation,
                                                               gen, dtype));
   ffn->dropout->gen = c.dropout_gen;
@@ -67,14 +72,8 @@ Tensor EncoderLayer::forward(const Tensor& rows, const Packing& packing) {
 // ------------------------------------------------------------------ DecoderLayer
 DecoderLayer::DecoderLayer(const LayerConfig& c, Generator* gen, DType dtype) : cfg(c) {
   check_config(c, "DecoderLayer");
-  self_attn = register_module("self_attn",
-                              std::make_shared<MultiHeadAttention>(
-          MultiHeadAttentionOptions{.embed_dim = c.d_model, .num_heads = c.nhead, .dropout = c.dropout, .gen = gen,
-                                    .dropout_gen = c.dropout_gen, .dtype = dtype}));
-  cross_attn = register_module(
-      "cross_attn", std::make_shared<MultiHeadAttention>(
-          MultiHeadAttentionOptions{.embed_dim = c.d_model, .num_heads = c.nhead, .dropout = c.dropout, .gen = gen,
-                                    .dropout_gen = c.dropout_gen, .dtype = dtype}));
+  self_attn = register_module("self_attn", std::make_shared<MultiHeadAttention>(attention_options(c, gen, dtype)));
+  cross_attn = register_module("cross_attn", std::make_shared<MultiHeadAttention>(attention_options(c, gen, dtype)));
   ffn = register_module("ffn", std::make_shared<FeedForward>(c.d_model, c.dim_feedforward, c.dropout, c.activation,
                                                               gen, dtype));
   ffn->dropout->gen = c.dropout_gen;

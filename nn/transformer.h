@@ -30,6 +30,7 @@ struct LayerConfig {
   Activation activation = Activation::ReLU;
   bool norm_first = false;
   double layer_norm_eps = 1e-5;
+  double score_scale = 1.0;  // every attention's scores times this, on top of 1/sqrt(d_model / nhead)
   // Every dropout mask of the layer is drawn from here: the sub-layers' residual dropouts,
   // attention dropout and the feed-forward dropout. The default generator when null; it
   // must outlive the layer. (The constructor's Generator initialises the weights.)
@@ -130,6 +131,7 @@ struct TransformerConfig {
   bool norm_first = false;
   int64_t max_len = 512;
   int64_t pad_id = 0;
+  double score_scale = 1.0;  // every attention's scores times this, on top of 1/sqrt(d_model / nhead)
   Generator* dropout_gen = nullptr;  // every dropout mask of the model (the default generator when null)
   LayerConfig layer() const {
     return {.d_model = d_model,
@@ -139,6 +141,7 @@ struct TransformerConfig {
             .activation = activation,
             .norm_first = norm_first,
             .layer_norm_eps = 1e-5,
+            .score_scale = score_scale,
             .dropout_gen = dropout_gen};
   }
 };

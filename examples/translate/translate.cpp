@@ -6,6 +6,10 @@
 //   translate eval      --checkpoint C --data FILE       exact-match and per-character accuracy
 //   translate decode    --checkpoint C [TEXT ...]        one translation a line (stdin without TEXT)
 //   translate attention --checkpoint C --out DIR TEXT    PNG heatmaps of the attention weights
+//   translate watch     --checkpoint C                   per head: softmax saturation, gradients
+//
+// train --watch measures every attention head on a fixed probe batch every --watch-every
+// steps (see lib/watch/watch.h) and writes watch.h5, watch.csv and figures into --out.
 //
 // `translate --help` and `translate COMMAND --help` list every option.
 #include <sys/resource.h>
@@ -41,6 +45,7 @@
 #include "plot/plot.h"
 #include "seq2seq/seq2seq.h"
 #include "train/trainer.h"
+#include "watch/watch.h"
 
 using namespace ember;
 using seq2seq::Example;
@@ -61,9 +66,11 @@ struct TrainOptions {
   double target_acc = 0.995, lr = 1e-3, clip = 0;
   int threads = 0;
   int64_t check_every = 0;  // data-parallel: compare the ranks' parameters every N steps
+  bool watch = false;       // measure attention on a probe batch (lib/watch)
+  int64_t watch_every = 50, watch_rows = 64;
   // the model's shape
   int64_t d_model = 128, heads = 4, enc_layers = 2, dec_layers = 2, ffn = 512, max_len = 64;
-  double dropout = 0.1;
+  double dropout = 0.1, score_scale = 1.0;
   std::map<std::string, CLI::Option*> given;  // by flag, to tell which were on the command line
 };
 
@@ -84,6 +91,9 @@ void add_train_options(CLI::App* app, TrainOptions& o) {
   g["--dec-layers"] = integer(*app, "--dec-layers", o.dec_layers, 1, kMaxLayers, "decoder layers");
   g["--ffn"] = integer(*app, "--ffn", o.ffn, 1, kMaxWidth * 16, "feed-forward width");
   g["--dropout"] = real(*app, "--dropout", o.dropout, 0, 0.99, "dropout probability");
+  g["--score-scale"] = real(*app, "--score-scale", o.score_scale, 1e-6, 1e6,
+                            "multiply every attention's scores by this on top of 1/sqrt(d_k) "
+                            "(sqrt(d_k) = sqrt(d_model / heads): unscaled)");
   g["--max-len"] = integer(*app, "--max-len", o.max_len, 2, kMaxLength, "longest sequence, </s> included");
   g["--lr"] = real(*app, "--lr", o.lr, 0, 1e300,
                    "Adam's peak learning rate, reached after --warmup steps, then decaying as 1/sqrt(step)");
@@ -98,6 +108,12 @@ void add_train_options(CLI::App* app, TrainOptions& o) {
   g["--seed"] = integer(*app, "--seed", o.seed, 0, int64_t(1) << 53, "initialisation, dropout and data order");
   g["--threads"] = integer(*app, "--threads", o.threads, 1, kMaxThreads, "threads (per process under mpirun)")
                      ->default_str("OMP_NUM_THREADS, else every core (under mpirun: shared among the processes)");
+  g["--watch"] = app->add_flag("--watch", o.watch,
+                               "measure every attention head (softmax saturation, the gradient through it) on a "
+                               "probe batch of the validation pairs; writes watch.h5, watch.csv and figures into --out");
+  g["--watch-every"] = integer(*app, "--watch-every", o.watch_every, 1, kMaxSteps, "with --watch: measure every N steps");
+  g["--watch-rows"] = integer(*app, "--watch-rows", o.watch_rows, 1, 100000,
+                              "with --watch: the probe batch, the first N validation pairs");
   g["--check-every"] = integer(*app, "--check-every", o.check_every, 0, kMaxSteps,
                                "under mpirun: every N steps, check that all processes hold bitwise the same "
                                "parameters (0: never)");
@@ -229,6 +245,7 @@ void check_resume_options(const TrainOptions& o, const io::Checkpoint& c, const 
   compare("--ffn", double(o.ffn), double(cfg.dim_feedforward), "feed-forward width");
   compare("--max-len", double(o.max_len), double(cfg.max_len), "maximum length");
   compare("--dropout", o.dropout, cfg.dropout, "dropout");
+  compare("--score-scale", o.score_scale, cfg.score_scale, "score scale");
   // the schedule: lr = factor * min(step / warmup, sqrt(warmup / step)) / sqrt(d_model * warmup)
   if (c.schedule && c.schedule->settings.count("warmup") && c.schedule->settings.count("factor")) {
     const double warmup = c.schedule->settings.at("warmup");
@@ -239,7 +256,8 @@ void check_resume_options(const TrainOptions& o, const io::Checkpoint& c, const 
   if (c.generators.count(dropout_stream(c)))
     compare("--seed", double(o.seed), double(c.generators.at(dropout_stream(c))[0]), "seed");
   for (const char* flag : {"--train", "--valid", "--steps", "--target-acc", "--batch", "--clip", "--eval-every",
-                           "--save-every", "--keep", "--log-every", "--threads"})
+                           "--save-every", "--keep", "--log-every", "--threads", "--watch", "--watch-every",
+                           "--watch-rows"})
     if (given(o, flag)) applies.push_back(std::string(flag) + " " + o.given.at(flag)->as<std::string>());
   auto join = [](const std::vector<std::string>& v) {
     std::string s;
@@ -316,6 +334,52 @@ std::pair<double, int> exchange(double loss_share, int signal) {
   return {loss, first};
 }
 
+// ---------------------------------------------------------------- watching attention
+
+// Every attention module of the translator, by role and layer.
+std::vector<watch::Site> sites_of(nn::Transformer& m) {
+  std::vector<watch::Site> sites;
+  for (int64_t i = 0; i < m.cfg.num_encoder_layers; i++)
+    sites.push_back({"encoder_self", i, m.encoder->layer((size_t)i)->self_attn.get()});
+  for (int64_t i = 0; i < m.cfg.num_decoder_layers; i++)
+    sites.push_back({"decoder_self", i, m.decoder->layer((size_t)i)->self_attn.get()});
+  for (int64_t i = 0; i < m.cfg.num_decoder_layers; i++)
+    sites.push_back({"decoder_cross", i, m.decoder->layer((size_t)i)->cross_attn.get()});
+  return sites;
+}
+
+// The probe: the first `rows` examples of a set, teacher-forced, with the training loss
+// (the mean cross-entropy over target tokens).
+watch::Probe probe_of(nn::Transformer& model, const std::vector<Example>& set, int64_t rows) {
+  std::vector<const Example*> first;
+  for (size_t i = 0; i < std::min(set.size(), (size_t)rows); i++) first.push_back(&set[i]);
+  const seq2seq::Batch b = seq2seq::make_batch(first);
+  watch::Probe p;
+  p.model = &model;
+  p.sites = sites_of(model);
+  const int64_t vocab = model.cfg.tgt_vocab;
+  p.loss = [&model, b, vocab] {
+    Tensor logits = model.forward(b.src, b.tgt_in);
+    return nn::cross_entropy(logits.reshape({-1, vocab}), b.tgt_out.reshape({-1}), CharVocab::kPad);
+  };
+  const Tensor target_padding = eq(b.tgt_in, double(CharVocab::kPad));
+  p.query_padding = {{"encoder_self", eq(b.src, double(CharVocab::kPad))},
+                     {"decoder_self", target_padding},
+                     {"decoder_cross", target_padding}};
+  return p;
+}
+
+// What a watch file says about the run it comes from.
+std::map<std::string, std::string> watch_info(const std::string& program, const nn::TransformerConfig& cfg,
+                                              int64_t rows, const std::string& data) {
+  return {{"program", program},
+          {"model", cat_str("d_model ", cfg.d_model, ", ", cfg.nhead, " heads, ", cfg.num_encoder_layers, "+",
+                            cfg.num_decoder_layers, " layers, ffn ", cfg.dim_feedforward)},
+          {"head_dim", cat_str(cfg.d_model / cfg.nhead)},
+          {"score_scale", cat_str(cfg.score_scale)},
+          {"probe", cat_str("the first ", rows, " pairs of ", data)}};
+}
+
 int train(const TrainOptions& o) {
   // Data-parallel under mpirun: every rank runs this function on its own rows of each
   // batch; rank 0 alone writes (progress, curves, checkpoints), and the others' stdout is
@@ -383,6 +447,7 @@ int train(const TrainOptions& o) {
     cfg.dim_feedforward = o.ffn;
     cfg.dropout = o.dropout;
     cfg.max_len = o.max_len;
+    cfg.score_scale = o.score_scale;
   }
   const int64_t rows_here = (o.batch + world - 1) / world;  // this process's part of a batch
   cli::check_fits_in_memory("translate train", seq2seq::training_bytes(cfg, rows_here),
@@ -402,6 +467,7 @@ int train(const TrainOptions& o) {
   if (world > 1) {
     std::string job = cat_str(o.steps, ' ', o.batch, ' ', o.seed, ' ', o.lr, ' ', o.warmup, ' ', o.clip, ' ', o.dropout,
                               ' ', o.target_acc, ' ', o.eval_every, ' ', o.save_every, ' ', o.check_every, ' ',
+                              cfg.score_scale, ' ',
                               cfg.d_model, ' ', cfg.nhead, ' ', cfg.num_encoder_layers, ' ', cfg.num_decoder_layers, ' ',
                               cfg.dim_feedforward, ' ', cfg.max_len, ' ', previous ? previous->progress.step : -1, '\n');
     for (const auto* set : {&train_pairs, &valid_pairs})
@@ -472,6 +538,15 @@ int train(const TrainOptions& o) {
   // rank's loss being its share of the batch's mean (see the step)
   std::optional<dist::DistributedDataParallel> ddp;
   if (world > 1) ddp.emplace(*model, dist::DDPOptions{.reduce = dist::ReduceOp::Sum});
+
+  // the watch: rank 0 measures its probe batch (no collective: the others do not wait for it)
+  std::optional<watch::Recorder> watcher;
+  if (o.watch && leader) {
+    const int64_t rows = std::min<int64_t>(o.watch_rows, (int64_t)valid_set.size());
+    watcher.emplace(probe_of(*model, valid_set, rows), o.out, o.watch_every, "translate train",
+                    watch_info("translate train", cfg, rows, o.valid));
+    if (previous) watcher->resume(progress.step);
+  }
 
   auto new_epoch_order = [&] {
     order.resize(train_set.size());
@@ -581,6 +656,7 @@ int train(const TrainOptions& o) {
     opt.step();
     progress.step++;
     if (ddp && o.check_every > 0 && progress.step % o.check_every == 0) ddp->check_parameters();
+    if (watcher) watcher->after_step(progress.step);
     if (progress.step > 100) {
       const int64_t grown = Storage::system_bytes() - held_before;
       steady_steps++, steady_grew += grown > 0, steady_growth += grown;
@@ -620,6 +696,7 @@ int train(const TrainOptions& o) {
   trainer.save = [&](const std::string&) {
     if (!leader) return ckpts.path_for(progress.step);  // rank 0 writes it
     std::string path = ckpts.save(make_checkpoint());
+    if (watcher) watcher->write();
     for (const std::string& failure : ckpts.pruning_failures()) {
       std::fflush(stdout);
       std::fprintf(stderr, "translate train: warning: cannot remove the old checkpoint %s (--keep %lld)\n",
@@ -628,6 +705,7 @@ int train(const TrainOptions& o) {
     return path;
   };
 
+  if (watcher) watcher->after_step(progress.step);  // where training starts
   if (int code = trainer.run(); code != 0) return code;
   const bool drew = leader && write_curves(curves, hist);
   std::printf("done: %lld steps, %.1f s of training (%.1f s wall), best validation exact match %.2f%%\n",
@@ -649,6 +727,14 @@ int train(const TrainOptions& o) {
   }
   std::printf("checkpoint: %s\ncurves: %s\n", trainer.last_saved().c_str(),
               drew ? curves.c_str() : "(not written: see the warning)");
+  if (watcher) {
+    const bool wrote = watcher->write();
+    std::printf("watch: %lld measurements of the first %lld validation pairs in %.1f s (%.1f%% of training); %s\n",
+                (long long)watcher->probes(), (long long)std::min<int64_t>(o.watch_rows, (int64_t)valid_set.size()),
+                watcher->seconds(), 100 * watcher->seconds() / std::max(trainer.train_seconds(), 1e-9),
+                wrote ? cat_str(watcher->h5_path(), ", watch.csv and watch_*.png in ", o.out).c_str()
+                      : "(files not written: see the warning)");
+  }
   return 0;
 }
 

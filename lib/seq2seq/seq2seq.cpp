@@ -159,7 +159,8 @@ io::Config to_config(const nn::TransformerConfig& c) {
           {"activation", std::string(c.activation == nn::Activation::GELU ? "gelu" : "relu")},
           {"norm_first", int64_t(c.norm_first)},
           {"max_len", c.max_len},
-          {"pad_id", c.pad_id}};
+          {"pad_id", c.pad_id},
+          {"score_scale", c.score_scale}};
 }
 
 nn::TransformerConfig from_config(const io::Config& config, const std::string& file) {
@@ -197,7 +198,16 @@ nn::TransformerConfig from_config(const io::Config& config, const std::string& f
   if (!act || (*act != "relu" && *act != "gelu"))
     fail(op, "'", file, "': key '/config' needs 'activation' \"relu\" or \"gelu\"");
   c.activation = *act == "gelu" ? nn::Activation::GELU : nn::Activation::ReLU;
-  if (config.size() != to_config(c).size())
+  // written since scores could be scaled; absent (older checkpoints): 1
+  it = config.find("score_scale");
+  if (it != config.end()) {
+    const double* s = std::get_if<double>(&it->second);
+    if (!s || !(*s > 0 && std::isfinite(*s)))
+      fail(op, "'", file, "': key '/config' attribute 'score_scale' must be a positive finite real, got ",
+           io::to_string(it->second));
+    c.score_scale = *s;
+  }
+  if (config.size() != to_config(c).size() - (it == config.end()))
     for (auto& [k, v] : config)
       if (!to_config(c).count(k)) fail(op, "'", file, "': key '/config' has an unknown attribute '", k, "'");
   return c;

@@ -1,0 +1,145 @@
+// Watching attention learn: for every attention module, layer and head of a model, how
+// peaked its softmax is and how much of the loss's gradient the softmax lets through,
+// measured on a fixed probe batch while the model trains (translate train --watch,
+// tag_dates --watch) or for one checkpoint (translate watch).
+//
+// A measurement runs the probe batch forward in eval mode (no dropout) with an attention
+// hook on every watched module, which hands over that module's scores and weights as
+// tensors of the graph; autograd::grad then gives the loss's gradient reaching them and
+// the query and key projections' weights. No .grad is touched, no generator drawn from,
+// no parameter changed: training goes on bitwise as it would without the watch.
+//
+// Per head, over the probe's queries that are not padding and have at least two allowed
+// keys (with one, the softmax has no choice to make), and over each one's allowed keys
+// (P the weights, Z the softmax's input - the scaled scores - and dL/dP, dL/dZ the loss's
+// gradient reaching them):
+//   score_std          std over allowed keys of Z, averaged over queries ("std 1 vs std 100")
+//   entropy_mean       -sum P log P per query, averaged over queries (nats)
+//   entropy_p10        its 10th percentile over queries
+//   entropy_norm_mean  entropy / log(allowed keys), averaged over queries (1: uniform)
+//   entropy_norm_p10   its 10th percentile
+//   max_weight_mean    the largest weight per query, averaged
+//   saturated_share    the share of queries whose largest weight is above 0.99
+//   grad_weights_norm  |dL/dP| over allowed pairs (Frobenius)
+//   grad_scores_norm   |dL/dZ| over allowed pairs
+//   grad_ratio         grad_scores_norm / grad_weights_norm: how much the softmax lets through
+//   grad_q_proj_norm   |dL/dWq| over the head's rows of the query projection's weight
+//   grad_k_proj_norm   |dL/dWk| over the head's rows of the key projection's weight
+//
+// A run's measurements are kept as a Log, written as one HDF5 file (docs/watch-format.md),
+// a CSV and PNG figures; the figures can be drawn again from the HDF5 file alone.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "nn/multihead_attention.h"
+
+namespace watch {
+
+using ember::Tensor;
+
+// The quantities above, in the order of the CSV's columns.
+extern const std::vector<std::string> kQuantities;
+// What each quantity is, one line (stored with each dataset).
+const std::string& meaning(const std::string& quantity);
+
+// One watched attention module: its role ("encoder_self", "decoder_self",
+// "decoder_cross") and layer (from 0).
+struct Site {
+  std::string module;
+  int64_t layer = 0;
+  ember::nn::MultiHeadAttention* attention = nullptr;
+};
+
+// The measurements of one probe: values.at(module).at(quantity)[layer * heads + head].
+struct Snapshot {
+  int64_t step = 0;
+  std::map<std::string, std::map<std::string, std::vector<double>>> values;
+};
+
+// What a probe needs from the program: the model (put in eval mode for the measurement,
+// its mode restored), the sites, and a function that runs the model on the probe batch
+// and returns the loss, with which queries are padding, per module role (bool [B, L],
+// true at padding; a role absent from the map has no padding).
+struct Probe {
+  ember::nn::Module* model = nullptr;
+  std::vector<Site> sites;
+  std::function<Tensor()> loss;
+  std::map<std::string, Tensor> query_padding;
+};
+
+// Measures every site on the probe batch once.
+Snapshot measure(const Probe& probe, int64_t step);
+
+// Per head, the quantities of one attention module on one batch, from its scores and
+// weights, the gradients reaching them, which pairs are blocked (bool, broadcasting to
+// [B, H, L, S]; undefined: none) and which queries are padding (bool [B, L]; undefined:
+// none). dscores and dweights may be undefined (zero), scores too (score_std is then NaN).
+// Returns quantity -> [H] (the
+// projection norms excepted, which measure() adds).
+std::map<std::string, std::vector<double>> head_statistics(const Tensor& scores, const Tensor& weights,
+                                                           const Tensor& dscores, const Tensor& dweights,
+                                                           const Tensor& blocked, const Tensor& query_padding);
+
+// The measurements of a run, in step order, and what they were measured on.
+struct Log {
+  std::vector<std::string> modules;  // the roles, in the order first seen
+  int64_t layers = 0, heads = 0;     // per module (every module has the same)
+  std::map<std::string, std::string> info;  // attributes: program, model, score_scale, probe, ...
+  std::vector<Snapshot> snapshots;
+
+  // Starts a log for these sites (modules in site order; layers, heads from them).
+  static Log for_sites(const std::vector<Site>& sites);
+  void add(Snapshot s);
+  // Drops the snapshots after step (a run resumed from an earlier checkpoint).
+  void truncate_after(int64_t step);
+  // The same modules, layers and heads.
+  bool same_shape(const Log& other) const;
+
+  // The HDF5 file and the CSV, each replaced whole or not at all (errors name the file).
+  void write_h5(const std::string& path) const;
+  void write_csv(const std::string& path) const;
+  static Log read_h5(const std::string& path);
+
+  // The figures, into dir, named prefix + "_" + what + ".png": per module, the entropy and
+  // saturation of each head against the step; the gradient ratio; the score spread.
+  // Returns the paths written.
+  std::vector<std::string> draw(const std::string& dir, const std::string& prefix = "watch") const;
+};
+
+// The snapshot's per-head table, one line per (module, layer, head), for a terminal.
+std::string table(const Log& log, const Snapshot& s);
+
+// The watch of a training run: measures the probe every `every` steps and keeps the log;
+// write() puts watch.h5, watch.csv and the figures into dir. A file that cannot be written
+// is a warning (said once, on stderr, naming program), never a reason to stop training.
+class Recorder {
+ public:
+  // info: what the log says about the run (Log::info)
+  Recorder(Probe probe, std::string dir, int64_t every, std::string program, std::map<std::string, std::string> info);
+  // A resumed run: continues the log of dir/watch.h5 up to step. A missing file, one that
+  // cannot be read or one of another model starts a new log (said on stdout).
+  void resume(int64_t step);
+  // Measures when step is a multiple of `every` (step 0 included) and not measured yet.
+  void after_step(int64_t step);
+  bool write();
+  const Log& log() const { return log_; }
+  double seconds() const { return seconds_; }  // spent measuring
+  int64_t probes() const { return probes_; }   // measurements made by this process
+  std::string h5_path() const { return dir_ + "/watch.h5"; }
+
+ private:
+  Probe probe_;
+  std::string dir_, program_;
+  int64_t every_;
+  Log log_;
+  double seconds_ = 0;
+  int64_t probes_ = 0;
+  bool warned_ = false;
+};
+
+}  // namespace watch
