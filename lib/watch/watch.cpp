@@ -110,7 +110,7 @@ std::map<std::string, std::vector<double>> head_statistics(const Tensor& scores,
   check(dscores, "dscores");
   check(dweights, "dweights");
   if (query_padding.defined() && query_padding.shape() != Shape{B, L})
-    fail(op, "expected query_padding [B, L] = [", B, ", ", L, "], got shape ", query_padding.shape());
+    fail(op, "expected query_padding [B, L] = [", B, ",", L, "], got shape ", query_padding.shape());
   const std::vector<double> p = weights.to_vector<double>();
   const std::vector<double> z = scores.defined() ? scores.to_vector<double>() : std::vector<double>(p.size(), kNaN);
   const std::vector<double> dz = dscores.defined() ? dscores.to_vector<double>() : std::vector<double>(z.size(), 0.0);

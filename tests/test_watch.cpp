@@ -1,0 +1,400 @@
+// Watching attention learn: attention hooks hand over scores and weights in the graph,
+// score_scale, the per-head statistics against direct computations, the gradient norms
+// against retain_grad by hand, and the log's files and figures.
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "core/autograd.h"
+#include "io/h5.h"
+#include "nn/functional.h"
+#include "nn/transformer.h"
+#include "optim/optimizer.h"
+#include "test_util.h"
+#include "watch/watch.h"
+
+using namespace ember;
+using namespace ember::nn;
+using ember::testing::error_of;
+using ember::testing::max_abs_diff;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::shared_ptr<MultiHeadAttention> make_mha(double score_scale = 1.0, uint64_t seed = 3) {
+  Generator gen(seed);
+  return std::make_shared<MultiHeadAttention>(MultiHeadAttentionOptions{
+      .embed_dim = 8, .num_heads = 2, .score_scale = score_scale, .gen = &gen, .dtype = kFloat64});
+}
+
+// key padding [B=2, S=4]: the second sequence's last two keys are padding
+AttentionMask key_padding() {
+  return AttentionMask::blocked(from_bools(std::vector<bool>{0, 0, 0, 0, 0, 0, 1, 1}, {2, 4}));
+}
+
+std::string scratch(const std::string& name) {
+  fs::path p = fs::temp_directory_path() / ("ember_test_watch_" + std::to_string(::getpid())) / name;
+  fs::create_directories(p);
+  return p.string();
+}
+
+std::vector<uint8_t> bytes_of(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::vector<uint8_t>((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+}  // namespace
+
+TEST_CASE("an attention hook sees the scores and weights, and the output stays the fused op's") {
+  auto mha = make_mha();
+  Generator g(7);
+  Tensor x = randn({2, 3, 8}, kFloat64, &g), mem = randn({2, 4, 8}, kFloat64, &g);
+  const AttentionCall call{.key_padding_mask = key_padding(), .need_weights = AttnWeights::PerHead};
+  auto fused = mha->forward(x, mem, mem, call);
+
+  AttentionInternals seen;
+  int calls = 0;
+  HookHandle h = mha->register_attention_hook([&](MultiHeadAttention&, const AttentionInternals& a) {
+    seen = a;
+    calls++;
+  });
+  auto hooked = mha->forward(x, mem, mem, call);
+  REQUIRE(calls == 1);
+  CHECK(max_abs_diff(hooked.output, fused.output) < 1e-13);
+  CHECK(max_abs_diff(hooked.weights, fused.weights) < 1e-14);
+  CHECK(max_abs_diff(seen.weights, fused.weights) < 1e-14);
+  REQUIRE(seen.scores.shape() == Shape{2, 2, 3, 4});
+  CHECK(seen.scores.requires_grad());
+  CHECK(seen.weights.requires_grad());
+  // the scores are q k^T / sqrt(d) per head, from the projections, where allowed
+  NoGradGuard ng;
+  Tensor q = mha->q_proj->forward(x).view({2, 3, 2, 4}).transpose(1, 2);
+  Tensor k = mha->k_proj->forward(mem).view({2, 4, 2, 4}).transpose(1, 2);
+  Tensor expected = mul(matmul(q, k.mT()), 0.5);
+  Tensor blocked = seen.blocked.expand({2, 2, 3, 4});
+  CHECK(max_abs_diff(where(blocked, zeros({}, kFloat64), seen.scores.detach()),
+                     where(blocked, zeros({}, kFloat64), expected)) < 1e-13);
+  CHECK(sum(blocked).item() == 2 * 3 * 2);  // the padded keys of the second sequence, every head and query
+  h.remove();
+  mha->forward(x, mem, mem, call);
+  CHECK(calls == 1);
+}
+
+TEST_CASE("retained gradients of the hooked scores are the softmax's backward of the weights' gradients") {
+  auto mha = make_mha();
+  Generator g(11);
+  Tensor x = randn({2, 4, 8}, kFloat64, &g);
+  AttentionInternals seen;
+  mha->register_attention_hook([&](MultiHeadAttention&, const AttentionInternals& a) {
+    a.scores.retain_grad();
+    a.weights.retain_grad();
+    seen = a;
+  });
+  Tensor out = mha->forward(x, x, x, {.key_padding_mask = key_padding()}).output;
+  sum(mul(out, randn(out.shape(), kFloat64, &g))).backward();  // a non-uniform upstream gradient
+  const Tensor P = seen.weights.detach(), dP = seen.weights.grad(), dZ = seen.scores.grad();
+  REQUIRE(dP.defined());
+  REQUIRE(dZ.defined());
+  // dZ = P * (dP - sum_j dP_j P_j)
+  Tensor expected = mul(P, sub(dP, sum(mul(dP, P), {-1}, true)));
+  CHECK(max_abs_diff(dZ, expected) < 1e-14);
+  CHECK(sum(abs(dZ)).item() > 0);
+}
+
+TEST_CASE("a hooked forward gives the fused op's gradients") {
+  auto fused = make_mha(1.0, 5), hooked = make_mha(1.0, 5);
+  hooked->register_attention_hook([](MultiHeadAttention&, const AttentionInternals&) {});
+  Generator g(13);
+  Tensor x = randn({2, 3, 8}, kFloat64, &g), up = randn({2, 3, 8}, kFloat64, &g);
+  for (auto& m : {fused, hooked}) {
+    const AttentionMask causal = AttentionMask::blocked(from_bools(std::vector<bool>{0, 1, 1, 0, 0, 1, 0, 0, 0}, {3, 3}));
+    sum(mul(m->forward(x, x, x, {.attn_mask = causal}).output, up)).backward();
+  }
+  auto a = fused->named_parameters(), b = hooked->named_parameters();
+  for (size_t i = 0; i < a.size(); i++) {
+    INFO(a[i].first);
+    CHECK(max_abs_diff(a[i].second.grad(), b[i].second.grad()) < 1e-13);
+  }
+}
+
+TEST_CASE("score_scale multiplies the scores on top of 1/sqrt(d), and must be positive and finite") {
+  auto unscaled = make_mha(2.0);  // head_dim 4: 2 = sqrt(4) leaves q k^T as it is
+  CHECK(unscaled->scale() == 1.0);
+  CHECK(make_mha()->scale() == 0.5);
+  Generator g(17);
+  Tensor x = randn({1, 3, 8}, kFloat64, &g);
+  Tensor scores;
+  unscaled->register_attention_hook([&](MultiHeadAttention&, const AttentionInternals& a) { scores = a.scores; });
+  auto out = unscaled->forward(x, x, x, {.need_weights = AttnWeights::PerHead});
+  NoGradGuard ng;
+  Tensor q = unscaled->q_proj->forward(x).view({1, 3, 2, 4}).transpose(1, 2);
+  Tensor k = unscaled->k_proj->forward(x).view({1, 3, 2, 4}).transpose(1, 2);
+  CHECK(max_abs_diff(scores.detach(), matmul(q, k.mT())) < 1e-13);
+  CHECK(max_abs_diff(out.weights, softmax(matmul(q, k.mT()), -1)) < 1e-14);
+  // the fused op (no hook) agrees with the hooked composition
+  auto plain = make_mha(2.0);
+  CHECK(max_abs_diff(plain->forward(x, x, x).output, out.output) < 1e-13);
+  for (double bad : {0.0, -1.0, std::nan(""), HUGE_VAL}) {
+    Generator gen(1);
+    const std::string e = error_of([&] {
+      MultiHeadAttention({.embed_dim = 8, .num_heads = 2, .score_scale = bad, .gen = &gen});
+    });
+    CHECK_THAT(e, Catch::Contains("MultiHeadAttention") && Catch::Contains("score_scale must be positive and finite"));
+  }
+  LayerConfig lc{.d_model = 8, .nhead = 2, .dim_feedforward = 8, .score_scale = -2};
+  CHECK_THAT(error_of([&] { EncoderLayer layer(lc); }), Catch::Contains("EncoderLayer: score_scale must be positive"));
+}
+
+TEST_CASE("head statistics of known weights: entropy, its normalised form, the largest weight, saturation") {
+  // one sequence, one head, three queries over three keys; query 2's third key is blocked,
+  // query 3 is padding (its numbers must not count)
+  const double a = 0.995, b = 0.005;
+  std::vector<double> w = {1.0 / 3, 1.0 / 3, 1.0 / 3, a, b, 0, 0.9, 0.05, 0.05};
+  std::vector<double> z = {0, 0, 0, std::log(a), std::log(b), -1e300, 5, 2, 2};
+  Tensor weights = from_vector(w, {1, 1, 3, 3}), scores = from_vector(z, {1, 1, 3, 3});
+  Tensor blocked = from_bools(std::vector<bool>{0, 0, 0, 0, 0, 1, 0, 0, 0}, {1, 1, 3, 3});
+  Tensor padding = from_bools(std::vector<bool>{0, 0, 1}, {1, 3});
+  Tensor dP = from_vector(std::vector<double>{1, 2, 3, 4, 5, 100, 7, 8, 9}, {1, 1, 3, 3});
+  Tensor dZ = from_vector(std::vector<double>{0.5, 0, 0, 1, 1, 100, 9, 9, 9}, {1, 1, 3, 3});
+  auto s = watch::head_statistics(scores, weights, dZ, dP, blocked, padding);
+  const double h1 = std::log(3.0), h2 = -(a * std::log(a) + b * std::log(b));
+  CHECK(s["entropy_mean"][0] == Approx((h1 + h2) / 2).epsilon(1e-14));
+  CHECK(s["entropy_p10"][0] == Approx(h2 + 0.1 * (h1 - h2)).epsilon(1e-14));  // linear between order statistics
+  CHECK(s["entropy_norm_mean"][0] == Approx((1.0 + h2 / std::log(2.0)) / 2).epsilon(1e-14));
+  CHECK(s["max_weight_mean"][0] == Approx((1.0 / 3 + a) / 2).epsilon(1e-14));
+  CHECK(s["saturated_share"][0] == 0.5);
+  // std over allowed keys: 0 for the uniform query, |log a - log b| / 2 for the other
+  CHECK(s["score_std"][0] == Approx(std::abs(std::log(a) - std::log(b)) / 4).epsilon(1e-14));
+  // norms over allowed pairs of real queries: the blocked pair and the padding query are out
+  CHECK(s["grad_weights_norm"][0] == Approx(std::sqrt(1 + 4 + 9 + 16 + 25.0)).epsilon(1e-14));
+  CHECK(s["grad_scores_norm"][0] == Approx(std::sqrt(0.25 + 1 + 1)).epsilon(1e-14));
+  CHECK(s["grad_ratio"][0] == Approx(std::sqrt(2.25 / 55)).epsilon(1e-14));
+  // a query with one allowed key has nothing to choose: it does not count
+  Tensor one_key = from_bools(std::vector<bool>{0, 1, 1, 0, 0, 1, 0, 0, 0}, {1, 1, 3, 3});
+  auto t = watch::head_statistics(scores, weights, dZ, dP, one_key, padding);
+  CHECK(t["max_weight_mean"][0] == Approx(a).epsilon(1e-14));
+  CHECK(t["saturated_share"][0] == 1.0);
+  // shapes are checked and named
+  CHECK_THAT(error_of([&] { watch::head_statistics(scores, weights, dZ, dP, blocked, from_bools(std::vector<bool>{0, 0}, {1, 2})); }),
+             Catch::Contains("watch::head_statistics: expected query_padding [B, L] = [1,3], got shape [1,2]"));
+}
+
+namespace {
+
+// A tiny float64 translator and a padded probe batch.
+struct Tiny {
+  Generator init{21}, drop{22};
+  std::shared_ptr<Transformer> model;
+  Tensor src, tgt_in, tgt_out;
+  std::vector<watch::Site> sites;
+  Tiny() {
+    TransformerConfig c{.src_vocab = 9, .tgt_vocab = 7, .d_model = 8, .nhead = 2, .num_encoder_layers = 2,
+                        .num_decoder_layers = 1, .dim_feedforward = 16, .dropout = 0.2, .dropout_gen = &drop};
+    model = std::make_shared<Transformer>(c, &init, kFloat64);
+    src = from_vector(std::vector<int64_t>{3, 4, 5, 6, 1, 2, 7, 1, 0, 0, 8, 3, 1, 0, 0}, {3, 5});
+    tgt_in = from_vector(std::vector<int64_t>{2, 3, 4, 5, 2, 6, 0, 0, 2, 3, 5, 0}, {3, 4});
+    tgt_out = from_vector(std::vector<int64_t>{3, 4, 5, 1, 6, 1, 0, 0, 3, 5, 1, 0}, {3, 4});
+    for (int64_t i = 0; i < 2; i++) sites.push_back({"encoder_self", i, model->encoder->layer((size_t)i)->self_attn.get()});
+    sites.push_back({"decoder_self", 0, model->decoder->layer(0)->self_attn.get()});
+    sites.push_back({"decoder_cross", 0, model->decoder->layer(0)->cross_attn.get()});
+  }
+  Tensor loss() { return cross_entropy(model->forward(src, tgt_in).reshape({-1, 7}), tgt_out.reshape({-1}), 0); }
+  watch::Probe probe() {
+    watch::Probe p{model.get(), sites, [this] { return loss(); }, {}};
+    p.query_padding = {{"encoder_self", eq(src, 0.0)}, {"decoder_self", eq(tgt_in, 0.0)}, {"decoder_cross", eq(tgt_in, 0.0)}};
+    return p;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("measure gives the norms retain_grad gives by hand, and the entropy of the weights") {
+  Tiny t;
+  const watch::Snapshot snap = watch::measure(t.probe(), 7);
+  CHECK(snap.step == 7);
+
+  // by hand: retain the scores' and weights' gradients, one backward in eval mode
+  std::vector<AttentionInternals> seen(t.sites.size());
+  std::vector<HookHandle> hooks;
+  for (size_t i = 0; i < t.sites.size(); i++)
+    hooks.push_back(t.sites[i].attention->register_attention_hook([&seen, i](MultiHeadAttention&, const AttentionInternals& a) {
+      a.scores.retain_grad();
+      a.weights.retain_grad();
+      seen[i] = a;
+    }));
+  t.model->eval();
+  t.loss().backward();
+  for (size_t i = 0; i < t.sites.size(); i++) {
+    const watch::Site& s = t.sites[i];
+    INFO(s.module << " layer " << s.layer);
+    const Tensor pad = s.module == "encoder_self" ? eq(t.src, 0.0) : eq(t.tgt_in, 0.0);
+    const Tensor P = seen[i].weights.detach();
+    const int64_t B = P.size(0), H = P.size(1), L = P.size(2);
+    // the pairs that count: allowed, of a query that is not padding and has two keys or more
+    Tensor allowed = logical_not(seen[i].blocked.expand(P.shape())).to(kFloat64);
+    Tensor keys = sum(allowed, {-1}, true);
+    Tensor real = mul(logical_not(pad).to(kFloat64).reshape({B, 1, L, 1}), ge(keys, 2.0).to(kFloat64));
+    Tensor counted = mul(allowed, real);
+    auto per_head = [&](const Tensor& g) {  // sqrt(sum over counted pairs of g^2), per head
+      return sqrt(sum(mul(mul(g, g), counted), {0, 2, 3})).to_vector<double>();
+    };
+    const auto dp = per_head(seen[i].weights.grad()), dz = per_head(seen[i].scores.grad());
+    Tensor plogp = where(gt(P, 0.0), mul(P, log(P)), zeros({}, kFloat64));
+    Tensor entropy = neg(sum(plogp, {-1}, true));  // [B, H, L, 1]
+    const auto mean_entropy = div(sum(mul(entropy, real), {0, 2, 3}), sum(real, {0, 2, 3})).to_vector<double>();
+    const auto& v = snap.values.at(s.module);
+    const int64_t d = s.attention->head_dim;
+    for (int64_t h = 0; h < H; h++) {
+      INFO("head " << h);
+      const size_t at = (size_t)(s.layer * H + h);
+      CHECK(v.at("grad_weights_norm")[at] == Approx(dp[(size_t)h]).epsilon(1e-12));
+      CHECK(v.at("grad_scores_norm")[at] == Approx(dz[(size_t)h]).epsilon(1e-12));
+      CHECK(v.at("grad_ratio")[at] == Approx(dz[(size_t)h] / dp[(size_t)h]).epsilon(1e-12));
+      CHECK(v.at("entropy_mean")[at] == Approx(mean_entropy[(size_t)h]).epsilon(1e-12));
+      Tensor gq = s.attention->q_proj->weight.grad().narrow(0, h * d, d);
+      Tensor gk = s.attention->k_proj->weight.grad().narrow(0, h * d, d);
+      CHECK(v.at("grad_q_proj_norm")[at] == Approx(std::sqrt(sum(mul(gq, gq)).item())).epsilon(1e-12));
+      CHECK(v.at("grad_k_proj_norm")[at] == Approx(std::sqrt(sum(mul(gk, gk)).item())).epsilon(1e-12));
+      CHECK(dp[(size_t)h] > 0);
+      CHECK(dz[(size_t)h] > 0);
+    }
+  }
+}
+
+TEST_CASE("measure leaves training as it was: no gradient, the same mode, no draw, no hook left") {
+  Tiny t;
+  t.model->train();
+  const auto before = t.drop.get_state();
+  watch::measure(t.probe(), 0);
+  CHECK(t.model->is_training());
+  CHECK(t.model->encoder->layer(0)->self_attn->is_training());
+  CHECK(t.drop.get_state() == before);
+  for (auto& [name, p] : t.model->named_parameters()) {
+    INFO(name);
+    CHECK_FALSE(p.grad().defined());
+  }
+  for (auto& s : t.sites) CHECK_FALSE(s.attention->has_attention_hooks());
+  // a probe whose forward misses a site says which
+  watch::Probe p = t.probe();
+  p.loss = [&] { return sum(t.model->encode(t.src)); };
+  CHECK_THAT(error_of([&] { watch::measure(p, 0); }),
+             Catch::Contains("watch::measure: the probe's forward did not run the decoder self-attention of layer 1"));
+  CHECK(t.model->is_training());
+  for (auto& s : t.sites) CHECK_FALSE(s.attention->has_attention_hooks());
+}
+
+TEST_CASE("a watch log reads back whole from its HDF5 file, and draws the same figures from it") {
+  Tiny t;
+  watch::Log log = watch::Log::for_sites(t.sites);
+  CHECK(log.modules == std::vector<std::string>{"encoder_self", "decoder_self", "decoder_cross"});
+  CHECK(log.layers == 2);
+  CHECK(log.heads == 2);
+  log.info = {{"program", "test"}, {"score_scale", "1"}};
+  optim::Adam opt(t.model->named_parameters(), {.lr = 1e-2});
+  for (int64_t step = 0; step <= 20; step += 10) {
+    log.add(watch::measure(t.probe(), step));
+    for (int i = 0; i < 10; i++) {
+      opt.zero_grad();
+      t.loss().backward();
+      opt.step();
+    }
+  }
+  const std::string dir = scratch("roundtrip");
+  log.write_h5(dir + "/watch.h5");
+  log.write_csv(dir + "/watch.csv");
+  const watch::Log back = watch::Log::read_h5(dir + "/watch.h5");
+  REQUIRE(back.same_shape(log));
+  CHECK(back.info == log.info);
+  REQUIRE(back.snapshots.size() == 3);
+  for (size_t c = 0; c < 3; c++) {
+    CHECK(back.snapshots[c].step == log.snapshots[c].step);
+    for (auto& [m, qs] : log.snapshots[c].values)
+      for (auto& [q, v] : qs)
+        for (size_t i = 0; i < v.size(); i++) {
+          INFO(m << "/" << q << "[" << i << "]");
+          // decoder layer 2 does not exist: NaN in both
+          if (std::isnan(v[i])) CHECK(std::isnan(back.snapshots[c].values.at(m).at(q)[i]));
+          else CHECK(back.snapshots[c].values.at(m).at(q)[i] == v[i]);
+        }
+  }
+  // [checkpoints, layers, heads] per quantity
+  CHECK(h5::read(dir + "/watch.h5", "/decoder_cross/grad_ratio").shape() == Shape{3, 2, 2});
+  CHECK(h5::read(dir + "/watch.h5", "/step").to_vector<int64_t>() == std::vector<int64_t>{0, 10, 20});
+  // the CSV: a header and one line per checkpoint, module, layer and head
+  std::ifstream csv(dir + "/watch.csv");
+  std::string header, line;
+  std::getline(csv, header);
+  CHECK(header.rfind("step,module,layer,head,score_std,entropy_mean,", 0) == 0);
+  int lines = 0;
+  while (std::getline(csv, line)) lines++;
+  CHECK(lines == 3 * 3 * 2 * 2);
+  // figures from the live log and from the file are the same bytes
+  const auto live = log.draw(dir, "live"), again = back.draw(dir, "again");
+  REQUIRE(live.size() == 5);
+  for (size_t i = 0; i < live.size(); i++) {
+    INFO(live[i]);
+    CHECK(bytes_of(live[i]).size() > 1000);
+    CHECK(bytes_of(live[i]) == bytes_of(again[i]));
+  }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("a file that is not a watch, or lacks a quantity, is refused naming the file and the key") {
+  const std::string dir = scratch("refused");
+  {
+    h5::Writer w(dir + "/other.h5");
+    w.write("/x", zeros({2}));
+    w.close();
+  }
+  CHECK_THAT(error_of([&] { watch::Log::read_h5(dir + "/other.h5"); }),
+             Catch::Contains("other.h5' is not an attention watch file"));
+  Tiny t;
+  watch::Log log = watch::Log::for_sites(t.sites);
+  log.add(watch::measure(t.probe(), 0));
+  log.write_h5(dir + "/watch.h5");
+  // the same file without one dataset
+  {
+    h5::Reader r(dir + "/watch.h5");
+    h5::Writer w(dir + "/lacking.h5");
+    w.write("/step", r.read("/step"));
+    for (const auto& m : log.modules)
+      for (const auto& q : watch::kQuantities)
+        if (!(m == "decoder_self" && q == "entropy_p10")) w.write("/" + m + "/" + q, r.read("/" + m + "/" + q));
+    for (const auto& a : r.attr_names("/"))
+      if (r.attr_is_string("/", a)) w.attr("/", a, r.attr_string("/", a));
+      else w.attr_int("/", a, r.attr_int("/", a));
+    w.close();
+  }
+  CHECK_THAT(error_of([&] { watch::Log::read_h5(dir + "/lacking.h5"); }),
+             Catch::Contains("lacking.h5': key '/decoder_self/entropy_p10' is missing"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("a resumed watch keeps the measurements up to the checkpoint's step and goes on from there") {
+  Tiny t;
+  const std::string dir = scratch("resume");
+  {
+    watch::Recorder r(t.probe(), dir, 5, "test", {});
+    for (int64_t step = 0; step <= 20; step++) r.after_step(step);
+    CHECK(r.probes() == 5);
+    REQUIRE(r.write());
+  }
+  watch::Recorder r(t.probe(), dir, 5, "test", {});
+  r.resume(12);
+  REQUIRE(r.log().snapshots.size() == 3);  // 0, 5, 10
+  CHECK(r.log().snapshots.back().step == 10);
+  r.after_step(10);  // measured already
+  CHECK(r.probes() == 0);
+  r.after_step(15);
+  CHECK(r.log().snapshots.back().step == 15);
+  // a watch of another model starts afresh
+  Tiny other;
+  other.sites.pop_back();
+  watch::Recorder fresh(other.probe(), dir, 5, "test", {});
+  fresh.resume(20);
+  CHECK(fresh.log().snapshots.empty());
+  fs::remove_all(dir);
+}
