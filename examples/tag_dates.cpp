@@ -6,11 +6,15 @@
 //
 // It trains on the sources of data/dates (the roles come from the date and its form),
 // reports per-character accuracy on the test split, shows a few tagged dates, and draws
-// one sentence's self-attention, every head of every layer.
+// one sentence's self-attention, every head of every layer. With --watch, every head's
+// softmax saturation and the gradient through it are measured on the first --watch-rows
+// test dates every --watch-every steps (see lib/watch/watch.h): watch.h5, watch.csv and
+// figures in --out.
 //
 //   tag_dates [--train FILE] [--test FILE] [--out DIR] [--steps N] [--target-acc A]
 //             [--require A] [--limit N] [--batch N] [--d-model N] [--heads N] [--layers N]
 //             [--ffn N] [--dropout P] [--lr X] [--warmup N] [--eval-every N] [--seed N] [--threads N]
+//             [--score-scale S] [--watch] [--watch-every N] [--watch-rows N]
 //
 // Exits 0, 1 on bad input or when the accuracy is below --require, 3 when the loss stops
 // being finite (the learning rate is too large).
@@ -19,6 +23,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,6 +40,7 @@
 #include "plot/plot.h"
 #include "text/text.h"
 #include "train/trainer.h"
+#include "watch/watch.h"
 
 using namespace ember;
 
@@ -49,7 +55,7 @@ using cli::UsageError;
 // to the five roles, at every position.
 struct TaggerConfig {
   int64_t vocab = 0, d_model = 64, heads = 4, layers = 2, ffn = 128;
-  double dropout = 0.1;
+  double dropout = 0.1, score_scale = 1.0;
   Generator* init_gen = nullptr;     // the weights
   Generator* dropout_gen = nullptr;  // every dropout mask
 };
@@ -64,7 +70,7 @@ class Tagger : public nn::Module {
     pos = register_module("pos", std::make_shared<nn::PositionalEncoding>(c.d_model, 128));
     drop = register_module("drop", std::make_shared<nn::Dropout>(c.dropout, c.dropout_gen));
     const nn::LayerConfig layer{.d_model = c.d_model, .nhead = c.heads, .dim_feedforward = c.ffn,
-                                .dropout = c.dropout, .dropout_gen = c.dropout_gen};
+                                .dropout = c.dropout, .score_scale = c.score_scale, .dropout_gen = c.dropout_gen};
     encoder = register_module("encoder", std::make_shared<nn::Encoder>(layer, c.layers, gen));
     head = register_module("head", std::make_shared<nn::Linear>(c.d_model, kClasses, true, gen));
   }
@@ -170,8 +176,9 @@ std::string letters(const std::vector<int64_t>& classes) {
 struct Settings {
   std::string train = "data/dates/train.tsv", test = "data/dates/test.tsv", out = "runs/tag_dates";
   int64_t steps = 1500, batch = 64, limit = 0, d_model = 64, heads = 4, layers = 2, ffn = 128, warmup = 100,
-          eval_every = 100, seed = 1;
-  double dropout = 0.1, lr = 2e-3, target = 0.995, require = 0.0;
+          eval_every = 100, seed = 1, watch_every = 50, watch_rows = 64;
+  double dropout = 0.1, lr = 2e-3, target = 0.995, require = 0.0, score_scale = 1.0;
+  bool watch = false;
 };
 
 // Bytes training and evaluation need, before the model is built: parameters with their
@@ -218,7 +225,7 @@ int run(const Settings& o) {
 
   Generator init(seed * 1000003 + 5), dropout_gen(seed), order_gen(seed * 7919 + 11);
   Tagger model({.vocab = vocab.size(), .d_model = d_model, .heads = heads, .layers = layers, .ffn = ffn,
-                .dropout = dropout, .init_gen = &init, .dropout_gen = &dropout_gen});
+                .dropout = dropout, .score_scale = o.score_scale, .init_gen = &init, .dropout_gen = &dropout_gen});
   auto params = model.named_parameters();
   optim::AdamW opt(params, {.lr = peak_lr, .beta1 = 0.9, .beta2 = 0.98, .eps = 1e-9, .weight_decay = 0.01});
   optim::WarmupCosineSchedule sched(peak_lr, warmup, steps, peak_lr * 0.05);
@@ -260,8 +267,44 @@ int run(const Settings& o) {
     loss_sum = 0, loss_n = 0;
     return acc;
   };
+  // the watch: the first --watch-rows test dates, the training loss
+  std::optional<watch::Recorder> watcher;
+  if (o.watch) {
+    std::vector<const Example*> first;
+    for (size_t i = 0; i < std::min(test.size(), (size_t)o.watch_rows); i++) first.push_back(&test[i]);
+    auto [probe_ids, probe_labels] = batch_of(first);
+    watch::Probe p;
+    p.model = &model;
+    for (int64_t l = 0; l < layers; l++) p.sites.push_back({"encoder_self", l, model.encoder->layer((size_t)l)->self_attn.get()});
+    p.loss = [&model, probe_ids, probe_labels] {
+      return nn::cross_entropy(model.forward(probe_ids).reshape({-1, kClasses}), probe_labels.reshape({-1}), -1);
+    };
+    p.query_padding = {{"encoder_self", eq(probe_ids, double(text::CharVocab::kPad))}};
+    watcher.emplace(std::move(p), out, o.watch_every, "tag_dates",
+                    std::map<std::string, std::string>{
+                        {"program", "tag_dates"},
+                        {"model", cat_str("encoder d_model ", d_model, ", ", heads, " heads, ", layers, " layers, ffn ", ffn)},
+                        {"head_dim", cat_str(d_model / heads)},
+                        {"score_scale", cat_str(o.score_scale)},
+                        {"probe", cat_str("the first ", first.size(), " dates of ", test_path)}});
+    watcher->after_step(0);
+    const auto step = trainer.step;
+    trainer.step = [&watcher, &trainer, step] {
+      training::StepResult r = step();
+      if (std::isfinite(r.loss)) watcher->after_step(trainer.current_step() + 1);
+      return r;
+    };
+  }
   model.train();
   if (int code = trainer.run(); code != 0) return code;
+  if (watcher) {
+    const bool wrote = watcher->write();
+    std::printf("watch: %lld measurements of the first %lld test dates in %.1f s (%.1f%% of training); %s\n",
+                (long long)watcher->probes(), (long long)std::min<int64_t>(o.watch_rows, (int64_t)test.size()),
+                watcher->seconds(), 100 * watcher->seconds() / std::max(trainer.train_seconds(), 1e-9),
+                wrote ? cat_str(watcher->h5_path(), ", watch.csv and watch_*.png in ", out).c_str()
+                      : "(files not written: see the warning)");
+  }
   std::printf("done: %lld steps, %.1f s of training (%.1f s wall), test per-character accuracy %.2f%%\n\n",
               (long long)trainer.current_step(), trainer.train_seconds(), trainer.wall_seconds(), 100 * acc);
 
@@ -345,6 +388,13 @@ int main(int argc, char** argv) {
     cli::integer(app, "--eval-every", o.eval_every, 1, cli::kMaxSteps, "steps between test evaluations");
     cli::integer(app, "--seed", o.seed, 0, std::numeric_limits<int64_t>::max(), "random seed");
     cli::integer(app, "--threads", threads, 1, cli::kMaxThreads, "threads");
+    cli::real(app, "--score-scale", o.score_scale, 1e-6, 1e6,
+              "multiply every attention's scores by this on top of 1/sqrt(d_k) (sqrt(d_model / heads): unscaled)");
+    app.add_flag("--watch", o.watch,
+                 "measure every attention head (softmax saturation, the gradient through it) on the first --watch-rows "
+                 "test dates; writes watch.h5, watch.csv and figures into --out");
+    cli::integer(app, "--watch-every", o.watch_every, 1, cli::kMaxSteps, "with --watch: measure every N steps");
+    cli::integer(app, "--watch-rows", o.watch_rows, 1, 100000, "with --watch: the probe batch, the first N test dates");
     cli::parse(app, argc, argv);
     if (o.d_model % o.heads != 0)
       throw UsageError{"--heads " + std::to_string(o.heads) + " must divide --d-model " + std::to_string(o.d_model) +

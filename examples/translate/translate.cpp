@@ -900,14 +900,25 @@ int attention(const AttentionOptions& o) {
   const std::string translation = l.tgt_vocab.decode(produced);
 
   std::vector<std::string> written;
+  // the source's pad positions: blocked keys, and in the encoder padding queries
+  std::vector<bool> pad_flags;
+  for (int64_t id : src) pad_flags.push_back(id == CharVocab::kPad);
+  const Tensor src_pad = from_bools(pad_flags, {1, (int64_t)src.size()});
+  const Tensor blocked_keys = src_pad.reshape({1, 1, 1, (int64_t)src.size()});
   auto draw = [&](const std::string& file, const std::string& title, const Tensor& w /* [1, H, R, C] */,
-                  const std::vector<std::string>& rows, const std::string& ylabel) {
+                  const std::vector<std::string>& rows, const std::string& ylabel, const Tensor& query_padding) {
     const int64_t H = w.size(1);
+    // per head: the mean entropy of its queries' weights and their mean largest weight
+    auto stats = watch::head_statistics(Tensor(), w, Tensor(), Tensor(), blocked_keys, query_padding);
     std::vector<plot::Panel> panels;
     for (int64_t h = 0; h <= H; h++) {
       Tensor m2 = h < H ? w.select(0, 0).select(0, h) : mean(w.select(0, 0), {0});
       plot::Heatmap p;
-      p.title = h < H ? "head " + std::to_string(h + 1) : "mean of the heads";
+      char head[128];
+      if (h < H)
+        std::snprintf(head, sizeof head, "head %lld: entropy %.2f, largest weight %.2f", (long long)(h + 1),
+                      stats["entropy_mean"][(size_t)h], stats["max_weight_mean"][(size_t)h]);
+      p.title = h < H ? head : "mean of the heads";
       p.xlabel = "source characters";
       p.ylabel = ylabel;
       p.values = matrix(m2);
@@ -926,13 +937,42 @@ int attention(const AttentionOptions& o) {
   for (int64_t i = 0; i < m.cfg.num_decoder_layers; i++)
     draw("cross_attention_layer" + std::to_string(i + 1) + ".png",
          "decoder layer " + std::to_string(i + 1) + " cross-attention: \"" + input + "\" -> " + translation,
-         m.decoder->layer((size_t)i)->last_cross_weights, out_labels, "produced characters");
+         m.decoder->layer((size_t)i)->last_cross_weights, out_labels, "produced characters", Tensor());
   for (int64_t i = 0; i < m.cfg.num_encoder_layers; i++)
     draw("encoder_self_attention_layer" + std::to_string(i + 1) + ".png",
          "encoder layer " + std::to_string(i + 1) + " self-attention: \"" + input + "\"",
-         m.encoder->layer((size_t)i)->last_weights, src_labels, "query characters");
+         m.encoder->layer((size_t)i)->last_weights, src_labels, "query characters", src_pad);
   std::printf("%s -> %s\n", input.c_str(), translation.c_str());
   for (auto& f : written) std::printf("wrote %s\n", f.c_str());
+  return 0;
+}
+
+// ---------------------------------------------------------------- watch
+
+struct WatchOptions {
+  std::string checkpoint, data = "data/dates/valid.tsv";
+  int64_t rows = 64;
+};
+
+int watch_checkpoint(const WatchOptions& o) {
+  Loaded l = load_model(o.checkpoint);
+  auto pairs = text::read_pairs(o.data);
+  // a target the model cannot write is still a target: <unk> (a source character must be known)
+  std::vector<Example> set = seq2seq::encode_pairs(pairs, o.data, l.src_vocab, l.tgt_vocab, /*unknown_targets=*/true);
+  check_lengths(pairs, set, o.data, l.model->cfg.max_len);
+  const int64_t rows = std::min<int64_t>(o.rows, (int64_t)set.size());
+  watch::Probe probe = probe_of(*l.model, set, rows);
+  watch::Log log = watch::Log::for_sites(probe.sites);
+  log.add(watch::measure(probe, l.checkpoint.progress.step));
+  const auto& cfg = l.model->cfg;
+  std::printf("%s: step %lld, d_model %lld, %lld heads (d_k %lld), --score-scale %g; the first %lld pairs of %s, "
+              "teacher-forced, in eval mode\n",
+              o.checkpoint.c_str(), (long long)l.checkpoint.progress.step, (long long)cfg.d_model, (long long)cfg.nhead,
+              (long long)(cfg.d_model / cfg.nhead), cfg.score_scale, (long long)rows, o.data.c_str());
+  std::printf("score std: of the softmax's input over allowed keys; entropy in nats, H/logn normalised by the number "
+              "of keys; max w: the largest weight; sat.: queries whose largest weight is above 0.99; P the weights, Z "
+              "the scores, Wq and Wk the head's rows of the query and key projections\n\n%s",
+              watch::table(log, log.snapshots.back()).c_str());
   return 0;
 }
 
@@ -976,6 +1016,13 @@ int main(int argc, char** argv) {
                  "masked pad positions after the source, to show they get no weight");
     attention_cmd->add_option("TEXT", attention_options.text, "the date to translate")->required();
 
+    WatchOptions watch_options;
+    CLI::App* watch_cmd = app.add_subcommand(
+        "watch", "per attention head of a checkpoint: how peaked its softmax is and how much gradient passes through it");
+    cli::text(*watch_cmd, "--checkpoint", watch_options.checkpoint, "the checkpoint")->required();
+    cli::text(*watch_cmd, "--data", watch_options.data, "pairs, source<TAB>target a line: the probe batch is the first --rows");
+    cli::integer(*watch_cmd, "--rows", watch_options.rows, 1, 100000, "pairs in the probe batch");
+
     // `translate help` as `translate --help`
     std::vector<char*> args(argv, argv + argc);
     static char help[] = "--help";
@@ -1011,6 +1058,7 @@ int main(int argc, char** argv) {
     if (dist::rank() != 0) return 0;  // under mpirun, the other commands are rank 0's alone
     if (eval_cmd->parsed()) return as("eval", [&] { return eval(eval_options); });
     if (decode_cmd->parsed()) return as("decode", [&] { return decode(decode_options); });
+    if (watch_cmd->parsed()) return as("watch", [&] { return watch_checkpoint(watch_options); });
     return as("attention", [&] { return attention(attention_options); });
   });
   if (ranks) {

@@ -419,6 +419,58 @@ std::vector<std::string> Log::draw(const std::string& dir, const std::string& pr
   return written;
 }
 
+std::vector<double> average(const Log& log, const std::string& module, const std::string& quantity) {
+  std::vector<double> out;
+  for (const Snapshot& s : log.snapshots) {
+    double sum = 0;
+    int64_t n = 0;
+    for (double v : s.values.at(module).at(quantity))
+      if (std::isfinite(v)) sum += v, n++;
+    out.push_back(n ? sum / double(n) : kNaN);
+  }
+  return out;
+}
+
+void draw_comparison(const std::vector<Log>& runs, const std::vector<std::string>& labels, const std::string& path) {
+  const char* op = "watch::draw_comparison";
+  if (runs.empty() || runs.size() != labels.size()) fail(op, "expected one label per run, got ", runs.size(), " runs and ", labels.size(), " labels");
+  std::vector<std::string> modules;
+  for (const std::string& m : runs[0].modules) {
+    bool everywhere = true;
+    for (const Log& r : runs) everywhere = everywhere && std::count(r.modules.begin(), r.modules.end(), m);
+    if (everywhere) modules.push_back(m);
+  }
+  if (modules.empty()) fail(op, "the runs have no attention module in common");
+  struct Column {
+    const char* quantity;
+    const char* title;
+    double ymin, ymax;
+  };
+  const Column columns[] = {{"score_std", "score spread (std)", 0, 0},
+                            {"entropy_norm_mean", "entropy / log(keys)", 0, 1},
+                            {"saturated_share", "saturated queries", 0, 1},
+                            {"grad_ratio", "|dL/dscores| / |dL/dweights|", 0, 0}};
+  std::vector<plot::Panel> panels;
+  for (const std::string& m : modules)
+    for (const Column& c : columns) {
+      plot::Lines p;
+      p.title = label(m) + ": " + c.title;
+      p.xlabel = "step";
+      p.ylabel = "mean over layers and heads";
+      p.ymin = c.ymin, p.ymax = c.ymax;
+      for (size_t r = 0; r < runs.size(); r++) {
+        plot::Series s;
+        s.label = labels[r];
+        const std::vector<double> v = average(runs[r], m, c.quantity);
+        for (size_t i = 0; i < v.size(); i++)
+          if (std::isfinite(v[i])) s.x.push_back(double(runs[r].snapshots[i].step)), s.y.push_back(v[i]);
+        p.series.push_back(s);
+      }
+      panels.push_back(p);
+    }
+  plot::save_png(path, panels, 4, 420, 320, "the runs' attention, averaged over layers and heads");
+}
+
 std::string table(const Log& log, const Snapshot& s) {
   std::string out;
   char b[256];

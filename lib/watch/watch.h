@@ -111,6 +111,15 @@ struct Log {
   std::vector<std::string> draw(const std::string& dir, const std::string& prefix = "watch") const;
 };
 
+// Per snapshot, the mean of a quantity over a module's layers and heads (NaN values left
+// out; NaN when none is left).
+std::vector<double> average(const Log& log, const std::string& module, const std::string& quantity);
+
+// Runs side by side (their modules in common, in the first run's order): per module, the
+// mean over layers and heads of the score spread, the normalised entropy, the saturated
+// share and the gradient ratio against the step, one line per run. One PNG at path.
+void draw_comparison(const std::vector<Log>& runs, const std::vector<std::string>& labels, const std::string& path);
+
 // The snapshot's per-head table, one line per (module, layer, head), for a terminal.
 std::string table(const Log& log, const Snapshot& s);
 
