@@ -3,7 +3,8 @@
 # checkpoint format's document alone, translates exactly as `translate decode` does: a
 # tiny model is trained, then 50 validation dates are decoded by both, in float64 and
 # float32 - as trained (post-norm, ReLU), and edited into a pre-norm GELU model (final
-# LayerNorms added, the header resealed). Skipped when python3 lacks torch or h5py.
+# LayerNorms added, the header resealed) - and a model trained with --score-scale 3.
+# Skipped when python3 lacks torch or h5py.
 #   torch_loader.sh TRANSLATE_BINARY DATA_DIR SCRATCH_DIR LOAD_IN_TORCH_PY
 set -uo pipefail
 bin=$1 data=$2 dir=$3 script=$4
@@ -23,6 +24,12 @@ head -n 50 "$data/valid.tsv" | cut -f1 >"$dir/sources.txt"
   --dec-layers 1 --ffn 32 --steps 400 --eval-every 400 --threads 1 --out "$dir/run" >"$dir/train.out" 2>&1 ||
   { cat "$dir/train.out"; echo "FAILED: translate train"; exit 1; }
 post="$dir/run/ckpt-00000400.h5"
+# A model whose scores are scaled by 3 on top of 1/sqrt(d_k): the loader folds that into the
+# query projection.
+"$bin" train --train "$dir/train.tsv" --valid "$dir/valid.tsv" --d-model 16 --heads 2 --enc-layers 1 \
+  --dec-layers 1 --ffn 32 --steps 400 --eval-every 400 --threads 1 --score-scale 3 --out "$dir/scaled" \
+  >"$dir/scaled.out" 2>&1 || { cat "$dir/scaled.out"; echo "FAILED: translate train --score-scale 3"; exit 1; }
+scaled="$dir/scaled/ckpt-00000400.h5"
 
 # The same model made pre-norm with GELU: a LayerNorm (not the identity) ends each stack.
 pre="$dir/prenorm.h5"
@@ -43,9 +50,10 @@ data[:512] = header.encode().ljust(512, b"\0")
 open(path, "wb").write(data)
 EOF
 
-for name in postnorm prenorm; do
+for name in postnorm prenorm scaled; do
   ckpt=$post
   [ "$name" = prenorm ] && ckpt=$pre
+  [ "$name" = scaled ] && ckpt=$scaled
   "$bin" decode --checkpoint "$ckpt" <"$dir/sources.txt" >"$dir/$name.ember" 2>"$dir/$name.ember.err" ||
     { fail "$name: translate decode failed"; cat "$dir/$name.ember.err"; }
   # not trivial: some translations stop at </s> (before 63 = max_len - 1 tokens), and differ

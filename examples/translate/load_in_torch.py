@@ -36,8 +36,10 @@ def read_checkpoint(path):
     return cfg, weights, vocab
 
 
-def torch_names(weights):
-    """ember's parameter names -> Translator's: q, k and v packed into in_proj."""
+def torch_names(weights, score_scale=1.0):
+    """ember's parameter names -> Translator's: q, k and v packed into in_proj. PyTorch
+    scales scores by 1/sqrt(d_k) only: a checkpoint's score_scale (absent: 1) goes into
+    the query projection, which gives the same scores."""
     out = {}
     for name, w in weights.items():
         if name.startswith(("src_embed.", "tgt_embed.", "out_proj.")):
@@ -48,7 +50,7 @@ def torch_names(weights):
             continue  # packed below, with v_proj
         if parts[-2] == "v_proj":
             attn, kind = ".".join(parts[:-2]), parts[-1]
-            packed = [weights[f"{attn}.{p}_proj.{kind}"] for p in "qkv"]
+            packed = [weights[f"{attn}.{p}_proj.{kind}"] * (score_scale if p == "q" else 1.0) for p in "qkv"]
             name, w = f"{attn}.in_proj_{kind}", np.concatenate(packed)
         name = name.replace(".cross_attn.", ".multihead_attn.").replace(".ffn.", ".")
         out["transformer." + name] = w
@@ -113,7 +115,7 @@ def main():
     args = parser.parse_args()
     cfg, weights, vocab = read_checkpoint(args.checkpoint)
     model = Translator(cfg)
-    model.load_state_dict({k: torch.from_numpy(v) for k, v in torch_names(weights).items()}, strict=True)
+    model.load_state_dict({k: torch.from_numpy(v) for k, v in torch_names(weights, cfg.get("score_scale", 1.0)).items()}, strict=True)
     model.to(torch.float32 if args.float32 else torch.float64).eval()
 
     lines = args.text

@@ -482,6 +482,7 @@ std::string table(const Log& log, const Snapshot& s) {
     for (int64_t l = 0; l < log.layers; l++)
       for (int64_t h = 0; h < log.heads; h++) {
         auto v = [&](const char* q) { return s.values.at(m).at(q)[(size_t)(l * log.heads + h)]; };
+        if (std::isnan(v("grad_weights_norm")) && std::isnan(v("entropy_mean"))) continue;  // no such layer
         std::snprintf(b, sizeof b, "%-24s %5lld %4lld %9.3f %8.3f %8.3f %7.3f %5.1f%% %10.3e %10.3e %7.4f %10.3e %10.3e\n",
                       label(m).c_str(), (long long)(l + 1), (long long)(h + 1), v("score_std"), v("entropy_mean"),
                       v("entropy_norm_mean"), v("max_weight_mean"), 100 * v("saturated_share"), v("grad_weights_norm"),

@@ -1,0 +1,157 @@
+#!/usr/bin/env bash
+# Watching attention learn, end to end at a tiny size: translate train --watch trains
+# bitwise as it does without (the same checkpoint bytes, the same losses), writes
+# watch.h5, watch.csv and the figures; watch_plot draws the same figures from watch.h5
+# alone; h5py reads the documented layout (when python3 has h5py); a resumed run continues
+# the watch; translate watch prints a per-head table; --score-scale is kept in the
+# checkpoint and cannot change on resume; tag_dates --watch; bad options and damaged
+# files.
+#   watch_cli.sh TRANSLATE TAG_DATES WATCH_PLOT DATA_DIR SCRATCH_DIR
+set -uo pipefail
+bin=$1 tagger=$2 plot=$3 data=$4 dir=$5
+rm -rf "$dir" && mkdir -p "$dir"
+failures=0
+fail() { echo "FAILED: $*"; failures=$((failures + 1)); }
+export OMP_NUM_THREADS=1
+run() {  # EXPECTED_EXIT NAME CMD...: output in $dir/NAME.out and .err
+  local want=$1 name=$2
+  shift 2
+  "$@" >"$dir/$name.out" 2>"$dir/$name.err"
+  local got=$?
+  [ "$got" -eq "$want" ] || { fail "$name: exit $got, expected $want"; tail -5 "$dir/$name.err"; }
+}
+contains() {  # FILE TEXT
+  grep -qF -- "$2" "$1" || { fail "$1 lacks '$2'"; sed 's/^/    /' "$1" | tail -8; }
+}
+png() { [ "$(head -c 8 "$1" 2>/dev/null | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ] || fail "$1 is not a PNG"; }
+
+head -n 600 "$data/train.tsv" >"$dir/train.tsv"
+head -n 40 "$data/valid.tsv" >"$dir/valid.tsv"
+small=(--train "$dir/train.tsv" --valid "$dir/valid.tsv" --d-model 16 --heads 2 --enc-layers 2 --dec-layers 1
+       --ffn 32 --batch 16 --eval-every 20 --save-every 20 --log-every 5 --threads 1 --target-acc 2)
+
+# --- with and without --watch: the same training, bit for bit
+run 0 plain "$bin" train "${small[@]}" --out "$dir/plain" --steps 40
+run 0 watched "$bin" train "${small[@]}" --out "$dir/watched" --steps 40 --watch --watch-every 10 --watch-rows 12
+for step in 00000020 00000040; do
+  cmp -s "$dir/plain/ckpt-$step.h5" "$dir/watched/ckpt-$step.h5" || fail "the checkpoints of step $step differ with --watch"
+done
+grep '^step [0-9]*/' "$dir/plain.out" >"$dir/plain.losses"
+grep '^step [0-9]*/' "$dir/watched.out" >"$dir/watched.losses"
+cut -d' ' -f1-4 "$dir/plain.losses" >"$dir/a" && cut -d' ' -f1-4 "$dir/watched.losses" >"$dir/b"
+cmp -s "$dir/a" "$dir/b" || fail "the logged losses differ with --watch"
+[ "$(wc -l <"$dir/a")" -eq 8 ] || fail "expected 8 progress lines, got $(wc -l <"$dir/a")"
+contains "$dir/watched.out" "watch: 5 measurements of the first 12 validation pairs"
+for f in watch.h5 watch.csv; do [ -s "$dir/watched/$f" ] || fail "$f was not written"; done
+for f in encoder_self decoder_self decoder_cross grad_ratio score_spread; do png "$dir/watched/watch_$f.png"; done
+# the CSV: a header, then 5 measurements x 3 modules x 2 layers x 2 heads
+[ "$(wc -l <"$dir/watched/watch.csv")" -eq $((1 + 5 * 3 * 2 * 2)) ] || fail "watch.csv has $(wc -l <"$dir/watched/watch.csv") lines"
+head -1 "$dir/watched/watch.csv" | grep -q '^step,module,layer,head,score_std,' || fail "watch.csv's header"
+steps() { tail -n +2 "$1" | cut -d, -f1 | sort -un | tr '\n' ' '; }
+[ "$(steps "$dir/watched/watch.csv")" = "0 10 20 30 40 " ] || fail "watch.csv's steps: $(steps "$dir/watched/watch.csv")"
+
+# --- the figures again from watch.h5 alone: the same bytes
+run 0 redraw "$plot" "$dir/watched/watch.h5" --out "$dir/redrawn"
+for f in encoder_self decoder_self decoder_cross grad_ratio score_spread; do
+  cmp -s "$dir/watched/watch_$f.png" "$dir/redrawn/watch_$f.png" || fail "watch_$f.png drawn from watch.h5 differs"
+done
+run 0 compare "$plot" "$dir/watched/watch.h5" "$dir/watched/watch.h5" --label a --label b --compare "$dir/both"
+png "$dir/both_attention.png"
+contains "$dir/compare.out" "| a | decoder_cross |"
+run 2 plot_usage "$plot" "$dir/watched/watch.h5"
+contains "$dir/plot_usage.err" "give either --out DIR (one run) or --compare PREFIX"
+run 1 plot_not_watch "$plot" "$dir/plain/ckpt-00000020.h5" --out "$dir/x"
+contains "$dir/plot_not_watch.err" "is not an attention watch file"
+
+# --- the documented layout, read with h5py; the same numbers as the CSV
+python=${PYTHON:-/usr/bin/python3}
+if "$python" -c "import h5py, numpy" 2>/dev/null; then
+  "$python" - "$dir/watched/watch.h5" "$dir/watched/watch.csv" <<'EOF' >"$dir/h5py.out" 2>&1 || fail "h5py: $(tail -3 "$dir/h5py.out")"
+import csv, sys, h5py, numpy as np
+path, table = sys.argv[1], sys.argv[2]
+with h5py.File(path, "r") as f:
+    assert f.attrs["format"] == "ember attention watch", f.attrs["format"]
+    assert int(f.attrs["version"]) == 1
+    modules = f.attrs["modules"].split(",")
+    assert modules == ["encoder_self", "decoder_self", "decoder_cross"], modules
+    L, H = int(f.attrs["layers"]), int(f.attrs["heads"])
+    steps = f["step"][:]
+    assert list(steps) == [0, 10, 20, 30, 40], steps
+    rows = list(csv.DictReader(open(table)))
+    for m in modules:
+        for q in ["score_std", "entropy_mean", "entropy_p10", "entropy_norm_mean", "entropy_norm_p10",
+                  "max_weight_mean", "saturated_share", "grad_weights_norm", "grad_scores_norm", "grad_ratio",
+                  "grad_q_proj_norm", "grad_k_proj_norm"]:
+            d = f[m][q]
+            assert d.shape == (5, L, H) and d.dtype == np.float64, (m, q, d.shape)
+            assert len(d.attrs["meaning"]) > 10
+            for r in rows:
+                if r["module"] != m:
+                    continue
+                c = list(steps).index(int(r["step"]))
+                a, b = float(r[q]), d[c, int(r["layer"]) - 1, int(r["head"]) - 1]
+                assert (np.isnan(a) and np.isnan(b)) or a == b, (m, q, r, b)
+    # the decoder has one layer of two: its second is NaN; the ratio is the ratio
+    assert np.isnan(f["decoder_self/grad_ratio"][:, 1, :]).all()
+    ratio = f["encoder_self/grad_scores_norm"][:] / f["encoder_self/grad_weights_norm"][:]
+    assert np.allclose(ratio, f["encoder_self/grad_ratio"][:], rtol=1e-14)
+    e = f["encoder_self/entropy_norm_mean"][:]
+    assert ((e > 0) & (e <= 1)).all(), e
+print("h5py reads the layout")
+EOF
+else
+  echo "h5py not available: the layout check with h5py is skipped"
+fi
+
+# --- a resumed run keeps the watch up to its checkpoint and goes on
+mkdir -p "$dir/resumed" && cp "$dir/watched/ckpt-00000020.h5" "$dir/resumed/" && cp "$dir/watched/watch.h5" "$dir/resumed/"
+run 0 resume "$bin" train "${small[@]}" --out "$dir/resumed" --steps 40 --resume auto --watch --watch-every 10 --watch-rows 12
+cmp -s "$dir/resumed/ckpt-00000040.h5" "$dir/plain/ckpt-00000040.h5" || fail "the resumed, watched run's checkpoint differs"
+contains "$dir/resume.out" "watch: 2 measurements"
+cmp -s "$dir/resumed/watch.csv" "$dir/watched/watch.csv" || fail "the resumed watch differs from the uninterrupted one"
+# a damaged watch file does not stop training: a new watch begins
+mkdir -p "$dir/damaged" && cp "$dir/watched/ckpt-00000020.h5" "$dir/damaged/"
+head -c 300 "$dir/watched/watch.h5" >"$dir/damaged/watch.h5"
+run 0 damaged "$bin" train "${small[@]}" --out "$dir/damaged" --steps 40 --resume auto --watch --watch-every 10
+contains "$dir/damaged.out" "a new watch begins"
+[ "$(steps "$dir/damaged/watch.csv")" = "20 30 40 " ] || fail "the new watch's steps: $(steps "$dir/damaged/watch.csv")"
+
+# --- translate watch: the per-head table of one checkpoint
+run 0 table "$bin" watch --checkpoint "$dir/watched/ckpt-00000040.h5" --data "$dir/valid.tsv" --rows 12
+contains "$dir/table.out" "step 40, d_model 16, 2 heads (d_k 8), --score-scale 1; the first 12 pairs"
+[ "$(grep -c '^decoder cross-attention  *1  *[12] ' "$dir/table.out")" -eq 2 ] || fail "the table lacks the cross-attention heads"
+[ "$(grep -c 'self-attention\|cross-attention' "$dir/table.out")" -eq 8 ] || fail "expected 8 head lines"
+run 1 table_missing "$bin" watch --checkpoint "$dir/nothing.h5"
+contains "$dir/table_missing.err" "nothing.h5"
+
+# --- --score-scale: in the checkpoint, refused if changed on resume, shown by watch
+run 0 unscaled "$bin" train "${small[@]}" --out "$dir/unscaled" --steps 20 --score-scale 2.8284271247461903
+cmp -s "$dir/unscaled/ckpt-00000020.h5" "$dir/plain/ckpt-00000020.h5" && fail "--score-scale changed nothing"
+run 0 unscaled_table "$bin" watch --checkpoint "$dir/unscaled/ckpt-00000020.h5" --data "$dir/valid.tsv" --rows 4
+contains "$dir/unscaled_table.out" "--score-scale 2.82843"
+run 1 rescale "$bin" train "${small[@]}" --out "$dir/unscaled" --steps 40 --resume auto --score-scale 1
+contains "$dir/rescale.err" "--score-scale 1 (the checkpoint's score scale is 2.82843)"
+run 0 same_scale "$bin" train "${small[@]}" --out "$dir/unscaled" --steps 30 --resume auto --score-scale 2.8284271247461903
+contains "$dir/same_scale.out" "--score-scale 2.8284271247461903 match the checkpoint"
+for bad in 0 -1 nan 1e7; do
+  run 2 "scale_$bad" "$bin" train "${small[@]}" --out "$dir/bad" --steps 1 --score-scale "$bad"
+  contains "$dir/scale_$bad.err" "--score-scale"
+done
+run 2 watch_every0 "$bin" train "${small[@]}" --out "$dir/bad" --steps 1 --watch --watch-every 0
+contains "$dir/watch_every0.err" "--watch-every"
+
+# --- tag_dates --watch: the same training with and without, and the files
+tag=(--train "$dir/train.tsv" --test "$dir/valid.tsv" --steps 30 --warmup 5 --eval-every 15 --d-model 16 --heads 2 --ffn 32 --threads 1)
+run 0 tag_plain "$tagger" "${tag[@]}" --out "$dir/tag_plain"
+run 0 tag_watch "$tagger" "${tag[@]}" --out "$dir/tag_watch" --watch --watch-every 10 --watch-rows 8 --score-scale 1
+grep '^step ' "$dir/tag_plain.out" | cut -d'(' -f1 >"$dir/a"
+grep '^step ' "$dir/tag_watch.out" | cut -d'(' -f1 >"$dir/b"
+cmp -s "$dir/a" "$dir/b" || fail "tag_dates trains differently with --watch"
+contains "$dir/tag_watch.out" "watch: 4 measurements of the first 8 test dates"
+for f in encoder_self grad_ratio score_spread; do png "$dir/tag_watch/watch_$f.png"; done
+[ "$(wc -l <"$dir/tag_watch/watch.csv")" -eq $((1 + 4 * 2 * 2)) ] || fail "tag_dates' watch.csv has $(wc -l <"$dir/tag_watch/watch.csv") lines"
+run 0 tag_unscaled "$tagger" "${tag[@]}" --out "$dir/tag_unscaled" --score-scale 2.8284271247461903
+cmp -s "$dir/a" <(grep '^step ' "$dir/tag_unscaled.out" | cut -d'(' -f1) && fail "tag_dates --score-scale changed nothing"
+
+[ "$failures" -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
+echo "all passed"
