@@ -37,6 +37,7 @@
 #include "nn/transformer.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
+#include "optim/training_run.h"
 #include "plot/plot.h"
 #include "text/text.h"
 #include "train/trainer.h"
@@ -238,6 +239,7 @@ int run(const Settings& o) {
   size_t pos = order.size();
   double loss_sum = 0, acc = 0;
   int64_t loss_n = 0;
+  std::optional<watch::Recorder> watcher;  // with --watch (set up below)
   training::Trainer trainer({.program = "tag_dates", .steps = steps, .eval_every = eval_every, .target = target,
                           .nonfinite_hint = cat_str("--lr ", peak_lr, " is too large for this model")});
   trainer.step = [&] {
@@ -265,10 +267,10 @@ int run(const Settings& o) {
                 (long long)trainer.current_step(), loss_sum / double(loss_n), 100 * acc, trainer.train_seconds());
     std::fflush(stdout);
     loss_sum = 0, loss_n = 0;
+    if (watcher) watcher->write();  // so far
     return acc;
   };
   // the watch: the first --watch-rows test dates, the training loss
-  std::optional<watch::Recorder> watcher;
   if (o.watch) {
     std::vector<const Example*> first;
     for (size_t i = 0; i < std::min(test.size(), (size_t)o.watch_rows); i++) first.push_back(&test[i]);
@@ -296,14 +298,20 @@ int run(const Settings& o) {
     };
   }
   model.train();
-  if (int code = trainer.run(); code != 0) return code;
+  // with a watch, a stop signal ends training in order, and the watch's files are written
+  std::optional<optim::StopSignals> signals;
+  if (watcher) signals.emplace();
+  if (int code = trainer.run(); code != 0) {
+    if (watcher) watcher->write();
+    return code;
+  }
   if (watcher) {
     const bool wrote = watcher->write();
     std::printf("watch: %lld measurements of the first %lld test dates in %.1f s (%.1f%% of training); %s\n",
                 (long long)watcher->probes(), (long long)std::min<int64_t>(o.watch_rows, (int64_t)test.size()),
                 watcher->seconds(), 100 * watcher->seconds() / std::max(trainer.train_seconds(), 1e-9),
                 wrote ? cat_str(watcher->h5_path(), ", watch.csv and watch_*.png in ", out).c_str()
-                      : "(files not written: see the warning)");
+                      : "(some files not written: see the warning)");
   }
   std::printf("done: %lld steps, %.1f s of training (%.1f s wall), test per-character accuracy %.2f%%\n\n",
               (long long)trainer.current_step(), trainer.train_seconds(), trainer.wall_seconds(), 100 * acc);

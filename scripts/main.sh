@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The main job: install what is missing, build (Release), train the date translator on
-# data/dates, then show what it learned: test accuracy, a few translations, and the
-# attention pictures. Extra arguments go to `translate train` (e.g. --steps 2000).
+# data/dates with every attention head watched, then show what it learned: test accuracy,
+# a few translations, the attention pictures, and how the heads' softmax saturated and
+# passed gradient on during training. Extra arguments go to `translate train` (e.g.
+# --steps 2000).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install_deps.sh
@@ -13,7 +15,7 @@ out=runs/dates-$(date +%Y%m%d-%H%M%S)
 echo
 echo "== training (checkpoints, log and curves in $out)"
 mkdir -p "$out"
-"$translate" train --out "$out" "$@" | tee "$out/train.log"
+"$translate" train --out "$out" --watch "$@" | tee "$out/train.log"
 ckpt=$(sed -n 's/^checkpoint: //p' "$out/train.log" | tail -n 1)
 
 echo
@@ -31,3 +33,7 @@ echo
 echo "== where it looked"
 "$translate" attention --checkpoint "$ckpt" --out "$out/attention" "sunday, november 22, 2026"
 echo "training curves: $out/curves.png"
+
+echo
+echo "== the heads at the end of training (watch.h5, watch.csv and figures in $out: docs/watch-format.md)"
+"$translate" watch --checkpoint "$ckpt"

@@ -177,6 +177,15 @@ TEST_CASE("head statistics of known weights: entropy, its normalised form, the l
   auto t = watch::head_statistics(scores, weights, dZ, dP, one_key, padding);
   CHECK(t["max_weight_mean"][0] == Approx(a).epsilon(1e-14));
   CHECK(t["saturated_share"][0] == 1.0);
+  // a NaN weight (a model gone wrong) makes the head's numbers NaN, not "fully peaked"
+  std::vector<double> broken = w;
+  broken[4] = std::nan("");
+  auto n = watch::head_statistics(scores, from_vector(broken, {1, 1, 3, 3}), dZ, dP, blocked, padding);
+  for (const std::string& q : {"entropy_mean", "entropy_p10", "entropy_norm_mean", "max_weight_mean", "saturated_share",
+                               "grad_ratio"}) {
+    INFO(q);
+    CHECK(std::isnan(n[q][0]));
+  }
   // shapes are checked and named
   CHECK_THAT(error_of([&] { watch::head_statistics(scores, weights, dZ, dP, blocked, from_bools(std::vector<bool>{0, 0}, {1, 2})); }),
              Catch::Contains("watch::head_statistics: expected query_padding [B, L] = [1,3], got shape [1,2]"));
@@ -370,6 +379,19 @@ TEST_CASE("a file that is not a watch, or lacks a quantity, is refused naming th
   }
   CHECK_THAT(error_of([&] { watch::Log::read_h5(dir + "/lacking.h5"); }),
              Catch::Contains("lacking.h5': key '/decoder_self/entropy_p10' is missing"));
+  // absurd sizes are refused before anything is allocated for them
+  {
+    h5::Writer w(dir + "/huge.h5");
+    w.write("/step", zeros({0}, kInt64));
+    w.attr("/", "format", "ember attention watch");
+    w.attr_int("/", "version", 1);
+    w.attr("/", "modules", "encoder_self");
+    w.attr_int("/", "layers", int64_t(1) << 20);
+    w.attr_int("/", "heads", int64_t(1) << 20);
+    w.close();
+  }
+  CHECK_THAT(error_of([&] { watch::Log::read_h5(dir + "/huge.h5"); }),
+             Catch::Contains("huge.h5': attributes 'layers' and 'heads' must be in [1, 1024] and [1, 4096], got 1048576"));
   fs::remove_all(dir);
 }
 

@@ -116,6 +116,19 @@ run 0 damaged "$bin" train "${small[@]}" --out "$dir/damaged" --steps 40 --resum
 contains "$dir/damaged.out" "a new watch begins"
 [ "$(steps "$dir/damaged/watch.csv")" = "20 30 40 " ] || fail "the new watch's steps: $(steps "$dir/damaged/watch.csv")"
 
+# a resumed run watched on another probe batch starts a new watch rather than splice two
+mkdir -p "$dir/rows" && cp "$dir/watched/ckpt-00000020.h5" "$dir/watched/watch.h5" "$dir/rows/"
+run 0 rows "$bin" train "${small[@]}" --out "$dir/rows" --steps 30 --resume auto --watch --watch-every 10 --watch-rows 5
+contains "$dir/rows.out" "watched another model or probe batch: a new watch begins"
+[ "$(steps "$dir/rows/watch.csv")" = "20 30 " ] || fail "the new watch's steps: $(steps "$dir/rows/watch.csv")"
+# a loss that stops being finite saves no checkpoint, yet the watch up to it is written
+run 3 diverged "$bin" train "${small[@]}" --out "$dir/diverged" --steps 200 --save-every 1000 --lr 1e8 --warmup 100 \
+  --watch --watch-every 1
+contains "$dir/diverged.err" "stopping without saving"
+last=$(sed -n 's/.*the loss is [a-zA-Z]* at step \([0-9]*\).*/\1/p' "$dir/diverged.err")
+[ -n "$last" ] && [ "$(steps "$dir/diverged/watch.csv" | awk '{ print $NF }')" -eq $((last - 1)) ] ||
+  fail "the diverged run's watch does not reach step $((last - 1)): $(steps "$dir/diverged/watch.csv" | tail -c 30)"
+
 # --- translate watch: the per-head table of one checkpoint
 run 0 table "$bin" watch --checkpoint "$dir/watched/ckpt-00000040.h5" --data "$dir/valid.tsv" --rows 12
 contains "$dir/table.out" "step 40, d_model 16, 2 heads (d_k 8), --score-scale 1; the first 12 pairs"
@@ -152,6 +165,19 @@ for f in encoder_self grad_ratio score_spread; do png "$dir/tag_watch/watch_$f.p
 [ "$(wc -l <"$dir/tag_watch/watch.csv")" -eq $((1 + 4 * 2 * 2)) ] || fail "tag_dates' watch.csv has $(wc -l <"$dir/tag_watch/watch.csv") lines"
 run 0 tag_unscaled "$tagger" "${tag[@]}" --out "$dir/tag_unscaled" --score-scale 2.8284271247461903
 cmp -s "$dir/a" <(grep '^step ' "$dir/tag_unscaled.out" | cut -d'(' -f1) && fail "tag_dates --score-scale changed nothing"
+
+# a stop signal ends a watched tagger in order, its watch written (SIGTERM: a background
+# job of a script ignores SIGINT)
+"$tagger" "${tag[@]}" --steps 100000 --eval-every 100000 --out "$dir/tag_int" --watch --watch-every 5 \
+  >"$dir/tag_int.out" 2>&1 &
+pid=$!
+sleep 2
+kill -TERM "$pid"
+wait "$pid"
+code=$?
+[ "$code" -eq 143 ] || fail "tag_dates after SIGTERM: exit $code, expected 143"
+contains "$dir/tag_int.out" "stopped by SIGTERM"
+[ -s "$dir/tag_int/watch.h5" ] && [ -s "$dir/tag_int/watch.csv" ] || fail "tag_dates wrote no watch after SIGTERM"
 
 [ "$failures" -eq 0 ] || { echo "$failures failure(s)"; exit 1; }
 echo "all passed"

@@ -706,7 +706,12 @@ int train(const TrainOptions& o) {
   };
 
   if (watcher) watcher->after_step(progress.step);  // where training starts
-  if (int code = trainer.run(); code != 0) return code;
+  // the watch's files are written at every save; a run that stops on a loss that is not
+  // finite saves nothing, and its last measurements are the ones worth seeing
+  if (int code = trainer.run(); code != 0) {
+    if (watcher) watcher->write();
+    return code;
+  }
   const bool drew = leader && write_curves(curves, hist);
   std::printf("done: %lld steps, %.1f s of training (%.1f s wall), best validation exact match %.2f%%\n",
               (long long)progress.step, trainer.train_seconds(), trainer.wall_seconds(),
@@ -733,7 +738,7 @@ int train(const TrainOptions& o) {
                 (long long)watcher->probes(), (long long)std::min<int64_t>(o.watch_rows, (int64_t)valid_set.size()),
                 watcher->seconds(), 100 * watcher->seconds() / std::max(trainer.train_seconds(), 1e-9),
                 wrote ? cat_str(watcher->h5_path(), ", watch.csv and watch_*.png in ", o.out).c_str()
-                      : "(files not written: see the warning)");
+                      : "(some files not written: see the warning)");
   }
   return 0;
 }

@@ -27,6 +27,10 @@ namespace {
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr const char* kFormat = "ember attention watch";
 constexpr int64_t kVersion = 1;
+// far past any model a CPU trains (a translator has at most 1024 layers, d_model 2^16)
+constexpr int64_t kMaxLayers = 1024, kMaxHeads = 4096;
+// a PNG holds at most 32767 pixels a side: figures show at most this many layers
+constexpr int64_t kMaxFigureLayers = 64;
 
 const std::map<std::string, std::string>& meanings() {
   static const std::map<std::string, std::string> m = {
@@ -125,6 +129,7 @@ std::map<std::string, std::vector<double>> head_statistics(const Tensor& scores,
   for (int64_t h = 0; h < H; h++) {
     std::vector<double> spread, entropy, entropy_norm, largest;
     double saturated = 0, dp2 = 0, dz2 = 0;
+    bool broken = false;  // some weight is NaN: the head's statistics are NaN
     for (int64_t b = 0; b < B; b++)
       for (int64_t i = 0; i < L; i++) {
         if (pad[(size_t)(b * L + i)] != 0) continue;
@@ -141,7 +146,8 @@ std::map<std::string, std::vector<double>> head_statistics(const Tensor& scores,
           const double pj = p[row + j];
           var += (z[row + j] - mean) * (z[row + j] - mean);
           if (pj > 0) ent -= pj * std::log(pj);
-          top = std::max(top, pj);
+          if (!(pj >= 0)) ent = top = kNaN;  // not a probability (NaN): nothing to report
+          top = std::isnan(top) ? top : std::max(top, pj);
           dp2 += dp[row + j] * dp[row + j];
           dz2 += dz[row + j] * dz[row + j];
         }
@@ -150,8 +156,10 @@ std::map<std::string, std::vector<double>> head_statistics(const Tensor& scores,
         entropy_norm.push_back(ent / std::log(double(n)));
         largest.push_back(top);
         saturated += top > 0.99;
+        broken = broken || std::isnan(top);
       }
     const size_t k = (size_t)h;
+    if (broken) continue;  // every quantity stays NaN
     out["score_std"][k] = mean_of(spread);
     out["entropy_mean"][k] = mean_of(entropy);
     out["entropy_p10"][k] = quantile(entropy, 0.1);
@@ -313,8 +321,9 @@ Log Log::read_h5(const std::string& path) {
   Log log;
   log.layers = r.attr_int("/", "layers");
   log.heads = r.attr_int("/", "heads");
-  if (log.layers < 1 || log.heads < 1 || log.layers > (1 << 20) || log.heads > (1 << 20))
-    fail(op, "'", path, "': attributes 'layers' and 'heads' must be positive, got ", log.layers, " and ", log.heads);
+  if (log.layers < 1 || log.heads < 1 || log.layers > kMaxLayers || log.heads > kMaxHeads)
+    fail(op, "'", path, "': attributes 'layers' and 'heads' must be in [1, ", kMaxLayers, "] and [1, ", kMaxHeads,
+         "], got ", log.layers, " and ", log.heads);
   const std::string joined = r.attr_string("/", "modules");
   for (size_t a = 0; a <= joined.size();) {
     size_t b = joined.find(',', a);
@@ -391,26 +400,28 @@ std::vector<std::string> Log::draw(const std::string& dir, const std::string& pr
     return p;
   };
   auto layer_name = [&](int64_t l) { return layers > 1 ? cat_str(", layer ", l + 1) : std::string(); };
+  const int64_t shown = std::min(layers, kMaxFigureLayers);
+  const std::string part = shown < layers ? cat_str(" (layers 1-", shown, " of ", layers, ")") : std::string();
   std::vector<std::string> written;
   const std::string base = dir + "/" + prefix + "_";
   const int width = 520, height = 340;
   for (const std::string& m : modules) {
     std::vector<plot::Panel> panels;
-    for (int64_t l = 0; l < layers; l++) {
+    for (int64_t l = 0; l < shown; l++) {
       panels.push_back(panel(m, l, "entropy_norm_mean", "entropy / log(keys)" + layer_name(l), "mean over queries", 0, 1));
       panels.push_back(panel(m, l, "saturated_share", "saturated queries (top weight > 0.99)" + layer_name(l),
                              "share of queries", 0, 1));
     }
     const std::string file = base + m + ".png";
-    plot::save_png(file, panels, 2, width, height, label(m) + ": how peaked each head's softmax is");
+    plot::save_png(file, panels, 2, width, height, label(m) + ": how peaked each head's softmax is" + part);
     written.push_back(file);
   }
   auto grid = [&](const std::string& what, const std::string& q, const std::string& ylabel, const std::string& title) {
     std::vector<plot::Panel> panels;
     for (const std::string& m : modules)
-      for (int64_t l = 0; l < layers; l++) panels.push_back(panel(m, l, q, label(m) + layer_name(l), ylabel, 0, 0));
+      for (int64_t l = 0; l < shown; l++) panels.push_back(panel(m, l, q, label(m) + layer_name(l), ylabel, 0, 0));
     const std::string file = base + what + ".png";
-    plot::save_png(file, panels, (int)std::min<int64_t>(layers, 3), width, height, title);
+    plot::save_png(file, panels, (int)std::min<int64_t>(shown, 3), width, height, title + part);
     written.push_back(file);
   };
   grid("grad_ratio", "grad_ratio", "|dL/dscores| / |dL/dweights|",
@@ -507,8 +518,8 @@ void Recorder::resume(int64_t step) {
   if (!std::filesystem::exists(path)) return;
   try {
     Log old = Log::read_h5(path);
-    if (!old.same_shape(log_)) {
-      std::printf("%s: %s watched another model: a new watch begins\n", program_.c_str(), path.c_str());
+    if (!old.same_shape(log_) || old.info != log_.info) {
+      std::printf("%s: %s watched another model or probe batch: a new watch begins\n", program_.c_str(), path.c_str());
       return;
     }
     old.truncate_after(step);
@@ -528,19 +539,25 @@ void Recorder::after_step(int64_t step) {
 }
 
 bool Recorder::write() {
-  try {
-    log_.write_h5(h5_path());
-    log_.write_csv(dir_ + "/watch.csv");
-    log_.draw(dir_);
-    return true;
-  } catch (const ember::Error& e) {
-    if (!warned_) {
-      std::fflush(stdout);
-      std::fprintf(stderr, "%s: warning: training goes on without the watch's files: %s\n", program_.c_str(), e.what());
+  // each file on its own: one that cannot be written does not keep the others from being
+  bool all = true;
+  auto attempt = [&](const std::function<void()>& f) {
+    try {
+      f();
+    } catch (const ember::Error& e) {
+      if (!warned_) {
+        std::fflush(stdout);
+        std::fprintf(stderr, "%s: warning: training goes on without some of the watch's files: %s\n",
+                     program_.c_str(), e.what());
+      }
+      warned_ = true;
+      all = false;
     }
-    warned_ = true;
-    return false;
-  }
+  };
+  attempt([&] { log_.write_h5(h5_path()); });
+  attempt([&] { log_.write_csv(dir_ + "/watch.csv"); });
+  attempt([&] { log_.draw(dir_); });
+  return all;
 }
 
 }  // namespace watch

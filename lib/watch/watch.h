@@ -106,8 +106,9 @@ struct Log {
   static Log read_h5(const std::string& path);
 
   // The figures, into dir, named prefix + "_" + what + ".png": per module, the entropy and
-  // saturation of each head against the step; the gradient ratio; the score spread.
-  // Returns the paths written.
+  // saturation of each head against the step; the gradient ratio; the score spread (the
+  // first 64 layers of a deeper model: a PNG holds 32767 pixels a side). Returns the paths
+  // written.
   std::vector<std::string> draw(const std::string& dir, const std::string& prefix = "watch") const;
 };
 
@@ -130,11 +131,13 @@ class Recorder {
  public:
   // info: what the log says about the run (Log::info)
   Recorder(Probe probe, std::string dir, int64_t every, std::string program, std::map<std::string, std::string> info);
-  // A resumed run: continues the log of dir/watch.h5 up to step. A missing file, one that
-  // cannot be read or one of another model starts a new log (said on stdout).
+  // A resumed run: continues the log of dir/watch.h5 up to step. A missing file starts a
+  // new log; so does one that cannot be read, or that watched another model or probe
+  // batch (its info differs), which is said on stdout.
   void resume(int64_t step);
   // Measures when step is a multiple of `every` (step 0 included) and not measured yet.
   void after_step(int64_t step);
+  // Writes the files, each on its own; returns whether all were written.
   bool write();
   const Log& log() const { return log_; }
   double seconds() const { return seconds_; }  // spent measuring
