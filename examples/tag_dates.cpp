@@ -306,12 +306,8 @@ int run(const Settings& o) {
     return code;
   }
   if (watcher) {
-    const bool wrote = watcher->write();
-    std::printf("watch: %lld measurements of the first %lld test dates in %.1f s (%.1f%% of training); %s\n",
-                (long long)watcher->probes(), (long long)std::min<int64_t>(o.watch_rows, (int64_t)test.size()),
-                watcher->seconds(), 100 * watcher->seconds() / std::max(trainer.train_seconds(), 1e-9),
-                wrote ? cat_str(watcher->h5_path(), ", watch.csv and watch_*.png in ", out).c_str()
-                      : "(some files not written: see the warning)");
+    const int64_t rows = std::min<int64_t>(o.watch_rows, (int64_t)test.size());
+    std::printf("%s\n", watcher->finish(cat_str("the first ", rows, " test dates"), trainer.train_seconds()).c_str());
   }
   std::printf("done: %lld steps, %.1f s of training (%.1f s wall), test per-character accuracy %.2f%%\n\n",
               (long long)trainer.current_step(), trainer.train_seconds(), trainer.wall_seconds(), 100 * acc);

@@ -8,22 +8,10 @@
 set -uo pipefail
 mpiexec=$1 bin=$2 ddp=$3 data=$4 dir=$5
 rm -rf "$dir" && mkdir -p "$dir"
-failures=0
-fail() { echo "FAILED: $*"; failures=$((failures + 1)); }
+. "$(dirname "$0")/cli_checks.sh"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
 mpi() { "$mpiexec" --oversubscribe -np "$@"; }
 
-# run EXPECTED_EXIT NAME CMD...: output in $dir/NAME.out and .err
-run() {
-  local want=$1 name=$2
-  shift 2
-  "$@" >"$dir/$name.out" 2>"$dir/$name.err"
-  local got=$?
-  [ "$got" -eq "$want" ] || { fail "$name: exit $got, expected $want"; tail -20 "$dir/$name.err"; }
-}
-contains() {  # FILE TEXT
-  grep -qF -- "$2" "$1" || { fail "$1 lacks '$2'"; sed 's/^/    /' "$1" | tail -20; }
-}
 # the loss logged at step N in FILE
 loss_at() { sed -n "s|^step $2/[0-9]*  loss \([0-9.]*\).*|\1|p" "$1" | tail -1; }
 # close A B: relative difference at most 2e-3 (float32 sums in another order, 30 steps)

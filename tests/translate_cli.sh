@@ -6,20 +6,7 @@
 set -uo pipefail
 bin=$1 data=$2 dir=$3
 rm -rf "$dir" && mkdir -p "$dir"
-failures=0
-fail() { echo "FAILED: $*"; failures=$((failures + 1)); }
-
-# run EXPECTED_EXIT NAME CMD...: runs CMD, output in $dir/NAME.out and .err
-run() {
-  local want=$1 name=$2
-  shift 2
-  "$@" >"$dir/$name.out" 2>"$dir/$name.err"
-  local got=$?
-  [ "$got" -eq "$want" ] || { fail "$name: exit $got, expected $want"; cat "$dir/$name.err"; }
-}
-contains() {  # FILE TEXT
-  grep -qF -- "$2" "$1" || { fail "$1 lacks '$2'"; sed 's/^/    /' "$1" | head -20; }
-}
+. "$(dirname "$0")/cli_checks.sh"
 
 head -n 400 "$data/train.tsv" >"$dir/train.tsv"
 head -n 40 "$data/valid.tsv" >"$dir/valid.tsv"

@@ -10,19 +10,8 @@
 set -uo pipefail
 bin=$1 tagger=$2 plot=$3 data=$4 dir=$5
 rm -rf "$dir" && mkdir -p "$dir"
-failures=0
-fail() { echo "FAILED: $*"; failures=$((failures + 1)); }
+. "$(dirname "$0")/cli_checks.sh"
 export OMP_NUM_THREADS=1
-run() {  # EXPECTED_EXIT NAME CMD...: output in $dir/NAME.out and .err
-  local want=$1 name=$2
-  shift 2
-  "$@" >"$dir/$name.out" 2>"$dir/$name.err"
-  local got=$?
-  [ "$got" -eq "$want" ] || { fail "$name: exit $got, expected $want"; tail -5 "$dir/$name.err"; }
-}
-contains() {  # FILE TEXT
-  grep -qF -- "$2" "$1" || { fail "$1 lacks '$2'"; sed 's/^/    /' "$1" | tail -8; }
-}
 png() { [ "$(head -c 8 "$1" 2>/dev/null | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ] || fail "$1 is not a PNG"; }
 
 head -n 600 "$data/train.tsv" >"$dir/train.tsv"

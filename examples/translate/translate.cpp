@@ -733,12 +733,8 @@ int train(const TrainOptions& o) {
   std::printf("checkpoint: %s\ncurves: %s\n", trainer.last_saved().c_str(),
               drew ? curves.c_str() : "(not written: see the warning)");
   if (watcher) {
-    const bool wrote = watcher->write();
-    std::printf("watch: %lld measurements of the first %lld validation pairs in %.1f s (%.1f%% of training); %s\n",
-                (long long)watcher->probes(), (long long)std::min<int64_t>(o.watch_rows, (int64_t)valid_set.size()),
-                watcher->seconds(), 100 * watcher->seconds() / std::max(trainer.train_seconds(), 1e-9),
-                wrote ? cat_str(watcher->h5_path(), ", watch.csv and watch_*.png in ", o.out).c_str()
-                      : "(some files not written: see the warning)");
+    const int64_t rows = std::min<int64_t>(o.watch_rows, (int64_t)valid_set.size());
+    std::printf("%s\n", watcher->finish(cat_str("the first ", rows, " validation pairs"), trainer.train_seconds()).c_str());
   }
   return 0;
 }

@@ -560,4 +560,13 @@ bool Recorder::write() {
   return all;
 }
 
+std::string Recorder::finish(const std::string& probe, double training_seconds) {
+  const bool wrote = write();
+  char b[160];
+  std::snprintf(b, sizeof b, "watch: %lld measurements of %s in %.1f s (%.1f%% of training); ", (long long)probes_,
+                probe.c_str(), seconds_, 100 * seconds_ / std::max(training_seconds, 1e-9));
+  return b + (wrote ? cat_str(h5_path(), ", watch.csv and watch_*.png in ", dir_)
+                    : std::string("(some files not written: see the warning)"));
+}
+
 }  // namespace watch

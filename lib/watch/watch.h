@@ -139,8 +139,10 @@ class Recorder {
   void after_step(int64_t step);
   // Writes the files, each on its own; returns whether all were written.
   bool write();
+  // Writes the files and says what the watch did, one line: "watch: N measurements of
+  // <probe> in S s (P% of training); <the files>".
+  std::string finish(const std::string& probe, double training_seconds);
   const Log& log() const { return log_; }
-  double seconds() const { return seconds_; }  // spent measuring
   int64_t probes() const { return probes_; }   // measurements made by this process
   std::string h5_path() const { return dir_ + "/watch.h5"; }
 
