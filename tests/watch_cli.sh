@@ -123,6 +123,9 @@ run 0 table "$bin" watch --checkpoint "$dir/watched/ckpt-00000040.h5" --data "$d
 contains "$dir/table.out" "step 40, d_model 16, 2 heads (d_k 8), --score-scale 1; the first 12 pairs"
 [ "$(grep -c '^decoder cross-attention  *1  *[12] ' "$dir/table.out")" -eq 2 ] || fail "the table lacks the cross-attention heads"
 [ "$(grep -c 'self-attention\|cross-attention' "$dir/table.out")" -eq 8 ] || fail "expected 8 head lines"
+printf 'sunday, november 22, 2026 and then a very long tail of words that no model of ours reads\t2026-11-22\n' >"$dir/long.tsv"
+run 1 table_long "$bin" watch --checkpoint "$dir/watched/ckpt-00000040.h5" --data "$dir/long.tsv"
+contains "$dir/table_long.err" "translate watch: $dir/long.tsv:1: the source has 88 characters, but the model's max_len 64"
 run 1 table_missing "$bin" watch --checkpoint "$dir/nothing.h5"
 contains "$dir/table_missing.err" "nothing.h5"
 

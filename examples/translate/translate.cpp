@@ -272,13 +272,14 @@ void check_resume_options(const TrainOptions& o, const io::Checkpoint& c, const 
 }
 
 // A pair longer than the model reads: the file, the line and the side.
+// who names the command in messages, and limit where max_len comes from.
 void check_lengths(const std::vector<text::Pair>& pairs, const std::vector<Example>& set, const std::string& file,
-                   int64_t max_len) {
+                   int64_t max_len, const char* who = "translate train", const char* limit = "--max-len") {
   for (size_t i = 0; i < set.size(); i++)
     for (auto [side, n] : {std::pair<const char*, size_t>{"source", set[i].source.size()}, {"target", set[i].target.size()}})
       if ((int64_t)n + 1 > max_len)
-        fail("translate train", file, ":", pairs[i].line, ": the ", side, " has ", n, " characters, but --max-len ",
-             max_len, " leaves room for ", max_len - 1, " (one position is </s>)");
+        fail(who, file, ":", pairs[i].line, ": the ", side, " has ", n, " characters, but ", limit, " ", max_len,
+             " leaves room for ", max_len - 1, " (one position is </s>)");
 }
 
 // Checkpoints of another history in --out would be rotated in among this run's: the
@@ -960,7 +961,7 @@ int watch_checkpoint(const WatchOptions& o) {
   auto pairs = text::read_pairs(o.data);
   // a target the model cannot write is still a target: <unk> (a source character must be known)
   std::vector<Example> set = seq2seq::encode_pairs(pairs, o.data, l.src_vocab, l.tgt_vocab, /*unknown_targets=*/true);
-  check_lengths(pairs, set, o.data, l.model->cfg.max_len);
+  check_lengths(pairs, set, o.data, l.model->cfg.max_len, "translate watch", "the model's max_len");
   const int64_t rows = std::min<int64_t>(o.rows, (int64_t)set.size());
   watch::Probe probe = probe_of(*l.model, set, rows);
   watch::Log log = watch::Log::for_sites(probe.sites);
