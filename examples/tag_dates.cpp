@@ -267,7 +267,7 @@ int run(const Settings& o) {
                 (long long)trainer.current_step(), loss_sum / double(loss_n), 100 * acc, trainer.train_seconds());
     std::fflush(stdout);
     loss_sum = 0, loss_n = 0;
-    if (watcher) watcher->write();  // so far
+    if (watcher) watcher->write(/*figures=*/false);  // the numbers so far; figures at the end
     return acc;
   };
   // the watch: the first --watch-rows test dates, the training loss

@@ -697,7 +697,7 @@ int train(const TrainOptions& o) {
   trainer.save = [&](const std::string&) {
     if (!leader) return ckpts.path_for(progress.step);  // rank 0 writes it
     std::string path = ckpts.save(make_checkpoint());
-    if (watcher) watcher->write();
+    if (watcher) watcher->write(/*figures=*/false);  // the numbers; figures at the end
     for (const std::string& failure : ckpts.pruning_failures()) {
       std::fflush(stdout);
       std::fprintf(stderr, "translate train: warning: cannot remove the old checkpoint %s (--keep %lld)\n",

@@ -538,7 +538,7 @@ void Recorder::after_step(int64_t step) {
   probes_++;
 }
 
-bool Recorder::write() {
+bool Recorder::write(bool figures) {
   // each file on its own: one that cannot be written does not keep the others from being
   bool all = true;
   auto attempt = [&](const std::function<void()>& f) {
@@ -556,7 +556,7 @@ bool Recorder::write() {
   };
   attempt([&] { log_.write_h5(h5_path()); });
   attempt([&] { log_.write_csv(dir_ + "/watch.csv"); });
-  attempt([&] { log_.draw(dir_); });
+  if (figures) attempt([&] { log_.draw(dir_); });
   return all;
 }
 

@@ -137,8 +137,9 @@ class Recorder {
   void resume(int64_t step);
   // Measures when step is a multiple of `every` (step 0 included) and not measured yet.
   void after_step(int64_t step);
-  // Writes the files, each on its own; returns whether all were written.
-  bool write();
+  // Writes watch.h5 and watch.csv, and with figures the PNGs too, each file on its own;
+  // returns whether all were written.
+  bool write(bool figures = true);
   // Writes the files and says what the watch did, one line: "watch: N measurements of
   // <probe> in S s (P% of training); <the files>".
   std::string finish(const std::string& probe, double training_seconds);
