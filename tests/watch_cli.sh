@@ -30,7 +30,7 @@ grep '^step [0-9]*/' "$dir/watched.out" >"$dir/watched.losses"
 cut -d' ' -f1-4 "$dir/plain.losses" >"$dir/a" && cut -d' ' -f1-4 "$dir/watched.losses" >"$dir/b"
 cmp -s "$dir/a" "$dir/b" || fail "the logged losses differ with --watch"
 [ "$(wc -l <"$dir/a")" -eq 8 ] || fail "expected 8 progress lines, got $(wc -l <"$dir/a")"
-contains "$dir/watched.out" "watch: 5 measurements of the first 12 validation pairs"
+contains "$dir/watched.out" "watch: 5 measurements of the first 12 validation pairs, "
 for f in watch.h5 watch.csv; do [ -s "$dir/watched/$f" ] || fail "$f was not written"; done
 for f in encoder_self decoder_self decoder_cross grad_ratio score_spread; do png "$dir/watched/watch_$f.png"; done
 # the CSV: a header, then 5 measurements x 3 modules x 2 layers x 2 heads

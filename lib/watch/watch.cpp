@@ -539,6 +539,7 @@ void Recorder::after_step(int64_t step) {
 }
 
 bool Recorder::write(bool figures) {
+  const auto start = std::chrono::steady_clock::now();
   // each file on its own: one that cannot be written does not keep the others from being
   bool all = true;
   auto attempt = [&](const std::function<void()>& f) {
@@ -557,13 +558,14 @@ bool Recorder::write(bool figures) {
   attempt([&] { log_.write_h5(h5_path()); });
   attempt([&] { log_.write_csv(dir_ + "/watch.csv"); });
   if (figures) attempt([&] { log_.draw(dir_); });
+  seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return all;
 }
 
 std::string Recorder::finish(const std::string& probe, double training_seconds) {
   const bool wrote = write();
   char b[160];
-  std::snprintf(b, sizeof b, "watch: %lld measurements of %s in %.1f s (%.1f%% of training); ", (long long)probes_,
+  std::snprintf(b, sizeof b, "watch: %lld measurements of %s, %.1f s with the files (%.1f%% of training); ", (long long)probes_,
                 probe.c_str(), seconds_, 100 * seconds_ / std::max(training_seconds, 1e-9));
   return b + (wrote ? cat_str(h5_path(), ", watch.csv and watch_*.png in ", dir_)
                     : std::string("(some files not written: see the warning)"));

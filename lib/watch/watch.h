@@ -141,7 +141,8 @@ class Recorder {
   // returns whether all were written.
   bool write(bool figures = true);
   // Writes the files and says what the watch did, one line: "watch: N measurements of
-  // <probe> in S s (P% of training); <the files>".
+  // <probe>, S s with the files (P% of training); <the files>" - S counts measuring and
+  // writing, figures included.
   std::string finish(const std::string& probe, double training_seconds);
   const Log& log() const { return log_; }
   int64_t probes() const { return probes_; }   // measurements made by this process
@@ -152,7 +153,7 @@ class Recorder {
   std::string dir_, program_;
   int64_t every_;
   Log log_;
-  double seconds_ = 0;
+  double seconds_ = 0;  // measuring and writing
   int64_t probes_ = 0;
   bool warned_ = false;
 };
