@@ -29,6 +29,7 @@
 #include "core/autograd.h"
 #include "core/error.h"
 #include "core/file_io.h"
+#include "core/gemm.h"
 #include "core/ops.h"
 #include "core/parallel.h"
 #include "core/random.h"
@@ -246,13 +247,18 @@ std::vector<Row> run_train(const std::string& dir) {
   next = 0, tokens = 0;
   const int steps = (int)batches.size();
   const long faults0 = minor_faults();
+  const int64_t flops0 = kernel::matmul_flops();
   auto t0 = Clock::now();
   for (int i = 0; i < steps; i++) step();
   const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+  const double flops = double(kernel::matmul_flops() - flops0) / steps;
   std::fprintf(stderr, "page faults per step: %.0f\n", double(minor_faults() - faults0) / steps);
   std::vector<Row> rows;
   Row r{"training step (batch 64)", "date model"};
   r.ms = s * 1e3 / steps;
+  // every matrix product's FLOPs, forward and backward, as run (the encoder on packed rows)
+  r.gflops = flops / (r.ms * 1e6);
+  std::printf("matrix products: %.2f GFLOP a step\n", flops * 1e-9);
   r.extra_name = "tokens_per_s";
   r.extra = (double)tokens / s;
   rows.push_back(r), print_row(r);

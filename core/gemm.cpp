@@ -5,6 +5,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 
 #include "core/kernels.h"
 
@@ -14,6 +15,11 @@ extern "C" int openblas_get_num_threads(void);
 namespace ember::kernel {
 
 namespace {
+
+std::atomic<int64_t> flops_run{0};
+void count_flops(int64_t M, int64_t N, int64_t K, int64_t products) {
+  flops_run.fetch_add(2 * M * N * K * products, std::memory_order_relaxed);
+}
 
 // How a strided matrix [rows, cols] is handed to row-major BLAS without copying.
 struct MatLayout {
@@ -255,6 +261,7 @@ void gemm_batched(const Tensor& c, const Tensor& a_in, const Tensor& b_in, bool 
   Shape batch(c.shape().begin(), c.shape().end() - 2);
   const int64_t nb = numel_of(batch);
   if (nb == 0 || M == 0 || N == 0) return;
+  count_flops(M, N, K, nb);
   auto offset = [&](const Tensor& t, int64_t i) {
     int64_t off = 0;
     for (int64_t d = (int64_t)batch.size() - 1; d >= 0; d--) {
@@ -327,6 +334,7 @@ void gemm_batched(const Tensor& c, const Tensor& a_in, const Tensor& b_in, bool 
 template <class T>
 void gemm_serial_impl(const Gemm<T>& g) {
   if (g.M == 0 || g.N == 0) return;
+  count_flops(g.M, g.N, g.K, 1);
   if (g.K == 0) {
     if (!g.accumulate)
       for (int64_t m = 0; m < g.M; m++) std::fill(g.c + m * g.ldc, g.c + m * g.ldc + g.N, T(0));
@@ -342,5 +350,7 @@ void gemm_serial_impl(const Gemm<T>& g) {
 
 void gemm_serial(const Gemm<float>& g) { gemm_serial_impl(g); }
 void gemm_serial(const Gemm<double>& g) { gemm_serial_impl(g); }
+
+int64_t matmul_flops() { return flops_run.load(std::memory_order_relaxed); }
 
 }  // namespace ember::kernel

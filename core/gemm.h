@@ -36,4 +36,9 @@ struct Gemm {
 void gemm_serial(const Gemm<float>& g);
 void gemm_serial(const Gemm<double>& g);
 
+// The floating-point operations of every matrix product run so far by this process, 2 M N K
+// a product (every matmul, Linear, attention product, forward and backward, whatever the
+// path): what a benchmark divides by its time for GFLOP/s.
+int64_t matmul_flops();
+
 }  // namespace ember::kernel

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/autograd.h"
+#include "core/gemm.h"
 #include "core/ops.h"
 #include "core/parallel.h"
 #include "nn/attention.h"
@@ -266,4 +267,38 @@ TEST_CASE("matrix products leave OpenBLAS's and OpenMP's thread counts as the pr
     CHECK(num_threads() == omp_before);
   }
   openblas_set_num_threads(1);
+}
+
+TEST_CASE("matmul_flops counts 2 M N K for every product run, forward and backward, on every path") {
+  NumThreadsGuard guard(2);
+  Generator g(5);
+  auto counted = [](const std::function<void()>& f) {
+    const int64_t before = kernel::matmul_flops();
+    f();
+    return kernel::matmul_flops() - before;
+  };
+  // BLAS tiles on our threads, a batch of products, ember's skinny kernel, and a
+  // zero-sized product, which counts nothing
+  CHECK(counted([&] { matmul(randn({512, 256}, kFloat32, &g), randn({256, 384}, kFloat32, &g)); }) ==
+        2 * 512 * 384 * 256);
+  CHECK(counted([&] { matmul(randn({6, 10, 7}, kFloat32, &g), randn({7, 9}, kFloat32, &g)); }) == 2 * 6 * 10 * 9 * 7);
+  CHECK(counted([&] { matmul(randn({4, 512}, kFloat32, &g), randn({512, 512}, kFloat32, &g)); }) == 2 * 4 * 512 * 512);
+  CHECK(counted([&] { matmul(randn({0, 5}, kFloat32, &g), randn({5, 3}, kFloat32, &g)); }) == 0);
+  // a Linear layer: y = x w^T + b forward; dx = dy w and dw = dy^T x backward
+  Tensor x = randn({30, 20}, kFloat32, &g).requires_grad_(), w = randn({40, 20}, kFloat32, &g).requires_grad_();
+  Tensor b = zeros({40}).requires_grad_();
+  Tensor y;
+  CHECK(counted([&] { y = linear(x, w, b); }) == 2 * 30 * 40 * 20);
+  CHECK(counted([&] { y.backward(randn({30, 40}, kFloat32, &g)); }) == 2 * (2 * 30 * 40 * 20));
+  // fused attention [B, H, L, D]: q k^T and P v forward; four products backward
+  const int64_t B = 2, H = 3, L = 5, S = 7, D = 4;
+  Tensor q = randn({B, H, L, D}, kFloat32, &g).requires_grad_(), k = randn({B, H, S, D}, kFloat32, &g).requires_grad_();
+  Tensor v = randn({B, H, S, D}, kFloat32, &g).requires_grad_();
+  Tensor out;
+  CHECK(counted([&] { out = nn::scaled_dot_product_attention(q, k, v).output; }) == 2 * (2 * B * H * L * S * D));
+  CHECK(counted([&] { out.backward(randn({B, H, L, D}, kFloat32, &g)); }) == 4 * (2 * B * H * L * S * D));
+  // tiled attention counts its tiles' products: the same forward total
+  Tensor qt = randn({1, 1, 300, 8}, kFloat32, &g), kt = randn({1, 1, 300, 8}, kFloat32, &g);
+  CHECK(counted([&] { nn::scaled_dot_product_attention_tiled(qt, kt, kt, {}, 0.0, false, nullptr); }) ==
+        2 * (2 * 300 * 300 * 8));
 }
