@@ -5,10 +5,12 @@
 //   bench_suite ops [--json FILE]     LayerNorm, softmax and cross-entropy forward+backward
 //                                     at training shapes; MultiHeadAttention forward+backward
 //                                     for L = 64 .. 1024 at B = 4, E = 256, H = 4
-//   bench_suite train --data DIR [--json FILE]
+//   bench_suite train --data DIR [--json FILE] [--steps-only N]
 //                                     one training step of the date translator (d_model 128,
-//                                     4 heads, 2+2 layers, FFN 512, batch 64) and greedy
-//                                     decoding throughput of its validation sources
+//                                     4 heads, 2+2 layers, FFN 512, batch 64), with the GFLOP/s
+//                                     of its matrix products, and greedy decoding throughput of
+//                                     its validation sources; --steps-only N times N steps and
+//                                     nothing else (perf record -g bench_suite train --steps-only 300)
 //   bench_suite attn-mem L            one MultiHeadAttention forward+backward at [4, L, 256, 4]
 //                                     in this fresh process; prints the peak resident memory
 //                                     it added, in MB
@@ -186,7 +188,8 @@ std::vector<Row> run_ops() {
   return rows;
 }
 
-std::vector<Row> run_train(const std::string& dir) {
+// steps_only > 0: time that many training steps and nothing else (for a profiler)
+std::vector<Row> run_train(const std::string& dir, int64_t steps_only) {
   using seq2seq::Example;
   using text::CharVocab;
   auto train_pairs = text::read_pairs(dir + "/train.tsv");
@@ -234,18 +237,29 @@ std::vector<Row> run_train(const std::string& dir) {
   }
   size_t next = 0;
   int64_t tokens = 0;
+  double phase[3] = {0, 0, 0};  // forward and loss, backward, optimizer: seconds
+  auto since = [](Clock::time_point& t) {
+    const auto now = Clock::now();
+    const double s = std::chrono::duration<double>(now - t).count();
+    t = now;
+    return s;
+  };
   auto step = [&] {
     const seq2seq::Batch& b = batches[next++ % batches.size()];
+    auto t = Clock::now();
     opt.zero_grad();
     Tensor logits = model.forward(b.src, b.tgt_in);
     Tensor loss = nn::cross_entropy(logits.reshape({-1, cfg.tgt_vocab}), b.tgt_out.reshape({-1}), CharVocab::kPad);
+    phase[0] += since(t);
     loss.backward();
+    phase[1] += since(t);
     opt.step();
+    phase[2] += since(t);
     tokens += b.target_tokens;
   };
   for (int i = 0; i < 5; i++) step();
-  next = 0, tokens = 0;
-  const int steps = (int)batches.size();
+  next = 0, tokens = 0, phase[0] = phase[1] = phase[2] = 0;
+  const int steps = steps_only > 0 ? (int)steps_only : (int)batches.size();
   const long faults0 = minor_faults();
   const int64_t flops0 = kernel::matmul_flops();
   auto t0 = Clock::now();
@@ -258,10 +272,12 @@ std::vector<Row> run_train(const std::string& dir) {
   r.ms = s * 1e3 / steps;
   // every matrix product's FLOPs, forward and backward, as run (the encoder on packed rows)
   r.gflops = flops / (r.ms * 1e6);
-  std::printf("matrix products: %.2f GFLOP a step\n", flops * 1e-9);
+  std::printf("matrix products: %.2f GFLOP a step; forward and loss %.1f ms, backward %.1f ms, optimizer %.1f ms\n",
+              flops * 1e-9, phase[0] * 1e3 / steps, phase[1] * 1e3 / steps, phase[2] * 1e3 / steps);
   r.extra_name = "tokens_per_s";
   r.extra = (double)tokens / s;
   rows.push_back(r), print_row(r);
+  if (steps_only > 0) return rows;
 
   std::vector<std::vector<int64_t>> valid_sources;
   for (auto& e : valid_set) valid_sources.push_back(e.source);
@@ -302,6 +318,9 @@ int main(int argc, char** argv) {
     CLI::App* train = app.add_subcommand("train", "one training step of the date translator, and greedy decoding");
     cli::text(*train, "--data", data, "the directory holding train.tsv and valid.tsv");
     cli::text(*train, "--json", json, "also write the results to this file as JSON");
+    int64_t steps_only = 0;
+    cli::integer(*train, "--steps-only", steps_only, 0, 1000000,
+                 "time this many training steps and nothing else (no decoding): for a profiler");
     CLI::App* mem = app.add_subcommand("attn-mem", "the peak memory one attention forward+backward adds, in MB");
     cli::integer(*mem, "L", L, 1, kMaxMemLength, "the sequence length")->required();
     cli::parse(app, argc, argv);
@@ -314,7 +333,7 @@ int main(int argc, char** argv) {
     if (!json.empty()) cli::check_output_file(op, json, "the JSON results (--json)");
     std::printf("threads: %d\n", num_threads());
     if (ops->parsed()) write_json(json, run_ops());
-    else write_json(json, run_train(data));
+    else write_json(json, run_train(data, steps_only));
     return 0;
   });
 }

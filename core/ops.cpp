@@ -969,7 +969,7 @@ Tensor dropout(const Tensor& a, double p, bool training, Generator* gen, Loc loc
   const DropoutDraws draws = DropoutDraws::take(gen ? *gen : default_generator(), p, a.shape());
   const int64_t cols = a.dim() == 0 ? 1 : a.size(-1), rows = cols == 0 ? 0 : a.numel() / cols;
   auto keys = std::make_shared<std::vector<uint64_t>>((size_t)rows);
-  for (int64_t r = 0; r < rows; r++) (*keys)[(size_t)r] = draws.row_key(r);
+  draws.row_keys(0, rows, keys->data());
   return dropout_with(a, draws, keys, loc);
 }
 

@@ -93,6 +93,35 @@ struct DropoutDraws {
     }
     return key;
   }
+  // The keys of rows [first, first + n), written to out: row_key of each, made from the
+  // keys of its leading coordinates, which change only every so many rows - about one mix
+  // a row instead of one a dim and a division for each.
+  void row_keys(int64_t first, int64_t n, uint64_t* out) const {
+    if (n <= 0) return;
+    const size_t D = row_dims.size();
+    if (D == 0) {
+      for (int64_t k = 0; k < n; k++) out[k] = call;
+      return;
+    }
+    std::vector<int64_t> coord(D);
+    std::vector<uint64_t> prefix(D);  // prefix[i]: the key of coordinates 0..i
+    for (size_t i = D, r = (size_t)first; i-- > 0;) {
+      coord[i] = int64_t(r % (size_t)row_dims[i]);
+      r /= (size_t)row_dims[i];
+    }
+    auto from = [&](size_t level) {
+      for (size_t i = level; i < D; i++)
+        prefix[i] = mix(i == 0 ? call : prefix[i - 1], i == 0 ? coord[0] + sample_offset : coord[i]);
+    };
+    from(0);
+    for (int64_t k = 0;; k++) {
+      out[k] = prefix[D - 1];
+      if (k + 1 == n) return;
+      size_t level = D - 1;  // the next row: the last coordinate moves on, carrying into those before
+      while (++coord[level] == row_dims[level] && level > 0) coord[level--] = 0;
+      from(level);
+    }
+  }
   // The key of the row at (sample, position) of a [samples, positions, columns] tensor.
   uint64_t row_key(int64_t sample, int64_t position) const { return mix(mix(call, sample + sample_offset), position); }
   bool dropped(uint64_t key, int64_t c) const { return gen.below(key + (uint64_t)c, threshold); }

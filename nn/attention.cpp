@@ -42,8 +42,10 @@ Tensor dropout_keep(const Shape& shape, DType dtype, const DropoutDraws& draws) 
     T* k = keep.data<T>();
     const int64_t cols = shape.back(), rows = cols == 0 ? 0 : keep.numel() / cols;
     parallel_for(rows, cols * cost::kExp, [&](int64_t b, int64_t e) {
+      std::vector<uint64_t> keys((size_t)(e - b));
+      draws.row_keys(b, e - b, keys.data());
       for (int64_t r = b; r < e; r++) {
-        const uint64_t key = draws.row_key(r);
+        const uint64_t key = keys[(size_t)(r - b)];
         for (int64_t c = 0; c < cols; c++) k[r * cols + c] = draws.factor<T>(key, c);
       }
     });

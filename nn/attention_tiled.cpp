@@ -85,7 +85,7 @@ void tiled_forward_block(const TiledGeometry& tg, const Buffers<T>& b, int64_t h
   const T sc = T(tg.scale);
   const DropoutDraws draws = tg.draws;  // a local copy: the loops below vectorise
   std::vector<uint64_t> keys(tg.dropout ? (size_t)nq : 0);  // each query row's dropout key
-  for (size_t r = 0; r < keys.size(); r++) keys[r] = draws.row_key(h * g.L + i0 + (int64_t)r);
+  draws.row_keys(h * g.L + i0, (int64_t)keys.size(), keys.data());
   for (int64_t j0 = 0; j0 < g.S; j0 += kKeyBlock) {
     const int64_t nk = std::min(kKeyBlock, g.S - j0);
     // s = q k^T
@@ -138,7 +138,7 @@ void tiled_backward_head(const TiledGeometry& tg, const Buffers<T>& b, int64_t h
   const T sc = T(tg.scale);
   const DropoutDraws draws = tg.draws;
   std::vector<uint64_t> keys(tg.dropout ? (size_t)g.L : 0);  // each query row's dropout key
-  for (size_t i = 0; i < keys.size(); i++) keys[i] = draws.row_key(h * g.L + (int64_t)i);
+  draws.row_keys(h * g.L, (int64_t)keys.size(), keys.data());
   std::vector<T> delta((size_t)g.L);  // sum_c dout * out per query: sum_j P_ij dP_ij
   for (int64_t i = 0; i < g.L; i++) {
     const T* a = dout + (h * g.L + i) * Dv;

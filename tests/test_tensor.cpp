@@ -742,6 +742,20 @@ TEST_CASE("manual_seed on the default generator makes ops without a generator re
   CHECK(default_generator().seed() == 2024);
 }
 
+TEST_CASE("dropout's row keys made in a run equal each row's own key, from any first row") {
+  Generator source(17);
+  source.set_sample_offset(5);
+  for (const Shape& shape : {Shape{3, 4, 5, 6}, Shape{2, 7}, Shape{9}, Shape{4, 1, 3, 2}}) {
+    const DropoutDraws d = DropoutDraws::take(source, 0.3, shape);
+    const int64_t rows = numel_of(shape) / shape.back();
+    for (int64_t first : {int64_t(0), int64_t(1), rows / 2, rows - 1}) {
+      std::vector<uint64_t> keys((size_t)(rows - first));
+      d.row_keys(first, rows - first, keys.data());
+      for (int64_t r = first; r < rows; r++) CHECK(keys[(size_t)(r - first)] == d.row_key(r));
+    }
+  }
+}
+
 TEST_CASE("randn of 100k elements has mean near 0 and std near 1") {
   Generator g(2);
   auto v = randn({100000}, kFloat64, &g).to_vector<double>();
