@@ -7,11 +7,12 @@
 #
 # Workloads: matmul and a Linear layer against raw cblas_sgemm (bench_matmul);
 # MultiHeadAttention at the seeds' and larger shapes (bench_mha against
-# ../shared/bench/torch_mha_bench.py); LayerNorm, softmax and cross-entropy
+# ../shared/bench/torch_mha_bench.py, alternating, 5 times each); LayerNorm, softmax and cross-entropy
 # forward+backward, attention time and memory for L = 64 .. 1024, one translator training
-# step and greedy decoding (bench_suite against bench/torch_suite.py); peak resident
-# memory of a 300-step training run and the large-buffer allocation counter (translate
-# against ../shared/bench/torch_translate_ref.py); and, unless --quick, time to 99%
+# step (with 2 threads and 1, and the GFLOP/s of its matrix products) and greedy decoding
+# (bench_suite against bench/torch_suite.py); peak resident memory of a 300-step training
+# run and the large-buffer allocation counter (translate against
+# ../shared/bench/torch_translate_ref.py); and, unless --quick, time to 99%
 # validation exact match (bench/translate_vs_torch.sh, about 5 minutes more).
 # Everything runs on 2 threads, each side at its fastest setting here: PyTorch with
 # OMP_WAIT_POLICY=PASSIVE (spinning threads cost it up to 2.7x), ember with libgomp's
@@ -41,13 +42,17 @@ export OMP_NUM_THREADS=2
 py="env OMP_WAIT_POLICY=PASSIVE /usr/bin/python3"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+mha_rounds=5  # MultiHeadAttention's times are medians over these alternating runs
 mkdir -p "$(dirname "$json")"
 
 echo "== matmul against raw sgemm"
 build/bench/bench_matmul --json "$work/matmul.json"
-echo "== MultiHeadAttention: ember, then PyTorch"
-build/bench/bench_mha --json "$work/mha.json"
-$py "$shared/torch_mha_bench.py" --threads 2 --json "$work/torch_mha.json"
+echo "== MultiHeadAttention: ember, then PyTorch, alternating, $mha_rounds times"
+for r in $(seq "$mha_rounds"); do
+  build/bench/bench_mha --json "$work/mha.$r.json" >"$work/mha.$r.txt"
+  $py "$shared/torch_mha_bench.py" --threads 2 --json "$work/torch_mha.$r.json" >"$work/torch_mha.$r.txt"
+done
+cat "$work/mha.1.txt" "$work/torch_mha.1.txt"
 echo "== layer ops and attention scaling: ember, then PyTorch"
 build/bench/bench_suite ops --json "$work/ops.json"
 $py bench/torch_suite.py ops --json "$work/torch_ops.json" 2>/dev/null
@@ -57,6 +62,8 @@ for L in 64 128 256 512 1024; do
 done | tee "$work/attn_mem.txt"
 echo "== training step and decoding: ember, then PyTorch"
 build/bench/bench_suite train --data data/dates --json "$work/train.json"
+echo "== the training step on one thread"
+build/bench/bench_suite train --data data/dates --threads 1 --steps-only 50 --json "$work/train_1thread.json"
 echo "== the same training step with the allocator's System policy (plain malloc, no caching)"
 EMBER_ALLOCATOR=system build/bench/bench_suite train --data data/dates --json "$work/train_system.json"
 $py bench/torch_suite.py train --data data/dates --ref "$shared/torch_translate_ref.py" \
