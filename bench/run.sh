@@ -7,8 +7,8 @@
 #
 # Workloads: matmul and a Linear layer against raw cblas_sgemm (bench_matmul);
 # MultiHeadAttention at the seeds' and larger shapes (bench_mha against
-# ../shared/bench/torch_mha_bench.py, alternating, 5 times each); LayerNorm, softmax and cross-entropy
-# forward+backward, attention time and memory for L = 64 .. 1024, one translator training
+# ../shared/bench/torch_mha_bench.py, alternating, 5 times each); LayerNorm, softmax and
+# cross-entropy forward+backward, attention time and memory for L = 64 .. 1024, one translator training
 # step (with 2 threads and 1, and the GFLOP/s of its matrix products) and greedy decoding
 # (bench_suite against bench/torch_suite.py); peak resident memory of a 300-step training
 # run and the large-buffer allocation counter (translate against
