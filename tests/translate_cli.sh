@@ -167,8 +167,30 @@ contains "$dir/damaged.out" "resumed from $dir/damaged/ckpt-00000030.h5 at step 
 # a different value is refused by its option's name; the others apply and are named
 run 1 resume_shape "$bin" train "${small[@]}" --out "$dir/run" --steps 50 --resume auto --d-model 32 --lr 0.002 --seed 9
 contains "$dir/resume_shape.err" "--d-model 32 (the checkpoint's d_model is 16)"
-contains "$dir/resume_shape.err" "--lr 0.002 (the checkpoint's peak learning rate is 0.001)"
+contains "$dir/resume_shape.err" "--lr 0.002 (the checkpoint's peak learning rate is 0.003)"
 contains "$dir/resume_shape.err" "--seed 9 (the checkpoint's seed is 1)"
+run 1 resume_schedule "$bin" train "${small[@]}" --out "$dir/run" --steps 50 --resume auto --schedule inverse-sqrt \
+  --decay-steps 900 --warmup 150 --min-lr 0.00015
+contains "$dir/resume_schedule.err" "--schedule inverse-sqrt (the checkpoint's schedule is cosine)"
+contains "$dir/resume_schedule.err" "--decay-steps 900 (the checkpoint's decay steps is 700)"
+grep -q -- "--min-lr" "$dir/resume_schedule.err" && fail "--min-lr 0.00015 (the checkpoint's) was refused"
+# an inverse-sqrt run resumes as one; its rate is peak * sqrt(warmup / step) after the warmup
+run 0 isqrt "$bin" train "${small[@]}" --out "$dir/isqrt" --steps 20 --schedule inverse-sqrt --lr 0.002 --warmup 5
+contains "$dir/isqrt.out" "lr 1.00e-03"  # step 20: 0.002 * sqrt(5 / 20)
+run 0 isqrt_resume "$bin" train "${small[@]}" --out "$dir/isqrt" --steps 25 --resume auto
+contains "$dir/isqrt_resume.out" "lr 8.94e-04"  # step 25
+# the cosine's rate: peak * step / warmup, then min + (peak - min) (1 + cos(pi t)) / 2, then min
+run 0 cosine "$bin" train "${small[@]}" --out "$dir/cosine" --steps 30 --lr 0.004 --warmup 10 --decay-steps 20 \
+  --min-lr 0.001 --log-every 5 --save-every 100
+contains "$dir/cosine.out" "lr 2.00e-03"  # step 5
+contains "$dir/cosine.out" "lr 2.50e-03"  # step 15: t = 1/2
+contains "$dir/cosine.out" "lr 1.00e-03"  # step 25
+run 2 decay_short "$bin" train "${small[@]}" --out "$dir/short" --decay-steps 150
+contains "$dir/decay_short.err" "--decay-steps (150) must be larger than --warmup (150)"
+run 2 min_above "$bin" train "${small[@]}" --out "$dir/short" --lr 0.001 --min-lr 0.002
+contains "$dir/min_above.err" "--min-lr (0.002) must not exceed --lr (0.001)"
+run 2 bad_schedule "$bin" train "${small[@]}" --out "$dir/short" --schedule linear
+contains "$dir/bad_schedule.err" "--schedule must be inverse-sqrt or cosine, got 'linear'"
 run 0 resume_applies "$bin" train "${small[@]}" --out "$dir/run" --steps 42 --resume auto --d-model 16
 contains "$dir/resume_applies.out" "--steps 42"
 contains "$dir/resume_applies.out" "apply from here on"

@@ -61,9 +61,12 @@ using cli::UsageError;
 
 struct TrainOptions {
   std::string train = "data/dates/train.tsv", valid = "data/dates/valid.tsv", out = "runs/dates", resume;
-  int64_t steps = 3000, batch = 64, warmup = 400, eval_every = 200, save_every = 500, keep = 3, log_every = 50;
+  int64_t steps = 3000, batch = 64, warmup = 150, eval_every = 100, save_every = 500, keep = 3, log_every = 50;
   int64_t seed = 1;
-  double target_acc = 0.995, lr = 1e-3, clip = 0;
+  double target_acc = 0.995, lr = 3e-3, clip = 0;
+  std::string schedule = "cosine";  // to --min-lr at step --decay-steps; or "inverse-sqrt"
+  int64_t decay_steps = 700;
+  double min_lr = -1;  // cosine's floor; below 0: --lr / 20
   int threads = 0;
   int64_t check_every = 0;  // data-parallel: compare the ranks' parameters every N steps
   bool watch = false;       // measure attention on a probe batch (lib/watch)
@@ -95,9 +98,23 @@ void add_train_options(CLI::App* app, TrainOptions& o) {
                             "multiply every attention's scores by this on top of 1/sqrt(d_k) "
                             "(sqrt(d_k) = sqrt(d_model / heads): unscaled)");
   g["--max-len"] = integer(*app, "--max-len", o.max_len, 2, kMaxLength, "longest sequence, </s> included");
-  g["--lr"] = real(*app, "--lr", o.lr, 0, 1e300,
-                   "Adam's peak learning rate, reached after --warmup steps, then decaying as 1/sqrt(step)");
+  g["--lr"] = real(*app, "--lr", o.lr, 0, 1e300, "Adam's peak learning rate, reached after --warmup steps");
   g["--warmup"] = integer(*app, "--warmup", o.warmup, 1, kMaxSteps, "warmup steps");
+  g["--schedule"] = app->add_option_function<std::string>(
+                          "--schedule",
+                          [&o](const std::string& v) {
+                            if (v != "inverse-sqrt" && v != "cosine")
+                              throw UsageError{"--schedule must be inverse-sqrt or cosine, got '" + v + "'"};
+                            o.schedule = v;
+                          },
+                          "after the warmup the learning rate decays as 1/sqrt(step) (inverse-sqrt), or along a "
+                          "half cosine to --min-lr at step --decay-steps and stays there (cosine)")
+                        ->type_name("inverse-sqrt|cosine")
+                        ->default_str(o.schedule);
+  g["--decay-steps"] = integer(*app, "--decay-steps", o.decay_steps, 2, kMaxSteps,
+                               "with --schedule cosine: the step at which the rate reaches --min-lr");
+  g["--min-lr"] = real(*app, "--min-lr", o.min_lr, 0, 1e300, "with --schedule cosine: the final rate")
+                      ->default_str("--lr / 20");
   g["--clip"] = real(*app, "--clip", o.clip, 0, 1e12, "clip the gradient norm to this (0: no clipping)");
   g["--eval-every"] = integer(*app, "--eval-every", o.eval_every, 1, kMaxSteps, "validation exact match every N steps");
   g["--save-every"] = integer(*app, "--save-every", o.save_every, 1, kMaxSteps,
@@ -227,6 +244,40 @@ std::optional<std::string> newest_intact(const io::CheckpointManager& ckpts, con
 // when dropout drew from the default generator. Its seed is the run's --seed.
 std::string dropout_stream(const io::Checkpoint& c) { return c.generators.count("dropout") ? "dropout" : "default"; }
 
+// The schedule's name on the command line, from its kind in checkpoints.
+std::string schedule_name(const std::string& kind) {
+  return kind == "InverseSqrt" ? "inverse-sqrt" : kind == "WarmupCosine" ? "cosine" : kind;
+}
+
+// A new run's schedule: linear warmup to --lr, then 1/sqrt(step) or a half cosine.
+std::unique_ptr<optim::Schedule> new_schedule(const TrainOptions& o, int64_t d_model) {
+  if (o.schedule == "cosine") {
+    const double min_lr = o.min_lr >= 0 ? o.min_lr : o.lr / 20;
+    return std::make_unique<optim::WarmupCosineSchedule>(o.lr, o.warmup, o.decay_steps, min_lr);
+  }
+  // lr = peak * min(step / warmup, sqrt(warmup / step)) = factor * min(...) / sqrt(d_model * warmup)
+  return std::make_unique<optim::InverseSqrtSchedule>(d_model, o.warmup, o.lr * std::sqrt(double(d_model * o.warmup)));
+}
+
+// A resumed run's schedule: the checkpoint's, which must be one that train writes.
+std::unique_ptr<optim::Schedule> resumed_schedule(const io::Checkpoint& c, const std::string& path) {
+  const std::string what = "key '/schedule' should hold an inverse-sqrt or a cosine schedule with a warmup of at "
+                           "least 1 step and a positive, finite peak";
+  if (!c.schedule || (c.schedule->kind != "InverseSqrt" && c.schedule->kind != "WarmupCosine"))
+    fail("translate train", "'", path, "': ", what, c.schedule ? cat_str(" (it holds '", c.schedule->kind, "')") : "");
+  std::unique_ptr<optim::Schedule> s;
+  try {
+    s = optim::make_schedule(c.schedule->kind, c.schedule->settings);
+  } catch (const Error& e) {
+    fail("translate train", "'", path, "': ", what, ": ", e.what());
+  }
+  const auto& v = c.schedule->settings;
+  const double warmup = v.at("warmup"), peak = s->lr_at(std::max<int64_t>(1, std::llround(warmup)));
+  if (!(warmup >= 1 && warmup <= double(cli::kMaxSteps)) || !(peak > 0) || !std::isfinite(peak))
+    fail("translate train", "'", path, "': ", what);
+  return s;
+}
+
 // On resume the checkpoint decides the model and the schedule. Says, for each option given,
 // whether it applies; refuses those that would change what the checkpoint fixed.
 void check_resume_options(const TrainOptions& o, const io::Checkpoint& c, const nn::TransformerConfig& cfg,
@@ -246,12 +297,22 @@ void check_resume_options(const TrainOptions& o, const io::Checkpoint& c, const 
   compare("--max-len", double(o.max_len), double(cfg.max_len), "maximum length");
   compare("--dropout", o.dropout, cfg.dropout, "dropout");
   compare("--score-scale", o.score_scale, cfg.score_scale, "score scale");
-  // the schedule: lr = factor * min(step / warmup, sqrt(warmup / step)) / sqrt(d_model * warmup)
-  if (c.schedule && c.schedule->settings.count("warmup") && c.schedule->settings.count("factor")) {
-    const double warmup = c.schedule->settings.at("warmup");
-    compare("--warmup", double(o.warmup), warmup, "warmup");
-    compare("--lr", o.lr, c.schedule->settings.at("factor") / std::sqrt(double(cfg.d_model) * warmup),
-            "peak learning rate");
+  // the schedule
+  if (c.schedule) {
+    const auto& k = c.schedule->kind;
+    const auto& v = c.schedule->settings;
+    if (given(o, "--schedule") && o.schedule != schedule_name(k))
+      refused.push_back(cat_str("--schedule ", o.schedule, " (the checkpoint's schedule is ", schedule_name(k), ")"));
+    if (k == "InverseSqrt" && v.count("warmup") && v.count("factor")) {
+      compare("--warmup", double(o.warmup), v.at("warmup"), "warmup");
+      compare("--lr", o.lr, v.at("factor") / std::sqrt(double(cfg.d_model) * v.at("warmup")), "peak learning rate");
+    }
+    if (k == "WarmupCosine" && v.count("warmup") && v.count("peak_lr") && v.count("total") && v.count("min_lr")) {
+      compare("--warmup", double(o.warmup), v.at("warmup"), "warmup");
+      compare("--lr", o.lr, v.at("peak_lr"), "peak learning rate");
+      compare("--decay-steps", double(o.decay_steps), v.at("total"), "decay steps");
+      if (o.min_lr >= 0) compare("--min-lr", o.min_lr, v.at("min_lr"), "final learning rate");
+    }
   }
   if (c.generators.count(dropout_stream(c)))
     compare("--seed", double(o.seed), double(c.generators.at(dropout_stream(c))[0]), "seed");
@@ -391,6 +452,12 @@ int train(const TrainOptions& o) {
   if (given(o, "--threads")) set_num_threads(o.threads);
   else if (world > 1 && !std::getenv("OMP_NUM_THREADS")) set_num_threads(threads_per_rank());
   if (!(o.lr > 0)) throw UsageError{"--lr must be positive, got 0", "train"};
+  if (o.schedule == "cosine") {
+    if (o.decay_steps <= o.warmup)
+      throw UsageError{cat_str("--decay-steps (", o.decay_steps, ") must be larger than --warmup (", o.warmup, ")"),
+                       "train"};
+    if (o.min_lr > o.lr) throw UsageError{cat_str("--min-lr (", o.min_lr, ") must not exceed --lr (", o.lr, ")"), "train"};
+  }
   std::optional<optim::RunDirectory> run_dir;  // created, writable, locked, swept: by rank 0
   if (leader) run_dir.emplace(o.out, "translate train");
   dist::barrier();
@@ -466,7 +533,8 @@ int train(const TrainOptions& o) {
   // that only some machines see, or another data file on one of them, would otherwise
   // train something else, or hang at the end). Checked before anything is trained.
   if (world > 1) {
-    std::string job = cat_str(o.steps, ' ', o.batch, ' ', o.seed, ' ', o.lr, ' ', o.warmup, ' ', o.clip, ' ', o.dropout,
+    std::string job = cat_str(o.steps, ' ', o.batch, ' ', o.seed, ' ', o.lr, ' ', o.warmup, ' ', o.schedule, ' ',
+                              o.decay_steps, ' ', o.min_lr, ' ', o.clip, ' ', o.dropout,
                               ' ', o.target_acc, ' ', o.eval_every, ' ', o.save_every, ' ', o.check_every, ' ',
                               cfg.score_scale, ' ',
                               cfg.d_model, ' ', cfg.nhead, ' ', cfg.num_encoder_layers, ' ', cfg.num_decoder_layers, ' ',
@@ -489,22 +557,8 @@ int train(const TrainOptions& o) {
   seq2seq::xavier_init(*model, &init_gen);
   auto params = model->named_parameters();
   // on resume the schedule is the checkpoint's (check_resume_options refused a new one)
-  double peak_lr = o.lr;
-  int64_t warmup = o.warmup;
-  if (previous) {
-    const auto& s = previous->schedule;
-    const bool ok = s && s->settings.count("warmup") && s->settings.count("factor") &&
-                    s->settings.at("warmup") >= 1 && s->settings.at("warmup") <= double(cli::kMaxSteps) &&
-                    std::isfinite(s->settings.at("factor")) && s->settings.at("factor") > 0;
-    if (!ok)
-      fail("translate train", "'", *resume, "': key '/schedule' should hold an inverse-square-root schedule with a "
-           "warmup of at least 1 step and a positive, finite factor");
-    warmup = std::llround(s->settings.at("warmup"));
-    peak_lr = s->settings.at("factor") / std::sqrt(double(cfg.d_model) * double(warmup));
-  }
-  optim::Adam opt(params, {.lr = peak_lr, .beta1 = 0.9, .beta2 = 0.98, .eps = 1e-9});
-  // lr = peak * min(step / warmup, sqrt(warmup / step)): the inverse-square-root schedule
-  optim::InverseSqrtSchedule sched(cfg.d_model, warmup, peak_lr * std::sqrt(double(cfg.d_model * warmup)));
+  std::unique_ptr<optim::Schedule> sched = previous ? resumed_schedule(*previous, *resume) : new_schedule(o, cfg.d_model);
+  optim::Adam opt(params, {.lr = sched->lr_at(1), .beta1 = 0.9, .beta2 = 0.98, .eps = 1e-9});
 
   io::Progress progress;
   std::vector<int64_t> order;
@@ -513,7 +567,7 @@ int train(const TrainOptions& o) {
     io::ResumeTargets t;
     t.model = model->state_dict();
     t.optimizer = &opt;
-    t.schedule = &sched;
+    t.schedule = sched.get();
     t.generators = {{dropout_stream(*previous), &dropout_gen}, {"data", &data_gen}};
     t.config = previous->config;
     io::Checkpoint c = io::load_checkpoint(*resume, t);
@@ -559,7 +613,7 @@ int train(const TrainOptions& o) {
   // What one save holds: the model, the optimizer, the schedule, both generators, the
   // place in the data, the vocabularies and the curves so far.
   auto make_checkpoint = [&] {
-    io::Checkpoint c = io::make_checkpoint(model->state_dict(), &opt, &sched,
+    io::Checkpoint c = io::make_checkpoint(model->state_dict(), &opt, sched.get(),
                                            {{"dropout", &dropout_gen}, {"data", &data_gen}}, progress,
                                            seq2seq::to_config(cfg));
     c.vocab["source"] = src_vocab.tokens();
@@ -628,7 +682,7 @@ int train(const TrainOptions& o) {
     dropout_gen.set_sample_offset(mine.first);
 
     const int64_t held_before = Storage::system_bytes();
-    lr = sched.step(opt);
+    lr = sched->step(opt);
     opt.zero_grad();
     // The loss is the mean over the batch's target tokens. A rank's share of it is the
     // mean over its own tokens weighted by their part of the batch's, so that the shares'
