@@ -32,7 +32,10 @@ constexpr int64_t kQueryBlock = 64, kKeyBlock = 128;
 
 // Where one attention call's operands lie: per head (a flat batch index), the first row
 // of q, k, v, out and the mask, each with its row stride; columns are contiguous (the
-// mask's column stride aside).
+// mask's column stride aside). A head may use fewer queries and keys than the call's L
+// and S (rows of sequences of their own lengths, attention_rows): the others do not exist
+// for it. Its output rows and its inputs' gradients may lie anywhere (the columns of a
+// head in rows of all heads).
 struct TiledGeometry {
   Geometry g;
   int64_t heads = 0;
@@ -40,9 +43,39 @@ struct TiledGeometry {
   int64_t q_rs = 0, k_rs = 0, v_rs = 0, mask_cs = 0;
   const uint8_t* mask = nullptr;
   double scale = 1;
-  // dropout: the decisions of ember::dropout on the weights [..., L, S]
+  // per head: its queries and keys (empty: L and S for every head)
+  std::vector<int64_t> nq, nk;
+  // per head: where its output, and its q, k and v gradients start; with their row strides
+  std::vector<int64_t> out0, dq0, dk0, dv0;
+  int64_t out_rs = 0, dq_rs = 0, dk_rs = 0, dv_rs = 0;
+  // dropout: the decisions of ember::dropout on the weights [..., L, S]; query i and key j
+  // of head h are at the grid's row h * L + q_pos[h][i] and column k_pos[h][j] (empty: i, j)
   bool dropout = false;
   DropoutDraws draws;
+  std::vector<const int64_t*> q_pos, k_pos;
+
+  int64_t queries(int64_t h) const { return nq.empty() ? g.L : nq[(size_t)h]; }
+  int64_t keys(int64_t h) const { return nk.empty() ? g.S : nk[(size_t)h]; }
+  int64_t q_at(int64_t h, int64_t i) const { return q_pos.empty() ? i : q_pos[(size_t)h][i]; }
+  int64_t k_at(int64_t h, int64_t j) const { return k_pos.empty() ? j : k_pos[(size_t)h][j]; }
+  // a padded call's layout: every head's L rows of out, dq and its S rows of dk, dv in turn
+  void contiguous_outputs() {
+    out0.resize((size_t)heads), dq0.resize((size_t)heads), dk0.resize((size_t)heads), dv0.resize((size_t)heads);
+    for (int64_t h = 0; h < heads; h++)
+      out0[(size_t)h] = h * g.L * g.Dv, dq0[(size_t)h] = h * g.L * g.D, dk0[(size_t)h] = h * g.S * g.D,
+      dv0[(size_t)h] = h * g.S * g.Dv;
+    out_rs = g.Dv, dq_rs = g.D, dk_rs = g.D, dv_rs = g.Dv;
+  }
+  // the dropout keys of head h's query rows i0 .. i0 + n - 1
+  void dropout_keys(int64_t h, int64_t i0, int64_t n, uint64_t* out) const {
+    if (q_pos.empty()) return draws.row_keys(h * g.L + i0, n, out);
+    for (int64_t i = 0; i < n; i++) out[i] = draws.row_key(h * g.L + q_at(h, i0 + i));
+  }
+  // the dropout factor of key column j (of the head's keys) in a row with this key
+  template <class T>
+  T factor(int64_t h, uint64_t key, int64_t j) const {
+    return draws.factor<T>(key, k_at(h, j));
+  }
 };
 
 // The first element of every head's matrix in t [batch.., R, C] (stride 0 where broadcast).
@@ -73,21 +106,45 @@ struct Buffers {
   T *dq = nullptr, *dk = nullptr, *dv = nullptr;
 };
 
+// Row r's dropout factors for keys j0 .. j0 + n - 1 of head h, multiplied into x (and
+// written to keep when it is not null).
+template <class T>
+void apply_keep(const TiledGeometry& tg, const DropoutDraws& draws, int64_t h, uint64_t key, int64_t j0, int64_t n,
+                T* x, T* keep) {
+  if (tg.k_pos.empty()) {
+    if (keep) {
+      for (int64_t c = 0; c < n; c++) keep[c] = draws.factor<T>(key, j0 + c);
+      for (int64_t c = 0; c < n; c++) x[c] *= keep[c];
+    } else {
+      for (int64_t c = 0; c < n; c++) x[c] *= draws.factor<T>(key, j0 + c);
+    }
+    return;
+  }
+  const int64_t* pos = tg.k_pos[(size_t)h] + j0;
+  for (int64_t c = 0; c < n; c++) {
+    const T f = draws.factor<T>(key, pos[c]);
+    if (keep) keep[c] = f;
+    x[c] *= f;
+  }
+}
+
 // One query block of one head: out rows and their log-sum-exp.
 template <class T>
 void tiled_forward_block(const TiledGeometry& tg, const Buffers<T>& b, int64_t h, int64_t i0) {
   const T *q = b.q, *k = b.k, *v = b.v;
   T *out = b.out, *lse = b.lse;
   const Geometry& g = tg.g;
-  const int64_t nq = std::min(kQueryBlock, g.L - i0), Dv = g.Dv;
+  const int64_t L = tg.queries(h), S = tg.keys(h);
+  if (i0 >= L) return;
+  const int64_t nq = std::min(kQueryBlock, L - i0), Dv = g.Dv;
   std::vector<T> s((size_t)(nq * kKeyBlock)), o((size_t)(nq * Dv), T(0)), m((size_t)nq), l((size_t)nq, T(0));
   std::fill(m.begin(), m.end(), -std::numeric_limits<T>::infinity());
   const T sc = T(tg.scale);
   const DropoutDraws draws = tg.draws;  // a local copy: the loops below vectorise
   std::vector<uint64_t> keys(tg.dropout ? (size_t)nq : 0);  // each query row's dropout key
-  draws.row_keys(h * g.L + i0, (int64_t)keys.size(), keys.data());
-  for (int64_t j0 = 0; j0 < g.S; j0 += kKeyBlock) {
-    const int64_t nk = std::min(kKeyBlock, g.S - j0);
+  if (tg.dropout) tg.dropout_keys(h, i0, nq, keys.data());
+  for (int64_t j0 = 0; j0 < S; j0 += kKeyBlock) {
+    const int64_t nk = std::min(kKeyBlock, S - j0);
     // s = q k^T
     kernel::gemm_serial(Gemm<T>{.M = nq, .N = nk, .K = g.D, .a = q + tg.q0[h] + i0 * tg.q_rs, .lda = tg.q_rs,
                                 .b = k + tg.k0[h] + j0 * tg.k_rs, .ldb = tg.k_rs, .trans_b = true, .c = s.data(),
@@ -113,8 +170,7 @@ void tiled_forward_block(const TiledGeometry& tg, const Buffers<T>& b, int64_t h
       m[(size_t)r] = m_new;
       T* orow = o.data() + r * Dv;
       for (int64_t c = 0; c < Dv; c++) orow[c] *= alpha;
-      if (tg.dropout)
-        for (int64_t c = 0; c < nk; c++) x[c] *= draws.factor<T>(keys[(size_t)r], j0 + c);
+      if (tg.dropout) apply_keep<T>(tg, draws, h, keys[(size_t)r], j0, nk, x, nullptr);
     }
     // o += p v
     kernel::gemm_serial(Gemm<T>{.M = nq, .N = Dv, .K = nk, .a = s.data(), .lda = nk, .b = v + tg.v0[h] + j0 * tg.v_rs,
@@ -122,7 +178,7 @@ void tiled_forward_block(const TiledGeometry& tg, const Buffers<T>& b, int64_t h
   }
   for (int64_t r = 0; r < nq; r++) {
     const T lr = l[(size_t)r], inv = lr > 0 ? T(1) / lr : T(0);
-    T* dst = out + (h * g.L + i0 + r) * Dv;
+    T* dst = out + tg.out0[h] + (i0 + r) * tg.out_rs;
     for (int64_t c = 0; c < Dv; c++) dst[c] = o[(size_t)(r * Dv + c)] * inv;
     lse[h * g.L + i0 + r] = lr > 0 ? m[(size_t)r] + std::log(lr) : std::numeric_limits<T>::infinity();
   }
@@ -132,17 +188,18 @@ void tiled_forward_block(const TiledGeometry& tg, const Buffers<T>& b, int64_t h
 template <class T>
 void tiled_backward_head(const TiledGeometry& tg, const Buffers<T>& b, int64_t h) {
   const T *q = b.q, *k = b.k, *v = b.v, *out = b.out, *lse = b.lse, *dout = b.dout;
-  T *dq = b.dq, *dk = b.dk, *dv = b.dv;
+  T *dq = b.dq + tg.dq0[h], *dk = b.dk + tg.dk0[h], *dv = b.dv + tg.dv0[h];
   const Geometry& g = tg.g;
-  const int64_t D = g.D, Dv = g.Dv;
+  const int64_t D = g.D, Dv = g.Dv, L = tg.queries(h), S = tg.keys(h);
+  if (L == 0 || S == 0) return;
   const T sc = T(tg.scale);
   const DropoutDraws draws = tg.draws;
-  std::vector<uint64_t> keys(tg.dropout ? (size_t)g.L : 0);  // each query row's dropout key
-  draws.row_keys(h * g.L, (int64_t)keys.size(), keys.data());
-  std::vector<T> delta((size_t)g.L);  // sum_c dout * out per query: sum_j P_ij dP_ij
-  for (int64_t i = 0; i < g.L; i++) {
-    const T* a = dout + (h * g.L + i) * Dv;
-    const T* b = out + (h * g.L + i) * Dv;
+  std::vector<uint64_t> keys(tg.dropout ? (size_t)L : 0);  // each query row's dropout key
+  if (tg.dropout) tg.dropout_keys(h, 0, L, keys.data());
+  std::vector<T> delta((size_t)L);  // sum_c dout * out per query: sum_j P_ij dP_ij
+  for (int64_t i = 0; i < L; i++) {
+    const T* a = dout + tg.out0[h] + i * tg.out_rs;
+    const T* b = out + tg.out0[h] + i * tg.out_rs;
     delta[(size_t)i] = vec::lane_sum<T>(Dv, [&](int64_t c) { return a[c] * b[c]; });
   }
   // per block: the weights P, P * keep, the keep factors (0 or 1/(1-p)), and dP then dS
@@ -150,10 +207,10 @@ void tiled_backward_head(const TiledGeometry& tg, const Buffers<T>& b, int64_t h
   const T* qh = q + tg.q0[h];
   const T* kh = k + tg.k0[h];
   const T* vh = v + tg.v0[h];
-  for (int64_t j0 = 0; j0 < g.S; j0 += kKeyBlock) {
-    const int64_t nk = std::min(kKeyBlock, g.S - j0);
-    for (int64_t i0 = 0; i0 < g.L; i0 += kQueryBlock) {
-      const int64_t nq = std::min(kQueryBlock, g.L - i0);
+  for (int64_t j0 = 0; j0 < S; j0 += kKeyBlock) {
+    const int64_t nk = std::min(kKeyBlock, S - j0);
+    for (int64_t i0 = 0; i0 < L; i0 += kQueryBlock) {
+      const int64_t nq = std::min(kQueryBlock, L - i0);
       // p = q k^T
       kernel::gemm_serial(Gemm<T>{.M = nq, .N = nk, .K = D, .a = qh + i0 * tg.q_rs, .lda = tg.q_rs,
                                   .b = kh + j0 * tg.k_rs, .ldb = tg.k_rs, .trans_b = true, .c = p.data(), .ldc = nk});
@@ -161,25 +218,19 @@ void tiled_backward_head(const TiledGeometry& tg, const Buffers<T>& b, int64_t h
         const int64_t row = h * g.L + i0 + r;
         T* x = p.data() + r * nk;
         T* xd = pd.data() + r * nk;
-        T* kf = keep.data() + r * nk;
         const T shift = lse[row];
         const uint8_t* blocked = tg.mask ? tg.mask + tg.mask_rows[(size_t)row] + j0 * tg.mask_cs : nullptr;
         for (int64_t c = 0; c < nk; c++) x[c] = vec::exp(x[c] * sc - shift);  // shift = inf: 0
         if (blocked)
           for (int64_t c = 0; c < nk; c++) x[c] = blocked[c * tg.mask_cs] ? T(0) : x[c];
-        if (tg.dropout) {
-          const uint64_t key = keys[(size_t)(i0 + r)];
-          for (int64_t c = 0; c < nk; c++) kf[c] = draws.factor<T>(key, j0 + c);
-          for (int64_t c = 0; c < nk; c++) xd[c] = x[c] * kf[c];
-        } else {
-          std::copy(x, x + nk, xd);
-        }
+        std::copy(x, x + nk, xd);
+        if (tg.dropout) apply_keep<T>(tg, draws, h, keys[(size_t)(i0 + r)], j0, nk, xd, keep.data() + r * nk);
       }
-      const T* dout_i = dout + (h * g.L + i0) * Dv;
+      const T* dout_i = dout + tg.out0[h] + i0 * tg.out_rs;
       // dv += pd^T dout, dp = dout v^T
       kernel::gemm_serial(Gemm<T>{.M = nk, .N = Dv, .K = nq, .a = pd.data(), .lda = nk, .trans_a = true, .b = dout_i,
-                                  .ldb = Dv, .c = dv + (h * g.S + j0) * Dv, .ldc = Dv, .accumulate = true});
-      kernel::gemm_serial(Gemm<T>{.M = nq, .N = nk, .K = Dv, .a = dout_i, .lda = Dv, .b = vh + j0 * tg.v_rs,
+                                  .ldb = tg.out_rs, .c = dv + j0 * tg.dv_rs, .ldc = tg.dv_rs, .accumulate = true});
+      kernel::gemm_serial(Gemm<T>{.M = nq, .N = nk, .K = Dv, .a = dout_i, .lda = tg.out_rs, .b = vh + j0 * tg.v_rs,
                                   .ldb = tg.v_rs, .trans_b = true, .c = dp.data(), .ldc = nk});
       for (int64_t r = 0; r < nq; r++) {  // dS = P * (dP - delta) * scale, dP = dPd * keep
         T* d = dp.data() + r * nk;
@@ -192,9 +243,9 @@ void tiled_backward_head(const TiledGeometry& tg, const Buffers<T>& b, int64_t h
       }
       // dq += ds k, dk += ds^T q
       kernel::gemm_serial(Gemm<T>{.M = nq, .N = D, .K = nk, .a = dp.data(), .lda = nk, .b = kh + j0 * tg.k_rs,
-                                  .ldb = tg.k_rs, .c = dq + (h * g.L + i0) * D, .ldc = D, .accumulate = true});
+                                  .ldb = tg.k_rs, .c = dq + i0 * tg.dq_rs, .ldc = tg.dq_rs, .accumulate = true});
       kernel::gemm_serial(Gemm<T>{.M = nk, .N = D, .K = nq, .a = dp.data(), .lda = nk, .trans_a = true,
-                                  .b = qh + i0 * tg.q_rs, .ldb = tg.q_rs, .c = dk + (h * g.S + j0) * D, .ldc = D,
+                                  .b = qh + i0 * tg.q_rs, .ldb = tg.q_rs, .c = dk + j0 * tg.dk_rs, .ldc = tg.dk_rs,
                                   .accumulate = true});
     }
   }
@@ -222,6 +273,7 @@ Tensor scaled_dot_product_attention_tiled(const Tensor& q, const Tensor& k, cons
   Tensor out = empty(g.with(g.L, g.Dv), dt), lse = empty({tg.heads * g.L}, dt);
   if (tg.heads == 0 || g.L == 0) return record(op, loc, out, {q, k, v}, nullptr);
   tg.q0 = head_starts(qe, tg.heads), tg.k0 = head_starts(ke, tg.heads), tg.v0 = head_starts(ve, tg.heads);
+  tg.contiguous_outputs();
   Tensor me;
   if (mask.defined()) {
     me = mask.blocked().expand(g.with(g.L, g.S));
