@@ -55,6 +55,26 @@ Tensor scaled_dot_product_attention_tiled(const Tensor& q, const Tensor& k, cons
                                           bool training = false, Generator* gen = nullptr, double scale = 0.0,
                                           Loc loc = Loc::current());
 
+// Attention over sequences kept as rows, without padding: multi-head attention's core
+// where the projections ran on packed rows (Packing). Head h (of heads) of sequence b
+// reads columns col + h * head_dim .. + head_dim of its operand's rows: the queries of b
+// are its rows in q_packing (or, when q_packing is null, rows b * q_length .. + q_length of
+// a padded batch), its keys and values its rows in kv_packing. Returns rows [NQ,
+// heads * head_dim], head h's output in its columns: what splitting each operand into
+// heads, the tiled op with kv_packing's padding as the key mask, merging the heads and
+// packing again would give, without the padding's rows, copies or masks. q, k and v may
+// be column blocks of one tensor (a fused projection): it then gets one gradient.
+// Dropout draws as the padded op's on the weights [B, heads, L, S] (L and S the padded
+// lengths).
+struct AttentionRows {
+  Tensor rows;  // [N, width], rows contiguous
+  int64_t col = 0;
+};
+Tensor attention_rows(const AttentionRows& q, const AttentionRows& k, const AttentionRows& v, int64_t heads,
+                      int64_t head_dim, const Packing* q_packing, int64_t q_length, const Packing& kv_packing,
+                      double dropout_p = 0.0, bool training = false, Generator* gen = nullptr, double scale = 0.0,
+                      Loc loc = Loc::current());
+
 // The same computation composed of primitive ops (matmul, mul, masked_fill, softmax,
 // where, matmul) with autograd through them; same shapes, mask and zero-row policy, no
 // dropout.

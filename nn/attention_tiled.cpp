@@ -9,6 +9,8 @@
 //   dv += (P * keep)^T dout,  dP = (dout v^T) * keep,  dS = scale * P * (dP - delta),
 //   dq += dS k,  dk += dS^T q.
 #include <algorithm>
+#include <array>
+#include <optional>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -325,6 +327,181 @@ Tensor scaled_dot_product_attention_tiled(const Tensor& q, const Tensor& k, cons
     };
   }
   return record(op, loc, out, {q, k, v}, std::move(bw), {qe, ke, ve, out, me});
+}
+
+// ------------------------------------------------------------------ attention over rows
+namespace {
+
+// Where each sequence's rows start in a packed batch, how many it has, and their positions.
+struct SequenceRows {
+  std::vector<int64_t> start, count;
+  Tensor positions;         // int64 [N] (undefined: 0, 1, ... in every sequence)
+  bool in_order = true;     // every sequence's positions are 0, 1, ...
+};
+
+SequenceRows sequences_of(const Packing& p) {
+  SequenceRows r;
+  r.start.assign((size_t)p.batch, 0), r.count.assign((size_t)p.batch, 0);
+  Tensor rows = p.rows.contiguous(), pos = p.positions.contiguous();
+  const int64_t* at = rows.data<int64_t>();
+  const int64_t* ps = pos.data<int64_t>();
+  for (int64_t n = p.count; n-- > 0;) {
+    const int64_t b = at[n] / p.length;
+    r.start[(size_t)b] = n, r.count[(size_t)b]++;
+  }
+  for (int64_t b = 0; b < p.batch; b++)
+    for (int64_t i = 0; i < r.count[(size_t)b]; i++) r.in_order &= ps[r.start[(size_t)b] + i] == i;
+  if (!r.in_order) r.positions = pos;
+  for (int64_t b = 1; b < p.batch; b++)  // sequences without rows start where the next would
+    if (r.count[(size_t)b] == 0) r.start[(size_t)b] = r.start[(size_t)b - 1] + r.count[(size_t)b - 1];
+  return r;
+}
+
+SequenceRows padded_sequences(int64_t batch, int64_t length) {
+  SequenceRows r;
+  for (int64_t b = 0; b < batch; b++) r.start.push_back(b * length), r.count.push_back(length);
+  return r;
+}
+
+// The padded computation attention_rows stands for, composed of differentiable ops on its
+// distinct inputs: what it is checked against, and differentiated through under create_graph.
+Tensor composed_rows(const std::vector<Tensor>& in, const std::array<int, 3>& which, const std::array<int64_t, 3>& col,
+                     int64_t heads, int64_t D, const Packing* q_packing, int64_t q_length, const Packing& kv_packing,
+                     double scale, const Tensor& keep) {
+  const int64_t B = kv_packing.batch, E = heads * D;
+  auto split = [&](int i, const Packing* p, int64_t length) {
+    Tensor x = in[(size_t)which[(size_t)i]].narrow(1, col[(size_t)i], E);
+    Tensor padded = p ? p->unpack(x) : x.reshape({B, length, E});
+    return padded.view({B, padded.size(1), heads, D}).transpose(1, 2);
+  };
+  Tensor q = split(0, q_packing, q_length), k = split(1, &kv_packing, 0), v = split(2, &kv_packing, 0);
+  AttentionMask mask = kv_packing.padding.reshape({B, 1, 1, kv_packing.length});
+  Tensor out = detail::composed_attention(q, k, v, mask, scale, keep).output;
+  Tensor merged = out.transpose(1, 2).reshape({B, q.size(2), E});
+  return q_packing ? q_packing->pack(merged) : merged.reshape({B * q.size(2), E});
+}
+
+}  // namespace
+
+Tensor attention_rows(const AttentionRows& q, const AttentionRows& k, const AttentionRows& v, int64_t heads,
+                      int64_t head_dim, const Packing* q_packing, int64_t q_length, const Packing& kv_packing,
+                      double dropout_p, bool training, Generator* gen, double scale, Loc loc) {
+  const char* op = "attention_rows";
+  const int64_t H = heads, D = head_dim, E = H * D, B = kv_packing.batch;
+  if (H <= 0 || D <= 0) fail(op, "heads and head_dim must be positive, got ", H, " and ", D);
+  if (!(dropout_p >= 0.0 && dropout_p <= 1.0)) fail(op, "dropout_p must be in [0, 1], got ", dropout_p);
+  if (q_packing && q_packing->batch != B)
+    fail(op, "the query packing has batch ", q_packing->batch, ", the key and value packing ", B);
+  if (!q_packing && q_length < 0) fail(op, "q_length must not be negative, got ", q_length);
+  const int64_t NQ = q_packing ? q_packing->count : B * q_length, NK = kv_packing.count;
+  const std::array<const AttentionRows*, 3> operand{&q, &k, &v};
+  const char* names[3] = {"q", "k", "v"};
+  for (int i = 0; i < 3; i++) {
+    const Tensor& t = operand[(size_t)i]->rows;
+    const int64_t want = i == 0 ? NQ : NK, c = operand[(size_t)i]->col;
+    if (!t.defined()) fail(op, "got an undefined ", names[i]);
+    if (t.dim() != 2 || t.size(0) != want || c < 0 || c + E > t.size(1))
+      fail(op, "expected ", names[i], " rows [", want, ", >= ", c + E, "] (", H, " heads of ", D, " from column ", c,
+           "), got shape ", t.shape());
+    if (t.dtype() != q.rows.dtype() || !is_floating(t.dtype()))
+      fail(op, "expected float32 or float64 q, k and v of one dtype, got ", dtype_name(q.rows.dtype()), ", ",
+           dtype_name(k.rows.dtype()), " and ", dtype_name(v.rows.dtype()));
+  }
+  // the distinct input tensors, and which one each operand reads
+  std::vector<Tensor> in;
+  std::array<int, 3> which{};
+  for (int i = 0; i < 3; i++) {
+    const Tensor& t = operand[(size_t)i]->rows;
+    int found = -1;
+    for (size_t j = 0; j < in.size(); j++)
+      if (in[j].impl() == t.impl()) found = (int)j;
+    if (found < 0) found = (int)in.size(), in.push_back(t);
+    which[(size_t)i] = found;
+  }
+  const std::array<int64_t, 3> col{q.col, k.col, v.col};
+  std::vector<Tensor> data;  // rows contiguous
+  for (auto& t : in) data.push_back(t.detach().stride(1) == 1 ? t.detach() : t.detach().contiguous());
+
+  const SequenceRows qs = q_packing ? sequences_of(*q_packing) : padded_sequences(B, q_length),
+                     ks = sequences_of(kv_packing);
+  TiledGeometry tg;
+  tg.g.batch = {B, H};
+  tg.g.L = q_packing ? q_packing->length : q_length, tg.g.S = kv_packing.length, tg.g.D = D, tg.g.Dv = D;
+  tg.heads = B * H;
+  tg.scale = default_scale(scale, D);
+  const Tensor& dq_src = data[(size_t)which[0]];
+  const Tensor& dk_src = data[(size_t)which[1]];
+  const Tensor& dv_src = data[(size_t)which[2]];
+  tg.q_rs = dq_src.stride(0), tg.k_rs = dk_src.stride(0), tg.v_rs = dv_src.stride(0), tg.out_rs = E;
+  // gradients go to contiguous tensors of the inputs' shapes
+  tg.dq_rs = in[(size_t)which[0]].size(1), tg.dk_rs = in[(size_t)which[1]].size(1), tg.dv_rs = in[(size_t)which[2]].size(1);
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t h = 0; h < H; h++) {
+      const int64_t qr = qs.start[(size_t)b], kr = ks.start[(size_t)b];
+      tg.nq.push_back(qs.count[(size_t)b]), tg.nk.push_back(ks.count[(size_t)b]);
+      tg.q0.push_back(qr * tg.q_rs + q.col + h * D), tg.k0.push_back(kr * tg.k_rs + k.col + h * D);
+      tg.v0.push_back(kr * tg.v_rs + v.col + h * D), tg.out0.push_back(qr * E + h * D);
+      tg.dq0.push_back(qr * tg.dq_rs + q.col + h * D), tg.dk0.push_back(kr * tg.dk_rs + k.col + h * D);
+      tg.dv0.push_back(kr * tg.dv_rs + v.col + h * D);
+      if (!qs.in_order) tg.q_pos.push_back(qs.positions.data<int64_t>() + qr);
+      if (!ks.in_order) tg.k_pos.push_back(ks.positions.data<int64_t>() + kr);
+    }
+  if (training && dropout_p > 0.0) {
+    tg.dropout = true;
+    tg.draws = DropoutDraws::take(gen ? *gen : default_generator(), dropout_p, {B, H, tg.g.L, tg.g.S});
+  }
+  const DType dt = q.rows.dtype();
+  Tensor out = empty({NQ, E}, dt), lse = empty({tg.heads * tg.g.L}, dt);
+  const int64_t longest = tg.g.L, qblocks = (longest + kQueryBlock - 1) / kQueryBlock;
+  const double flops = 2.0 * double(std::min(kQueryBlock, std::max<int64_t>(longest, 1))) * double(tg.g.S) * double(2 * D);
+  dispatch_float(dt, op, [&](auto tag) {
+    using T = decltype(tag);
+    const Buffers<T> b{.q = dq_src.data<T>(), .k = dk_src.data<T>(), .v = dv_src.data<T>(), .out = out.data<T>(),
+                       .lse = lse.data<T>()};
+    // (queries of a sequence without keys get zero rows, as in the padded op)
+    over_tasks(tg.heads * qblocks, flops,
+               [&](int64_t t) { tiled_forward_block<T>(tg, b, t / qblocks, (t % qblocks) * kQueryBlock); });
+  });
+
+  BackwardFn bw;
+  if (wants_grad_list(in)) {
+    Tensor saved_out = out;
+    const Packing kvp = kv_packing;
+    const std::optional<Packing> qp = q_packing ? std::optional<Packing>(*q_packing) : std::nullopt;
+    std::vector<SavedTensor> saved_in(in.begin(), in.end());
+    // the dropout positions tg points into live as long as the backward
+    bw = [tg, data, which, col, lse, saved_out, saved_in, kvp, qp, q_length, op, q_pos = qs.positions,
+          k_pos = ks.positions](const Tensor& dout_in) {
+      std::vector<Tensor> xs;
+      for (auto& s : saved_in) xs.push_back(s.get());
+      if (grad_enabled()) {  // recorded: differentiated as its composition is, same dropout decisions
+        const Shape grid{tg.g.batch[0], tg.g.batch[1], tg.g.L, tg.g.S};
+        Tensor keep = tg.dropout ? detail::dropout_keep(grid, dout_in.dtype(), tg.draws) : Tensor();
+        return backward_of_composition(
+            [&](const std::vector<Tensor>& x) {
+              return composed_rows(x, which, col, tg.g.batch[1], tg.g.D, qp ? &*qp : nullptr, q_length, kvp,
+                                   tg.scale, keep);
+            },
+            xs, dout_in);
+      }
+      Tensor dout = dout_in.contiguous();
+      std::vector<Tensor> grads;
+      for (auto& x : xs) grads.push_back(zeros(x.shape(), dout.dtype()));
+      const double flops = 4.0 * double(tg.g.L) * double(tg.g.S) * double(2 * tg.g.D);
+      dispatch_float(dout.dtype(), op, [&](auto tag) {
+        using T = decltype(tag);
+        const Buffers<T> b{.q = data[(size_t)which[0]].data<T>(), .k = data[(size_t)which[1]].data<T>(),
+                           .v = data[(size_t)which[2]].data<T>(), .out = saved_out.data<T>(), .lse = lse.data<T>(),
+                           .dout = dout.data<T>(), .dq = grads[(size_t)which[0]].data<T>(),
+                           .dk = grads[(size_t)which[1]].data<T>(), .dv = grads[(size_t)which[2]].data<T>()};
+        over_tasks(tg.heads, flops, [&](int64_t h) { tiled_backward_head<T>(tg, b, h); });
+      });
+      return grads;
+    };
+  }
+  std::vector<Tensor> keep_alive = data;
+  keep_alive.push_back(out);
+  return record(op, loc, out, in, std::move(bw), keep_alive);
 }
 
 }  // namespace ember::nn

@@ -1,0 +1,166 @@
+// attention_rows: attention over packed rows equals splitting into heads, padding, the
+// masked op, merging and packing again - outputs, gradients (first and second order),
+// dropout draws - for fused and separate operands, padded queries, sequences without rows
+// and padding inside a sequence.
+#include <catch2/catch.hpp>
+#include "test_util.h"
+
+#include <vector>
+
+#include "core/autograd.h"
+#include "core/gradcheck.h"
+#include "core/ops.h"
+#include "nn/attention.h"
+#include "nn/packing.h"
+
+using namespace ember;
+using namespace ember::nn;
+using namespace ember::testing;
+
+namespace {
+
+// ids [B, S] with pad 0: sequence 0 full, 1 short, 2 all padding, 3 with padding inside
+Tensor batch_ids(int64_t S) {
+  std::vector<int64_t> ids;
+  for (int64_t b = 0; b < 4; b++)
+    for (int64_t s = 0; s < S; s++) {
+      bool kept = b == 0 || (b == 1 && s < 3) || (b == 3 && s % 3 != 1);
+      ids.push_back(kept ? 1 + (b + s) % 5 : 0);
+    }
+  return from_vector(ids, {4, S});
+}
+
+// The padded computation: each operand's columns split into heads, unpacked, the tiled op
+// with the keys' padding as mask, merged and packed.
+Tensor padded_reference(const AttentionRows& q, const AttentionRows& k, const AttentionRows& v, int64_t H, int64_t D,
+                        const Packing* qp, int64_t q_length, const Packing& kvp, double p = 0, Generator* gen = nullptr) {
+  const int64_t B = kvp.batch, E = H * D;
+  auto split = [&](const AttentionRows& r, const Packing* pk, int64_t length) {
+    Tensor x = r.rows.narrow(1, r.col, E);
+    Tensor padded = pk ? pk->unpack(x) : x.reshape({B, length, E});
+    return padded.reshape({B, padded.size(1), H, D}).transpose(1, 2);
+  };
+  Tensor qh = split(q, qp, q_length), kh = split(k, &kvp, 0), vh = split(v, &kvp, 0);
+  Tensor out = scaled_dot_product_attention_tiled(qh, kh, vh, kvp.padding.reshape({B, 1, 1, kvp.length}), p,
+                                                  p > 0, gen);
+  Tensor merged = out.transpose(1, 2).reshape({B, qh.size(2), E});
+  return qp ? qp->pack(merged) : merged.reshape({B * qh.size(2), E});
+}
+
+void check_same(const std::vector<Tensor>& a, const std::vector<Tensor>& b, double tol) {
+  REQUIRE(a.size() == b.size());
+  for (size_t i = 0; i < a.size(); i++) {
+    INFO("tensor " << i << " max diff " << max_abs_diff(a[i], b[i]));
+    CHECK(a[i].shape() == b[i].shape());
+    CHECK(allclose(a[i], b[i], tol, tol));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("attention_rows equals the padded op on packed self-attention (one fused q, k, v tensor)") {
+  const int64_t H = 2, D = 4, E = H * D, S = 7;
+  Packing pk = Packing::of(batch_ids(S), 0);
+  for (DType dt : {kFloat32, kFloat64}) {
+    INFO(dtype_name(dt));
+    Generator gen(3);
+    Tensor x = normal({pk.count, 3 * E}, 0.0, 1.5, dt, &gen), u = normal({pk.count, E}, 0.0, 1.0, dt, &gen);
+    auto run = [&](bool rows) {
+      Tensor qkv = x.detach().requires_grad_();
+      AttentionRows q{qkv, 0}, k{qkv, E}, v{qkv, 2 * E};
+      Tensor out = rows ? attention_rows(q, k, v, H, D, &pk, 0, pk) : padded_reference(q, k, v, H, D, &pk, 0, pk);
+      sum(mul(out, u)).backward();
+      return std::vector<Tensor>{out, qkv.grad()};
+    };
+    check_same(run(true), run(false), dt == kFloat32 ? 2e-5 : 1e-12);
+  }
+}
+
+TEST_CASE("attention_rows equals the padded op for padded queries over packed keys and values") {
+  const int64_t H = 3, D = 2, E = H * D, S = 6, T = 5;
+  Packing pk = Packing::of(batch_ids(S), 0);
+  Generator gen(4);
+  Tensor qx = normal({4 * T, E}, 0.0, 1.0, kFloat64, &gen), kvx = normal({pk.count, 2 * E + 3}, 0.0, 1.0, kFloat64, &gen);
+  Tensor u = normal({4 * T, E}, 0.0, 1.0, kFloat64, &gen);
+  auto run = [&](bool rows) {
+    Tensor q = qx.detach().requires_grad_(), kv = kvx.detach().requires_grad_();
+    // k and v in columns 3.. and 3 + E.. of one tensor
+    AttentionRows qa{q, 0}, ka{kv, 3}, va{kv, 3 + E};
+    Tensor out = rows ? attention_rows(qa, ka, va, H, D, nullptr, T, pk) : padded_reference(qa, ka, va, H, D, nullptr, T, pk);
+    sum(mul(out, u)).backward();
+    return std::vector<Tensor>{out, q.grad(), kv.grad()};
+  };
+  auto a = run(true);
+  check_same(a, run(false), 1e-12);
+  // sequence 2 has no keys: its queries' outputs are zero
+  CHECK(max_abs_diff(a[0].narrow(0, 2 * T, T), zeros({T, E}, kFloat64)) == 0.0);
+}
+
+TEST_CASE("attention_rows drops the weights the padded op drops from the same generator state") {
+  const int64_t H = 2, D = 3, E = H * D, S = 9;
+  Packing pk = Packing::of(batch_ids(S), 0);
+  Generator init(5);
+  Tensor x = normal({pk.count, 3 * E}, 0.0, 1.0, kFloat64, &init), u = normal({pk.count, E}, 0.0, 1.0, kFloat64, &init);
+  auto run = [&](bool rows) {
+    Generator gen(77);
+    Tensor qkv = x.detach().requires_grad_();
+    AttentionRows q{qkv, 0}, k{qkv, E}, v{qkv, 2 * E};
+    Tensor out = rows ? attention_rows(q, k, v, H, D, &pk, 0, pk, 0.4, true, &gen)
+                      : padded_reference(q, k, v, H, D, &pk, 0, pk, 0.4, &gen);
+    sum(mul(out, u)).backward();
+    CHECK(gen.get_state()[1] == 1u);  // one draw per call
+    return std::vector<Tensor>{out, qkv.grad()};
+  };
+  auto a = run(true);
+  check_same(a, run(false), 1e-12);
+  Tensor qkv = x.detach();
+  Tensor plain = attention_rows({qkv, 0}, {qkv, E}, {qkv, 2 * E}, H, D, &pk, 0, pk);
+  CHECK_FALSE(allclose(plain, a[0], 1e-3, 1e-3));  // and dropout is on
+}
+
+TEST_CASE("gradcheck: attention_rows, first and second order, on contiguous and non-contiguous rows") {
+  const int64_t H = 2, D = 2, E = H * D, S = 5, T = 3;
+  Packing pk = Packing::of(batch_ids(S), 0);
+  Generator gen(6);
+  Tensor q = normal({4 * T, E}, 0.0, 1.0, kFloat64, &gen).requires_grad_();
+  Tensor kv = normal({pk.count, 2 * E}, 0.0, 1.0, kFloat64, &gen).requires_grad_();
+  // the same shapes as transposed views: rows not contiguous
+  Tensor qt = normal({E, 4 * T}, 0.0, 1.0, kFloat64, &gen).t().detach().requires_grad_();
+  Tensor kvt = normal({2 * E, pk.count}, 0.0, 1.0, kFloat64, &gen).t().detach().requires_grad_();
+  REQUIRE_FALSE(kvt.is_contiguous());
+  auto f = [&](const std::vector<Tensor>& in) {
+    return attention_rows({in[0], 0}, {in[1], 0}, {in[1], E}, H, D, nullptr, T, pk);
+  };
+  for (auto inputs : {std::vector<Tensor>{q, kv}, std::vector<Tensor>{qt, kvt}}) {
+    auto r = gradcheck(f, inputs, {}, {"q", "kv"});
+    INFO(r.to_string());
+    CHECK(r.passed);
+    auto r2 = gradgradcheck(f, inputs, {}, {"q", "kv"});
+    INFO(r2.to_string());
+    CHECK(r2.passed);
+  }
+  // packed self-attention on one tensor
+  Tensor qkv = normal({pk.count, 3 * E}, 0.0, 1.0, kFloat64, &gen).requires_grad_();
+  auto self = [&](const std::vector<Tensor>& in) {
+    return attention_rows({in[0], 0}, {in[0], E}, {in[0], 2 * E}, H, D, &pk, 0, pk);
+  };
+  auto r = gradcheck(self, {qkv}, {}, {"qkv"});
+  INFO(r.to_string());
+  CHECK(r.passed);
+  auto r2 = gradgradcheck(self, {qkv}, {}, {"qkv"});
+  INFO(r2.to_string());
+  CHECK(r2.passed);
+}
+
+TEST_CASE("attention_rows names what it expected and what it got") {
+  Packing pk = Packing::of(batch_ids(5), 0);
+  Tensor kv = zeros({pk.count, 8}), q = zeros({20, 4});
+  CHECK_THAT(error_of([&] { attention_rows({q, 0}, {kv, 0}, {kv, 4}, 2, 2, nullptr, 4, pk); }),
+             Catch::Contains("attention_rows: expected q rows [16, >= 4]") && Catch::Contains("got shape [20,4]"));
+  CHECK_THAT(error_of([&] { attention_rows({q, 0}, {kv, 6}, {kv, 4}, 2, 2, nullptr, 5, pk); }),
+             Catch::Contains("expected k rows [") && Catch::Contains("from column 6"));
+  CHECK_THAT(error_of([&] { attention_rows({q, 0}, {kv, 0}, {kv, 4}, 0, 2, nullptr, 5, pk); }),
+             Catch::Contains("heads and head_dim must be positive"));
+  CHECK_THAT(error_of([&] { attention_rows({q.to(kFloat64), 0}, {kv, 0}, {kv, 4}, 2, 2, nullptr, 5, pk); }),
+             Catch::Contains("of one dtype"));
+}
