@@ -90,6 +90,38 @@ MultiHeadAttentionOutput MultiHeadAttention::forward(const Tensor& query, const 
       fail(op, "key and value must have the same length S, got key ", key.shape(), " and value ", value.shape());
   }
 
+  // Packed keys and values, nothing to return or show but the output: attention runs on
+  // the rows as they are (no padding, head split or merge copies), the projections that
+  // read one input fused into one product.
+  if (kv_packing && !cache && !attn_mask.defined() && need_weights == AttnWeights::None && !has_forward_hooks() &&
+      !has_attention_hooks()) {
+    const int64_t E = embed_dim;
+    const bool plain = !q_proj->has_forward_hooks() && !k_proj->has_forward_hooks() && !v_proj->has_forward_hooks();
+    auto fused = [&](std::initializer_list<Linear*> projs, const Tensor& x) {
+      std::vector<Tensor> w, b;
+      for (Linear* p : projs) w.push_back(p->weight), b.push_back(p->bias);
+      return linear(x, cat(w, 0), b[0].defined() ? cat(b, 0) : Tensor());
+    };
+    const Tensor q_rows = query_packing ? query : query.reshape({B * L, E});
+    AttentionRows qa, ka, va;
+    if (plain && query_packing == kv_packing && query.impl() == key.impl() && key.impl() == value.impl() &&
+        kdim == E && vdim == E) {
+      Tensor qkv = fused({q_proj.get(), k_proj.get(), v_proj.get()}, q_rows);
+      qa = {qkv, 0}, ka = {qkv, E}, va = {qkv, 2 * E};
+    } else if (plain && key.impl() == value.impl() && kdim == vdim) {
+      Tensor kv = fused({k_proj.get(), v_proj.get()}, key);
+      qa = {q_proj->forward(q_rows), 0}, ka = {kv, 0}, va = {kv, E};
+    } else {
+      qa = {q_proj->forward(q_rows), 0}, ka = {k_proj->forward(key), 0}, va = {v_proj->forward(value), 0};
+    }
+    Tensor rows = attention_rows(qa, ka, va, H, d, query_packing, L, *kv_packing, dropout, is_training(), dropout_gen,
+                                 scale());
+    MultiHeadAttentionOutput out;
+    out.output = out_proj->forward(rows);
+    if (!query_packing) out.output = out.output.view({B, L, E});
+    return out;
+  }
+
   // [B, T, E] -> [B, H, T, d] (a view: the head split costs no copy); packed rows are
   // first put back in their padded places.
   auto heads = [&](const Tensor& x, const Packing* p) {
