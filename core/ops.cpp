@@ -945,45 +945,72 @@ void dropout_apply(T* out, const T* in, int64_t cols, const std::vector<uint64_t
   });
 }
 
+// relu and dropout in one pass: out = x * scale where x > 0 and kept, else 0.
+template <class T>
+void relu_dropout_apply(T* out, const T* in, int64_t cols, const std::vector<uint64_t>& keys, const DropoutDraws d) {
+  const T scale = T(d.scale);
+  const int64_t rows = (int64_t)keys.size();
+  parallel_for(rows, cols * cost::kExp, [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; r++) {
+      const uint64_t key = keys[(size_t)r];
+      const T* x = in + r * cols;
+      T* y = out + r * cols;
+      for (int64_t c = 0; c < cols; c++) {
+        const T kept = x[c] > T(0) ? x[c] * scale : T(0);
+        y[c] = d.dropped(key, c) ? T(0) : kept;
+      }
+    }
+  });
+}
+
 // Dropout with given draws and row keys. Linear in a with the same mask each time, so its
-// backward is itself, and so is every derivative after.
-Tensor dropout_with(const Tensor& a, const DropoutDraws& draws, const RowKeys& keys, const Loc& loc) {
+// backward is itself, and so is every derivative after. With relu, relu first: the
+// gradient then passes, times 1/(1-p), where the output is positive, and nowhere else -
+// the backward reads the output, not the draws.
+Tensor dropout_with(const Tensor& a, const DropoutDraws& draws, const RowKeys& keys, bool relu, const Loc& loc) {
   Tensor x = a.detach().contiguous();
   Tensor out = empty(a.shape(), a.dtype());
   const int64_t cols = a.dim() == 0 ? 1 : a.size(-1);
   dispatch_float(a.dtype(), "dropout", [&](auto tag) {
     using T = decltype(tag);
-    if (a.numel() > 0) dropout_apply<T>(out.data<T>(), x.data<T>(), cols, *keys, draws);
+    if (a.numel() == 0) return;
+    if (relu) relu_dropout_apply<T>(out.data<T>(), x.data<T>(), cols, *keys, draws);
+    else dropout_apply<T>(out.data<T>(), x.data<T>(), cols, *keys, draws);
   });
   BackwardFn bw;
-  if (wants_grad(a))
-    bw = [draws, keys, loc](const Tensor& g) { return std::vector<Tensor>{dropout_with(g, draws, keys, loc)}; };
-  return record("dropout", loc, out, {a}, std::move(bw));
+  if (wants_grad(a) && !relu)
+    bw = [draws, keys, loc](const Tensor& g) { return std::vector<Tensor>{dropout_with(g, draws, keys, false, loc)}; };
+  if (wants_grad(a) && relu)
+    bw = [s = SavedTensor(out, /*is_output=*/true), scale = draws.scale](const Tensor& g) {
+      const Tensor& y = s.data();  // only where it is positive matters: no gradient flows through it
+      if (grad_enabled()) return std::vector<Tensor>{mul(g, mul(gt(y, 0.0).to(y.dtype()), scale))};
+      Tensor gc = g.contiguous(), dx = empty(y.shape(), y.dtype());
+      dispatch_float(y.dtype(), "relu_dropout backward", [&](auto tag) {
+        using T = decltype(tag);
+        const T *pg = gc.data<T>(), *py = y.data<T>();
+        T* pd = dx.data<T>();
+        const T sc = T(scale);
+        parallel_for(y.numel(), cost::kCopy, [&](int64_t b, int64_t e) {
+          for (int64_t i = b; i < e; i++) pd[i] = py[i] > T(0) ? pg[i] * sc : T(0);
+        });
+      });
+      return std::vector<Tensor>{dx};
+    };
+  return record(relu ? "relu_dropout" : "dropout", loc, out, {a}, std::move(bw), {relu ? out : Tensor()});
 }
-}  // namespace
 
-Tensor dropout(const Tensor& a, double p, bool training, Generator* gen, Loc loc) {
-  need_float("dropout", a);
-  if (!(p >= 0.0 && p <= 1.0)) fail("dropout", "probability must be in [0, 1], got ", p);
-  if (!training || p == 0.0) return a;
+// The draws and every row's key for dropout of a (rows: every dim but the last).
+std::pair<DropoutDraws, RowKeys> draws_for(const Tensor& a, double p, Generator* gen) {
   const DropoutDraws draws = DropoutDraws::take(gen ? *gen : default_generator(), p, a.shape());
   const int64_t cols = a.dim() == 0 ? 1 : a.size(-1), rows = cols == 0 ? 0 : a.numel() / cols;
   auto keys = std::make_shared<std::vector<uint64_t>>((size_t)rows);
   draws.row_keys(0, rows, keys->data());
-  return dropout_with(a, draws, keys, loc);
+  return {draws, keys};
 }
 
-Tensor dropout_packed(const Tensor& rows, const Tensor& grid_rows, int64_t grid_len, double p, bool training,
-                      Generator* gen, Loc loc) {
-  const char* op = "dropout_packed";
-  need_float(op, rows);
-  if (!(p >= 0.0 && p <= 1.0)) fail(op, "probability must be in [0, 1], got ", p);
-  if (rows.dim() != 2) fail(op, "expected packed rows [N, C], got shape ", rows.shape());
-  if (grid_rows.dtype() != kInt64 || grid_rows.dim() != 1 || grid_rows.size(0) != rows.size(0))
-    fail(op, "expected int64 grid_rows [N] with N = ", rows.size(0), ", got ", dtype_name(grid_rows.dtype()), " ",
-         grid_rows.shape());
-  if (grid_len <= 0) fail(op, "grid_len must be positive, got ", grid_len);
-  if (!training || p == 0.0) return rows;
+// The same for packed rows [N, C] standing at grid_rows of a [B, S, C] grid.
+std::pair<DropoutDraws, RowKeys> packed_draws_for(const char* op, const Tensor& rows, const Tensor& grid_rows,
+                                                  int64_t grid_len, double p, Generator* gen) {
   const DropoutDraws draws = DropoutDraws::take(gen ? *gen : default_generator(), p, rows.shape());
   const std::vector<int64_t> at = grid_rows.contiguous().to_vector<int64_t>();
   auto keys = std::make_shared<std::vector<uint64_t>>(at.size());
@@ -991,7 +1018,52 @@ Tensor dropout_packed(const Tensor& rows, const Tensor& grid_rows, int64_t grid_
     if (at[n] < 0) fail(op, "grid_rows[", (int64_t)n, "] = ", at[n], " is negative");
     (*keys)[n] = draws.row_key(at[n] / grid_len, at[n] % grid_len);
   }
-  return dropout_with(rows, draws, keys, loc);
+  return {draws, keys};
+}
+
+void check_packed(const char* op, const Tensor& rows, const Tensor& grid_rows, int64_t grid_len, double p) {
+  need_float(op, rows);
+  if (!(p >= 0.0 && p <= 1.0)) fail(op, "probability must be in [0, 1], got ", p);
+  if (rows.dim() != 2) fail(op, "expected packed rows [N, C], got shape ", rows.shape());
+  if (grid_rows.dtype() != kInt64 || grid_rows.dim() != 1 || grid_rows.size(0) != rows.size(0))
+    fail(op, "expected int64 grid_rows [N] with N = ", rows.size(0), ", got ", dtype_name(grid_rows.dtype()), " ",
+         grid_rows.shape());
+  if (grid_len <= 0) fail(op, "grid_len must be positive, got ", grid_len);
+}
+}  // namespace
+
+Tensor dropout(const Tensor& a, double p, bool training, Generator* gen, Loc loc) {
+  need_float("dropout", a);
+  if (!(p >= 0.0 && p <= 1.0)) fail("dropout", "probability must be in [0, 1], got ", p);
+  if (!training || p == 0.0) return a;
+  auto [draws, keys] = draws_for(a, p, gen);
+  return dropout_with(a, draws, keys, false, loc);
+}
+
+Tensor relu_dropout(const Tensor& a, double p, bool training, Generator* gen, Loc loc) {
+  need_float("relu_dropout", a);
+  if (!(p >= 0.0 && p <= 1.0)) fail("relu_dropout", "probability must be in [0, 1], got ", p);
+  if (!training || p == 0.0) return relu(a, loc);
+  auto [draws, keys] = draws_for(a, p, gen);
+  return dropout_with(a, draws, keys, true, loc);
+}
+
+Tensor dropout_packed(const Tensor& rows, const Tensor& grid_rows, int64_t grid_len, double p, bool training,
+                      Generator* gen, Loc loc) {
+  const char* op = "dropout_packed";
+  check_packed(op, rows, grid_rows, grid_len, p);
+  if (!training || p == 0.0) return rows;
+  auto [draws, keys] = packed_draws_for(op, rows, grid_rows, grid_len, p, gen);
+  return dropout_with(rows, draws, keys, false, loc);
+}
+
+Tensor relu_dropout_packed(const Tensor& rows, const Tensor& grid_rows, int64_t grid_len, double p, bool training,
+                           Generator* gen, Loc loc) {
+  const char* op = "relu_dropout_packed";
+  check_packed(op, rows, grid_rows, grid_len, p);
+  if (!training || p == 0.0) return relu(rows, loc);
+  auto [draws, keys] = packed_draws_for(op, rows, grid_rows, grid_len, p, gen);
+  return dropout_with(rows, draws, keys, true, loc);
 }
 
 // ------------------------------------------------------------------ operators

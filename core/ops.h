@@ -49,6 +49,8 @@
 // | embedding_lookup(w, i) | (index_select)         | dw = index_add of g at i                             |
 // | dropout(a, p)          | seed, row keys         | da = g*keep/(1-p), keep drawn again from the keys    |
 // | dropout_packed(r, ...) | seed, row keys         | as dropout                                           |
+// | relu_dropout(a, p)     | out                    | da = g/(1-p) where out > 0, else 0                   |
+// | relu_dropout_packed(r) | out                    | as relu_dropout                                      |
 // | views (tensor.h)       | sizes                  | the inverse view; narrow/select put g into zeros     |
 //
 // Binary ops broadcast as NumPy and PyTorch do and require both operands to have the same
@@ -179,6 +181,12 @@ Tensor dropout(const Tensor& a, double p, bool training = true, Generator* gen =
 // that position of the padded tensor.
 Tensor dropout_packed(const Tensor& rows, const Tensor& grid_rows, int64_t grid_len, double p, bool training = true,
                       Generator* gen = nullptr, Loc loc = Loc::current());
+// dropout(relu(a)) (and dropout_packed(relu(rows))) in one pass, with the same mask; the
+// backward reads only the output (relu(a) when not training).
+Tensor relu_dropout(const Tensor& a, double p, bool training = true, Generator* gen = nullptr,
+                    Loc loc = Loc::current());
+Tensor relu_dropout_packed(const Tensor& rows, const Tensor& grid_rows, int64_t grid_len, double p,
+                           bool training = true, Generator* gen = nullptr, Loc loc = Loc::current());
 
 // --- operators
 // The tensor operand binds to TensorAt, whose constructor's default argument records

@@ -103,13 +103,20 @@ FeedForward::FeedForward(int64_t d_model, int64_t d_ff, double p, Activation act
   linear2 = register_module("linear2", std::make_shared<Linear>(d_ff, d_model, true, gen, dtype));
 }
 
+// ReLU and dropout run as one op (one pass each way) unless a hook on the dropout wants
+// to see its input.
 Tensor FeedForward::forward(const Tensor& x) {
   Tensor h = linear1->forward(x);
+  if (activation == Activation::ReLU && !dropout->has_forward_hooks())
+    return hooked({x}, linear2->forward(relu_dropout(h, dropout->p, dropout->is_training(), dropout->gen)));
   h = activation == Activation::GELU ? gelu(h) : relu(h);
   return hooked({x}, linear2->forward(dropout->forward(h)));
 }
 Tensor FeedForward::forward(const Tensor& rows, const Packing& packing) {
   Tensor h = linear1->forward(rows);
+  if (activation == Activation::ReLU && !dropout->has_forward_hooks())
+    return hooked({rows}, linear2->forward(relu_dropout_packed(h, packing.rows, packing.length, dropout->p,
+                                                               dropout->is_training(), dropout->gen)));
   h = activation == Activation::GELU ? gelu(h) : relu(h);
   return hooked({rows}, linear2->forward(dropout->forward(h, packing)));
 }

@@ -13,6 +13,7 @@
 // A failure names the op, the layout, the leaves' shapes and strides, and prints the report.
 // The tests at the end check gradcheck itself: it catches a wrong backward and says where.
 #include <catch2/catch.hpp>
+#include "test_util.h"
 
 #include <algorithm>
 #include <functional>
@@ -25,6 +26,8 @@
 #include "core/ops.h"
 
 using namespace ember;
+using ember::testing::error_of;
+using ember::testing::max_abs_diff;
 
 namespace {
 
@@ -468,6 +471,41 @@ TEST_CASE("dropout of packed rows with a fixed mask scales the gradient of the k
   CHECK(dropped > 0);
   CHECK(dropped < (long)v.size());
   check_ops({unary("dropout_packed p=0.4", drop, {5, 6})});
+}
+
+TEST_CASE("relu_dropout is dropout(relu(x)) with the same mask, forward and backward, plain and packed") {
+  const Tensor grid_rows = from_vector(std::vector<int64_t>{0, 1, 2, 4, 5}, {5});
+  auto fused = [grid_rows](const Tensor& x, bool packed) {
+    Generator g(9);
+    return packed ? relu_dropout_packed(x, grid_rows, 4, 0.35, true, &g) : relu_dropout(x, 0.35, true, &g);
+  };
+  auto composed = [grid_rows](const Tensor& x, bool packed) {
+    Generator g(9);
+    return packed ? dropout_packed(relu(x), grid_rows, 4, 0.35, true, &g) : dropout(relu(x), 0.35, true, &g);
+  };
+  for (bool packed : {false, true}) {
+    INFO((packed ? "packed" : "plain"));
+    Generator init(3);
+    Tensor xv = normal({5, 8}, 0.0, 1.0, kFloat64, &init), u = normal({5, 8}, 0.0, 1.0, kFloat64, &init);
+    Tensor a = xv.detach().requires_grad_(), b = xv.detach().requires_grad_();
+    Tensor ya = fused(a, packed), yb = composed(b, packed);
+    sum(mul(ya, u)).backward();
+    sum(mul(yb, u)).backward();
+    CHECK(max_abs_diff(ya, yb) == 0.0);
+    CHECK(max_abs_diff(a.grad(), b.grad()) == 0.0);
+    // the mask is not trivial, and relu zeroes some of what dropout keeps
+    const auto v = ya.to_vector<double>();
+    CHECK(std::count(v.begin(), v.end(), 0.0) > 10);
+    CHECK(std::count_if(v.begin(), v.end(), [](double e) { return e > 0; }) > 5);
+  }
+  check_ops({
+      unary("relu_dropout p=0.35", [&](const Tensor& x) { return fused(x, false); }, {5, 8}),
+      unary("relu_dropout_packed p=0.35", [&](const Tensor& x) { return fused(x, true); }, {5, 8}),
+      unary("relu_dropout in eval mode is relu", [](const Tensor& x) { return relu_dropout(x, 0.3, false); }, {4, 5}),
+  });
+  CHECK_THAT(error_of([] { relu_dropout(ones({2}), 1.5); }), Catch::Contains("relu_dropout: probability must be in [0, 1], got 1.5"));
+  CHECK_THAT(error_of([] { relu_dropout_packed(ones({2, 3}), zeros({3}, kInt64), 4, 0.1); }),
+             Catch::Contains("relu_dropout_packed: expected int64 grid_rows [N] with N = 2"));
 }
 
 TEST_CASE("dropout's backward drops what its forward dropped, whatever the generator draws in between") {

@@ -263,6 +263,10 @@ TEST_CASE("gradgradcheck: layer_norm, cross_entropy, linear, embedding and dropo
     Generator g(7);  // the same mask at every evaluation
     return square(dropout(in[0], 0.4, true, &g));
   }, {xd}));
+  check_passes(gradgradcheck([](const Inputs& in) {
+    Generator g(7);
+    return square(relu_dropout(in[0], 0.4, true, &g));
+  }, {xd}));
 }
 
 TEST_CASE("gradgradcheck: fused and tiled attention with masks, broadcast and transposed inputs") {
