@@ -956,7 +956,7 @@ void relu_dropout_apply(T* out, const T* in, int64_t cols, const std::vector<uin
       const T* x = in + r * cols;
       T* y = out + r * cols;
       for (int64_t c = 0; c < cols; c++) {
-        const T kept = x[c] > T(0) ? x[c] * scale : T(0);
+        const T kept = std::max(T(0), x[c]) * scale;  // no branch, so that the loop vectorises (NaN: 0)
         y[c] = d.dropped(key, c) ? T(0) : kept;
       }
     }
@@ -991,7 +991,10 @@ Tensor dropout_with(const Tensor& a, const DropoutDraws& draws, const RowKeys& k
         T* pd = dx.data<T>();
         const T sc = T(scale);
         parallel_for(y.numel(), cost::kCopy, [&](int64_t b, int64_t e) {
-          for (int64_t i = b; i < e; i++) pd[i] = py[i] > T(0) ? pg[i] * sc : T(0);
+          for (int64_t i = b; i < e; i++) {
+            const T kept = pg[i] * sc;  // read unconditionally, so that the loop vectorises
+            pd[i] = py[i] > T(0) ? kept : T(0);
+          }
         });
       });
       return std::vector<Tensor>{dx};
