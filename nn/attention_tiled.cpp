@@ -139,7 +139,7 @@ void tiled_forward_block(const TiledGeometry& tg, const Buffers<T>& b, int64_t h
   const int64_t L = tg.queries(h), S = tg.keys(h);
   if (i0 >= L) return;
   const int64_t nq = std::min(kQueryBlock, L - i0), Dv = g.Dv;
-  std::vector<T> s((size_t)(nq * kKeyBlock)), o((size_t)(nq * Dv), T(0)), m((size_t)nq), l((size_t)nq, T(0));
+  std::vector<T> s((size_t)(nq * std::min(kKeyBlock, S))), o((size_t)(nq * Dv), T(0)), m((size_t)nq), l((size_t)nq, T(0));
   std::fill(m.begin(), m.end(), -std::numeric_limits<T>::infinity());
   const T sc = T(tg.scale);
   const DropoutDraws draws = tg.draws;  // a local copy: the loops below vectorise
@@ -205,7 +205,8 @@ void tiled_backward_head(const TiledGeometry& tg, const Buffers<T>& b, int64_t h
     delta[(size_t)i] = vec::lane_sum<T>(Dv, [&](int64_t c) { return a[c] * b[c]; });
   }
   // per block: the weights P, P * keep, the keep factors (0 or 1/(1-p)), and dP then dS
-  std::vector<T> p((size_t)(kQueryBlock * kKeyBlock)), pd(p.size()), keep(p.size()), dp(p.size());
+  const size_t block = (size_t)(std::min(kQueryBlock, L) * std::min(kKeyBlock, S));  // no larger than used
+  std::vector<T> p(block), pd(block), keep(tg.dropout ? block : 0), dp(block);
   const T* qh = q + tg.q0[h];
   const T* kh = k + tg.k0[h];
   const T* vh = v + tg.v0[h];
@@ -237,7 +238,7 @@ void tiled_backward_head(const TiledGeometry& tg, const Buffers<T>& b, int64_t h
       for (int64_t r = 0; r < nq; r++) {  // dS = P * (dP - delta) * scale, dP = dPd * keep
         T* d = dp.data() + r * nk;
         const T* x = p.data() + r * nk;
-        const T* kf = keep.data() + r * nk;
+        const T* kf = tg.dropout ? keep.data() + r * nk : nullptr;
         const T dl = delta[(size_t)(i0 + r)];
         if (tg.dropout)
           for (int64_t c = 0; c < nk; c++) d[c] *= kf[c];
