@@ -8,6 +8,11 @@
 
 namespace ember::nn {
 
+namespace {
+// elements of a padded query or key up to which its projections are fused under autograd
+constexpr int64_t kFusedPaddedMax = 65536;
+}  // namespace
+
 MultiHeadAttention::MultiHeadAttention(const MultiHeadAttentionOptions& o)
     : embed_dim(o.embed_dim),
       num_heads(o.num_heads),
@@ -90,25 +95,29 @@ MultiHeadAttentionOutput MultiHeadAttention::forward(const Tensor& query, const 
       fail(op, "key and value must have the same length S, got key ", key.shape(), " and value ", value.shape());
   }
 
+  // The projections that read one input run as one product (PyTorch's in_proj), unless a
+  // hook on one of them wants to see it run.
+  const int64_t E = embed_dim;
+  const bool plain = !q_proj->has_forward_hooks() && !k_proj->has_forward_hooks() && !v_proj->has_forward_hooks();
+  const bool one_input = plain && query.impl() == key.impl() && key.impl() == value.impl() &&
+                         query_packing == kv_packing && kdim == E && vdim == E;
+  const bool shared_kv = plain && key.impl() == value.impl() && kdim == vdim;
+  auto fused = [&](std::initializer_list<Linear*> projs, const Tensor& x) {
+    std::vector<Tensor> w, b;
+    for (Linear* p : projs) w.push_back(p->weight), b.push_back(p->bias);
+    return linear(x, cat(w, 0), b[0].defined() ? cat(b, 0) : Tensor());
+  };
+
   // Packed keys and values, nothing to return or show but the output: attention runs on
-  // the rows as they are (no padding, head split or merge copies), the projections that
-  // read one input fused into one product.
+  // the rows as they are (no padding, head split or merge copies).
   if (kv_packing && !cache && !attn_mask.defined() && need_weights == AttnWeights::None && !has_forward_hooks() &&
       !has_attention_hooks()) {
-    const int64_t E = embed_dim;
-    const bool plain = !q_proj->has_forward_hooks() && !k_proj->has_forward_hooks() && !v_proj->has_forward_hooks();
-    auto fused = [&](std::initializer_list<Linear*> projs, const Tensor& x) {
-      std::vector<Tensor> w, b;
-      for (Linear* p : projs) w.push_back(p->weight), b.push_back(p->bias);
-      return linear(x, cat(w, 0), b[0].defined() ? cat(b, 0) : Tensor());
-    };
     const Tensor q_rows = query_packing ? query : query.reshape({B * L, E});
     AttentionRows qa, ka, va;
-    if (plain && query_packing == kv_packing && query.impl() == key.impl() && key.impl() == value.impl() &&
-        kdim == E && vdim == E) {
+    if (one_input) {
       Tensor qkv = fused({q_proj.get(), k_proj.get(), v_proj.get()}, q_rows);
       qa = {qkv, 0}, ka = {qkv, E}, va = {qkv, 2 * E};
-    } else if (plain && key.impl() == value.impl() && kdim == vdim) {
+    } else if (shared_kv) {
       Tensor kv = fused({k_proj.get(), v_proj.get()}, key);
       qa = {q_proj->forward(q_rows), 0}, ka = {kv, 0}, va = {kv, E};
     } else {
@@ -126,16 +135,35 @@ MultiHeadAttentionOutput MultiHeadAttention::forward(const Tensor& query, const 
   // first put back in their padded places.
   auto heads = [&](const Tensor& x, const Packing* p) {
     Tensor padded = p ? p->unpack(x) : x;
-    return padded.view({B, padded.size(1), H, d}).transpose(1, 2);
+    return padded.reshape({B, padded.size(1), H, d}).transpose(1, 2);
   };
-  Tensor q = heads(q_proj->forward(query), query_packing);
-  Tensor k, v;
+  Tensor q, k, v;
   if (reuse) {
+    q = heads(q_proj->forward(query), query_packing);
     k = cache->k;
     v = cache->v;
   } else {
-    k = heads(k_proj->forward(key), kv_packing);
-    v = heads(v_proj->forward(value), kv_packing);
+    // On padded inputs the fused product's q, k and v are column views: their gradients
+    // come back one by one, each a zero-filled copy of the whole, so with autograd it
+    // pays only while the inputs are small (call overhead, not memory traffic, dominates).
+    const bool small = query.numel() <= kFusedPaddedMax && key.numel() <= kFusedPaddedMax;
+    const bool fuse = small || !grad_enabled() ||
+                      !(query.requires_grad() || key.requires_grad() || q_proj->weight.requires_grad());
+    if (one_input && fuse) {
+      Tensor qkv = fused({q_proj.get(), k_proj.get(), v_proj.get()}, query);
+      q = heads(qkv.narrow(-1, 0, E), query_packing);
+      k = heads(qkv.narrow(-1, E, E), kv_packing);
+      v = heads(qkv.narrow(-1, 2 * E, E), kv_packing);
+    } else if (shared_kv && fuse) {
+      Tensor kv = fused({k_proj.get(), v_proj.get()}, key);
+      q = heads(q_proj->forward(query), query_packing);
+      k = heads(kv.narrow(-1, 0, E), kv_packing);
+      v = heads(kv.narrow(-1, E, E), kv_packing);
+    } else {
+      q = heads(q_proj->forward(query), query_packing);
+      k = heads(k_proj->forward(key), kv_packing);
+      v = heads(v_proj->forward(value), kv_packing);
+    }
     if (cache) {
       if (fixed_memory) {
         cache->fixed = true;
