@@ -65,7 +65,8 @@ Tensor scaled_dot_product_attention_tiled(const Tensor& q, const Tensor& k, cons
 // packing again would give, without the padding's rows, copies or masks. q, k and v may
 // be column blocks of one tensor (a fused projection): it then gets one gradient.
 // Dropout draws as the padded op's on the weights [B, heads, L, S] (L and S the padded
-// lengths).
+// lengths). causal: a query sees only the keys at its position in the padded batch or
+// before (causal_mask(L, S) on top of the padding).
 struct AttentionRows {
   Tensor rows;  // [N, width], rows contiguous
   int64_t col = 0;
@@ -73,7 +74,7 @@ struct AttentionRows {
 Tensor attention_rows(const AttentionRows& q, const AttentionRows& k, const AttentionRows& v, int64_t heads,
                       int64_t head_dim, const Packing* q_packing, int64_t q_length, const Packing& kv_packing,
                       double dropout_p = 0.0, bool training = false, Generator* gen = nullptr, double scale = 0.0,
-                      Loc loc = Loc::current());
+                      bool causal = false, Loc loc = Loc::current());
 
 // The same computation composed of primitive ops (matmul, mul, masked_fill, softmax,
 // where, matmul) with autograd through them; same shapes, mask and zero-row policy, no

@@ -55,6 +55,8 @@ struct TiledGeometry {
   bool dropout = false;
   DropoutDraws draws;
   std::vector<const int64_t*> q_pos, k_pos;
+  // query i of head h sees only the keys j with k_at(h, j) <= q_at(h, i)
+  bool causal = false;
 
   int64_t queries(int64_t h) const { return nq.empty() ? g.L : nq[(size_t)h]; }
   int64_t keys(int64_t h) const { return nk.empty() ? g.S : nk[(size_t)h]; }
@@ -161,6 +163,11 @@ void tiled_forward_block(const TiledGeometry& tg, const Buffers<T>& b, int64_t h
       } else {
         for (int64_t c = 0; c < nk; c++) x[c] *= sc;
       }
+      if (tg.causal) {
+        const int64_t at = tg.q_at(h, i0 + r);
+        for (int64_t c = 0; c < nk; c++)
+          if (tg.k_at(h, j0 + c) > at) x[c] = -std::numeric_limits<T>::infinity();
+      }
       const T m_new = std::max(m[(size_t)r], vec::lane_max(x, nk));
       if (m_new == -std::numeric_limits<T>::infinity()) {  // every key so far blocked
         std::fill(x, x + nk, T(0));
@@ -226,6 +233,11 @@ void tiled_backward_head(const TiledGeometry& tg, const Buffers<T>& b, int64_t h
         for (int64_t c = 0; c < nk; c++) x[c] = vec::exp(x[c] * sc - shift);  // shift = inf: 0
         if (blocked)
           for (int64_t c = 0; c < nk; c++) x[c] = blocked[c * tg.mask_cs] ? T(0) : x[c];
+        if (tg.causal) {
+          const int64_t at = tg.q_at(h, i0 + r);
+          for (int64_t c = 0; c < nk; c++)
+            if (tg.k_at(h, j0 + c) > at) x[c] = T(0);
+        }
         std::copy(x, x + nk, xd);
         if (tg.dropout) apply_keep<T>(tg, draws, h, keys[(size_t)(i0 + r)], j0, nk, xd, keep.data() + r * nk);
       }
@@ -368,7 +380,7 @@ SequenceRows padded_sequences(int64_t batch, int64_t length) {
 // distinct inputs: what it is checked against, and differentiated through under create_graph.
 Tensor composed_rows(const std::vector<Tensor>& in, const std::array<int, 3>& which, const std::array<int64_t, 3>& col,
                      int64_t heads, int64_t D, const Packing* q_packing, int64_t q_length, const Packing& kv_packing,
-                     double scale, const Tensor& keep) {
+                     double scale, bool causal, const Tensor& keep) {
   const int64_t B = kv_packing.batch, E = heads * D;
   auto split = [&](int i, const Packing* p, int64_t length) {
     Tensor x = in[(size_t)which[(size_t)i]].narrow(1, col[(size_t)i], E);
@@ -377,6 +389,7 @@ Tensor composed_rows(const std::vector<Tensor>& in, const std::array<int, 3>& wh
   };
   Tensor q = split(0, q_packing, q_length), k = split(1, &kv_packing, 0), v = split(2, &kv_packing, 0);
   AttentionMask mask = kv_packing.padding.reshape({B, 1, 1, kv_packing.length});
+  if (causal) mask = mask | causal_mask(q.size(2), kv_packing.length);
   Tensor out = detail::composed_attention(q, k, v, mask, scale, keep).output;
   Tensor merged = out.transpose(1, 2).reshape({B, q.size(2), E});
   return q_packing ? q_packing->pack(merged) : merged.reshape({B * q.size(2), E});
@@ -386,7 +399,7 @@ Tensor composed_rows(const std::vector<Tensor>& in, const std::array<int, 3>& wh
 
 Tensor attention_rows(const AttentionRows& q, const AttentionRows& k, const AttentionRows& v, int64_t heads,
                       int64_t head_dim, const Packing* q_packing, int64_t q_length, const Packing& kv_packing,
-                      double dropout_p, bool training, Generator* gen, double scale, Loc loc) {
+                      double dropout_p, bool training, Generator* gen, double scale, bool causal, Loc loc) {
   const char* op = "attention_rows";
   const int64_t H = heads, D = head_dim, E = H * D, B = kv_packing.batch;
   if (H <= 0 || D <= 0) fail(op, "heads and head_dim must be positive, got ", H, " and ", D);
@@ -395,6 +408,10 @@ Tensor attention_rows(const AttentionRows& q, const AttentionRows& k, const Atte
     fail(op, "the query packing has batch ", q_packing->batch, ", the key and value packing ", B);
   if (!q_packing && q_length < 0) fail(op, "q_length must not be negative, got ", q_length);
   const int64_t NQ = q_packing ? q_packing->count : B * q_length, NK = kv_packing.count;
+  const int64_t grid_L = q_packing ? q_packing->length : q_length;
+  if (causal && grid_L != kv_packing.length)
+    fail(op, "causal attention needs queries and keys of one padded length, got ", grid_L, " and ",
+         kv_packing.length);
   const std::array<const AttentionRows*, 3> operand{&q, &k, &v};
   const char* names[3] = {"q", "k", "v"};
   for (int i = 0; i < 3; i++) {
@@ -430,6 +447,7 @@ Tensor attention_rows(const AttentionRows& q, const AttentionRows& k, const Atte
   tg.g.L = q_packing ? q_packing->length : q_length, tg.g.S = kv_packing.length, tg.g.D = D, tg.g.Dv = D;
   tg.heads = B * H;
   tg.scale = default_scale(scale, D);
+  tg.causal = causal;
   const Tensor& dq_src = data[(size_t)which[0]];
   const Tensor& dk_src = data[(size_t)which[1]];
   const Tensor& dv_src = data[(size_t)which[2]];
@@ -481,7 +499,7 @@ Tensor attention_rows(const AttentionRows& q, const AttentionRows& k, const Atte
         return backward_of_composition(
             [&](const std::vector<Tensor>& x) {
               return composed_rows(x, which, col, tg.g.batch[1], tg.g.D, qp ? &*qp : nullptr, q_length, kvp,
-                                   tg.scale, keep);
+                                   tg.scale, tg.causal, keep);
             },
             xs, dout_in);
       }

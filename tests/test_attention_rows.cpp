@@ -33,7 +33,8 @@ Tensor batch_ids(int64_t S) {
 // The padded computation: each operand's columns split into heads, unpacked, the tiled op
 // with the keys' padding as mask, merged and packed.
 Tensor padded_reference(const AttentionRows& q, const AttentionRows& k, const AttentionRows& v, int64_t H, int64_t D,
-                        const Packing* qp, int64_t q_length, const Packing& kvp, double p = 0, Generator* gen = nullptr) {
+                        const Packing* qp, int64_t q_length, const Packing& kvp, double p = 0, Generator* gen = nullptr,
+                        bool causal = false) {
   const int64_t B = kvp.batch, E = H * D;
   auto split = [&](const AttentionRows& r, const Packing* pk, int64_t length) {
     Tensor x = r.rows.narrow(1, r.col, E);
@@ -41,8 +42,9 @@ Tensor padded_reference(const AttentionRows& q, const AttentionRows& k, const At
     return padded.reshape({B, padded.size(1), H, D}).transpose(1, 2);
   };
   Tensor qh = split(q, qp, q_length), kh = split(k, &kvp, 0), vh = split(v, &kvp, 0);
-  Tensor out = scaled_dot_product_attention_tiled(qh, kh, vh, kvp.padding.reshape({B, 1, 1, kvp.length}), p,
-                                                  p > 0, gen);
+  AttentionMask mask = kvp.padding.reshape({B, 1, 1, kvp.length});
+  if (causal) mask = mask | causal_mask(qh.size(2), kvp.length);
+  Tensor out = scaled_dot_product_attention_tiled(qh, kh, vh, mask, p, p > 0, gen);
   Tensor merged = out.transpose(1, 2).reshape({B, qh.size(2), E});
   return qp ? qp->pack(merged) : merged.reshape({B * qh.size(2), E});
 }
@@ -150,6 +152,53 @@ TEST_CASE("gradcheck: attention_rows, first and second order, on contiguous and 
   auto r2 = gradgradcheck(self, {qkv}, {}, {"qkv"});
   INFO(r2.to_string());
   CHECK(r2.passed);
+}
+
+TEST_CASE("causal attention_rows equals the padded op with the causal mask, packed and padded queries, with dropout") {
+  const int64_t H = 2, D = 3, E = H * D, S = 8;
+  Packing pk = Packing::of(batch_ids(S), 0);  // sequence 3 has padding inside: positions skip
+  Generator init(8);
+  Tensor x = normal({pk.count, 3 * E}, 0.0, 1.0, kFloat64, &init), u = normal({pk.count, E}, 0.0, 1.0, kFloat64, &init);
+  Tensor qx = normal({4 * S, E}, 0.0, 1.0, kFloat64, &init), kvx = normal({pk.count, 2 * E}, 0.0, 1.0, kFloat64, &init);
+  Tensor uq = normal({4 * S, E}, 0.0, 1.0, kFloat64, &init);
+  for (double p : {0.0, 0.3}) {
+    INFO("dropout " << p);
+    auto packed = [&](bool rows) {
+      Generator gen(5);
+      Tensor qkv = x.detach().requires_grad_();
+      AttentionRows q{qkv, 0}, k{qkv, E}, v{qkv, 2 * E};
+      Tensor out = rows ? attention_rows(q, k, v, H, D, &pk, 0, pk, p, p > 0, &gen, 0.0, /*causal=*/true)
+                        : padded_reference(q, k, v, H, D, &pk, 0, pk, p, &gen, /*causal=*/true);
+      sum(mul(out, u)).backward();
+      return std::vector<Tensor>{out, qkv.grad()};
+    };
+    check_same(packed(true), packed(false), 1e-12);
+    auto padded = [&](bool rows) {
+      Generator gen(6);
+      Tensor q = qx.detach().requires_grad_(), kv = kvx.detach().requires_grad_();
+      AttentionRows qa{q, 0}, ka{kv, 0}, va{kv, E};
+      Tensor out = rows ? attention_rows(qa, ka, va, H, D, nullptr, S, pk, p, p > 0, &gen, 0.0, /*causal=*/true)
+                        : padded_reference(qa, ka, va, H, D, nullptr, S, pk, p, &gen, /*causal=*/true);
+      sum(mul(out, uq)).backward();
+      return std::vector<Tensor>{out, q.grad(), kv.grad()};
+    };
+    check_same(padded(true), padded(false), 1e-12);
+  }
+  // first and second derivatives
+  Tensor qkv = normal({pk.count, 3 * E}, 0.0, 1.0, kFloat64, &init).requires_grad_();
+  auto f = [&](const std::vector<Tensor>& in) {
+    return attention_rows({in[0], 0}, {in[0], E}, {in[0], 2 * E}, H, D, &pk, 0, pk, 0.0, false, nullptr, 0.0, true);
+  };
+  auto r = gradcheck(f, {qkv}, {}, {"qkv"});
+  INFO(r.to_string());
+  CHECK(r.passed);
+  auto r2 = gradgradcheck(f, {qkv}, {}, {"qkv"});
+  INFO(r2.to_string());
+  CHECK(r2.passed);
+  CHECK_THAT(error_of([&] {
+               attention_rows({qx, 0}, {kvx, 0}, {kvx, E}, H, D, nullptr, S - 1, pk, 0.0, false, nullptr, 0.0, true);
+             }),
+             Catch::Contains("causal attention needs queries and keys of one padded length, got 7 and 8"));
 }
 
 TEST_CASE("attention_rows names what it expected and what it got") {
