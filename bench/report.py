@@ -170,8 +170,9 @@ def main():
               f"{c['ember']['train_s']:.1f} s, {c['ember']['steps']} steps (PyTorch: {c['torch']['train_s']:.0f} s)")
 
     # every row against PyTorch: times and memory at most PyTorch's, rates at least
+    # (steps to a target count how fast each run learns with its seed, not how fast it computes)
     slower = [f"{r['workload']} {r['shape']} ({r['ratio']:.2f})" for r in rows if r["reference_name"].startswith("PyTorch")
-              and (r["ratio"] < 1 if r["unit"].endswith("/s") else r["ratio"] > 1)]
+              and r["unit"] != "steps" and (r["ratio"] < 1 if r["unit"].endswith("/s") else r["ratio"] > 1)]
     floor("every workload measured against PyTorch at least as fast as PyTorch (and no more memory)", not slower,
           "slower: " + ", ".join(slower) if slower else "see the table")
 
