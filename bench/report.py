@@ -120,7 +120,7 @@ def main():
                 share = r["gflops"] / sgemm_rate if sgemm_rate else 0
                 floor("training step at no less than 70% of raw sgemm's GFLOP/s", share >= 0.7,
                       f"{r['gflops']:.0f} GFLOP/s, every matrix product counted, against sgemm's {sgemm_rate:.0f}: "
-                      f"{100 * share:.0f}%")
+                      f"{100 * share:.1f}%")
                 one = f"{work}/train_1thread.json"
                 if os.path.exists(one):
                     single = next(x for x in load(one)["results"] if x["workload"] == r["workload"])
