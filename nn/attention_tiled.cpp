@@ -437,8 +437,11 @@ Tensor attention_rows(const AttentionRows& q, const AttentionRows& k, const Atte
     which[(size_t)i] = found;
   }
   const std::array<int64_t, 3> col{q.col, k.col, v.col};
-  std::vector<Tensor> data;  // rows contiguous
-  for (auto& t : in) data.push_back(t.detach().stride(1) == 1 ? t.detach() : t.detach().contiguous());
+  std::vector<Tensor> data;  // each row contiguous, rows apart (BLAS's layout)
+  for (auto& t : in) {
+    const Tensor x = t.detach();
+    data.push_back(x.stride(1) == 1 && x.stride(0) >= x.size(1) ? x : x.contiguous());
+  }
 
   const SequenceRows qs = q_packing ? sequences_of(*q_packing) : padded_sequences(B, q_length),
                      ks = sequences_of(kv_packing);

@@ -141,6 +141,15 @@ TEST_CASE("gradcheck: attention_rows, first and second order, on contiguous and 
     INFO(r2.to_string());
     CHECK(r2.passed);
   }
+  // rows that are all one row (an expanded view, row stride 0)
+  Tensor one = normal({1, 2 * E}, 0.0, 1.0, kFloat64, &gen).requires_grad_();
+  auto expanded = [&](const std::vector<Tensor>& in) {
+    Tensor kv_rows = in[1].expand({pk.count, 2 * E});
+    return attention_rows({in[0], 0}, {kv_rows, 0}, {kv_rows, E}, H, D, nullptr, T, pk);
+  };
+  auto re = gradcheck(expanded, {q, one}, {}, {"q", "one row"});
+  INFO(re.to_string());
+  CHECK(re.passed);
   // packed self-attention on one tensor
   Tensor qkv = normal({pk.count, 3 * E}, 0.0, 1.0, kFloat64, &gen).requires_grad_();
   auto self = [&](const std::vector<Tensor>& in) {
