@@ -266,8 +266,13 @@ void tiled_backward_head(const TiledGeometry& tg, const Buffers<T>& b, int64_t h
   }
 }
 
-// A view whose last dim is contiguous (stride 1), copying only when it is not.
-Tensor rows_contiguous(const Tensor& t) { return t.stride(-1) == 1 || t.size(-1) == 1 ? t : t.contiguous(); }
+// A view in BLAS's layout - each row contiguous (stride 1), rows at least a row apart -
+// copying only when it is not (a transposed view, or rows broadcast with stride 0).
+Tensor rows_contiguous(const Tensor& t) {
+  const bool rows = t.stride(-1) == 1 || t.size(-1) == 1;
+  const bool apart = t.stride(-2) >= std::max<int64_t>(t.size(-1), 1);
+  return rows && apart ? t : t.contiguous();
+}
 
 }  // namespace
 

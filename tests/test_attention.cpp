@@ -565,6 +565,16 @@ TEST_CASE("tiled attention equals the fused op: output and gradients, masks, bro
   }
 }
 
+TEST_CASE("tiled attention equals the fused op on inputs broadcast along their rows (row stride 0)") {
+  Generator gen(13);
+  Tensor q = normal({2, 1, 4}, 0.0, 1.0, kFloat64, &gen).expand({2, 70, 4});
+  Tensor k = normal({2, 1, 4}, 0.0, 1.0, kFloat64, &gen).expand({2, 150, 4});
+  Tensor v = normal({2, 150, 1}, 0.0, 1.0, kFloat64, &gen).expand({2, 150, 3});
+  Tensor fused = scaled_dot_product_attention(q, k, v).output, tiled = scaled_dot_product_attention_tiled(q, k, v);
+  INFO("max diff " << max_abs_diff(fused, tiled));
+  CHECK(allclose(fused, tiled, 1e-12, 1e-12));
+}
+
 TEST_CASE("tiled attention drops the same weights as the fused op from the same generator state") {
   Generator init(8);
   Tensor qv = randn({2, 2, 70, 8}, kFloat64, &init), kv = randn({2, 2, 150, 8}, kFloat64, &init),
