@@ -2,6 +2,7 @@
 #include "optim/schedule.h"
 
 #include <cmath>
+#include <limits>
 #include <numbers>
 
 #include "core/error.h"
@@ -9,6 +10,8 @@
 namespace ember::optim {
 
 double Schedule::step(Optimizer& opt) {
+  if (last_step_ == std::numeric_limits<int64_t>::max())
+    fail("Schedule::step", "the step counter is at its largest value, ", last_step_);
   double lr = lr_at(last_step_ + 1);
   opt.set_lr(lr);
   last_step_ += 1;

@@ -185,6 +185,39 @@ run 0 cosine "$bin" train "${small[@]}" --out "$dir/cosine" --steps 30 --lr 0.00
 contains "$dir/cosine.out" "lr 2.00e-03"  # step 5
 contains "$dir/cosine.out" "lr 2.50e-03"  # step 15: t = 1/2
 contains "$dir/cosine.out" "lr 1.00e-03"  # step 25
+# resuming checks the checkpoint's schedule, not a new run's defaults: equal values match
+run 0 cosine_equal "$bin" train "${small[@]}" --out "$dir/cosine" --steps 32 --resume auto --decay-steps 20 \
+  --min-lr 0.001 --warmup 10 --schedule cosine
+contains "$dir/cosine_equal.out" "--schedule cosine, --warmup 10, --decay-steps 20, --min-lr 0.001 match the checkpoint"
+run 0 isqrt_long "$bin" train "${small[@]}" --out "$dir/isqrt_long" --steps 2 --schedule inverse-sqrt --warmup 800
+run 0 isqrt_long_resume "$bin" train "${small[@]}" --out "$dir/isqrt_long" --steps 3 --resume auto --warmup 800
+run 1 isqrt_cosine_options "$bin" train "${small[@]}" --out "$dir/isqrt_long" --steps 4 --resume auto --min-lr 0.01
+contains "$dir/isqrt_cosine_options.err" "--min-lr 0.01 (the checkpoint's schedule is inverse-sqrt, which has none)"
+run 2 isqrt_decay "$bin" train "${small[@]}" --out "$dir/isqrt_new" --schedule inverse-sqrt --decay-steps 900
+contains "$dir/isqrt_decay.err" "--decay-steps applies to --schedule cosine only"
+# refusals give the checkpoint's value in full
+run 0 lr_digits "$bin" train "${small[@]}" --out "$dir/digits" --steps 2 --lr 0.0012345678
+run 1 lr_digits_resume "$bin" train "${small[@]}" --out "$dir/digits" --steps 3 --resume auto --lr 0.00123457
+contains "$dir/lr_digits_resume.err" "--lr 0.00123457 (the checkpoint's peak learning rate is 0.0012345678)"
+# a schedule whose counter disagrees with the run's step is refused, naming the key
+python=${PYTHON:-/usr/bin/python3}
+if "$python" -c "import h5py" 2>/dev/null; then
+  cp "$dir/cosine/ckpt-00000030.h5" "$dir/skewed.h5"
+  "$python" - "$dir/skewed.h5" <<'PY'
+import sys, zlib, h5py
+path = sys.argv[1]
+with h5py.File(path, "r+") as f:  # the file's first 512 bytes are its header, an HDF5 user block
+    f["schedule"].attrs["last_step"] = 5
+b = bytearray(open(path, "rb").read())
+head = b"ember checkpoint\nschema 1\nsize %d\ncrc32 %08x\n" % (len(b), zlib.crc32(bytes(b[512:])) & 0xffffffff)
+b[:512] = head + b"\0" * (512 - len(head))
+open(path, "wb").write(b)
+PY
+  run 1 skewed "$bin" train "${small[@]}" --out "$dir/skewed" --steps 40 --resume "$dir/skewed.h5"
+  contains "$dir/skewed.err" "key '/schedule' attribute 'last_step' is 5, but the run is at step 30"
+else
+  echo "skipped: the edited-schedule check needs python3 with h5py"
+fi
 run 2 decay_short "$bin" train "${small[@]}" --out "$dir/short" --decay-steps 150
 contains "$dir/decay_short.err" "--decay-steps (150) must be larger than --warmup (150)"
 run 2 min_above "$bin" train "${small[@]}" --out "$dir/short" --lr 0.001 --min-lr 0.002

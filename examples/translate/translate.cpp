@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -138,6 +139,13 @@ void add_train_options(CLI::App* app, TrainOptions& o) {
 
 bool given(const TrainOptions& o, const std::string& flag) { return o.given.at(flag)->count() > 0; }
 
+// x in as few digits as read back to the same double.
+std::string shortest(double x) {
+  char b[32];
+  auto r = std::to_chars(b, b + sizeof b, x);
+  return std::string(b, r.ptr);
+}
+
 
 // ---------------------------------------------------------------- a trained model
 
@@ -244,6 +252,21 @@ std::optional<std::string> newest_intact(const io::CheckpointManager& ckpts, con
 // when dropout drew from the default generator. Its seed is the run's --seed.
 std::string dropout_stream(const io::Checkpoint& c) { return c.generators.count("dropout") ? "dropout" : "default"; }
 
+// A new run's schedule options: consistent, and none that its schedule would ignore.
+void check_new_schedule(const TrainOptions& o) {
+  if (o.schedule == "cosine") {
+    if (o.decay_steps <= o.warmup)
+      throw UsageError{cat_str("--decay-steps (", o.decay_steps, ") must be larger than --warmup (", o.warmup, ")"),
+                       "train"};
+    if (o.min_lr > o.lr)
+      throw UsageError{cat_str("--min-lr (", shortest(o.min_lr), ") must not exceed --lr (", shortest(o.lr), ")"),
+                       "train"};
+    return;
+  }
+  for (const char* flag : {"--decay-steps", "--min-lr"})
+    if (given(o, flag)) throw UsageError{cat_str(flag, " applies to --schedule cosine only"), "train"};
+}
+
 // The schedule's name on the command line, from its kind in checkpoints.
 std::string schedule_name(const std::string& kind) {
   return kind == "InverseSqrt" ? "inverse-sqrt" : kind == "WarmupCosine" ? "cosine" : kind;
@@ -260,7 +283,8 @@ std::unique_ptr<optim::Schedule> new_schedule(const TrainOptions& o, int64_t d_m
 }
 
 // A resumed run's schedule: the checkpoint's, which must be one that train writes.
-std::unique_ptr<optim::Schedule> resumed_schedule(const io::Checkpoint& c, const std::string& path) {
+std::unique_ptr<optim::Schedule> resumed_schedule(const io::Checkpoint& c, const nn::TransformerConfig& cfg,
+                                                  const std::string& path) {
   const std::string what = "key '/schedule' should hold an inverse-sqrt or a cosine schedule with a warmup of at "
                            "least 1 step and a positive, finite peak";
   if (!c.schedule || (c.schedule->kind != "InverseSqrt" && c.schedule->kind != "WarmupCosine"))
@@ -274,7 +298,13 @@ std::unique_ptr<optim::Schedule> resumed_schedule(const io::Checkpoint& c, const
   const auto& v = c.schedule->settings;
   const double warmup = v.at("warmup"), peak = s->lr_at(std::max<int64_t>(1, std::llround(warmup)));
   if (!(warmup >= 1 && warmup <= double(cli::kMaxSteps)) || !(peak > 0) || !std::isfinite(peak))
-    fail("translate train", "'", path, "': ", what);
+    fail("translate train", "'", path, "': ", what, " (warmup ", shortest(warmup), ", peak ", shortest(peak), ")");
+  if (c.schedule->kind == "InverseSqrt" && v.at("d_model") != double(cfg.d_model))
+    fail("translate train", "'", path, "': key '/schedule' attribute 'd_model' is ", shortest(v.at("d_model")),
+         ", the model's d_model is ", cfg.d_model);
+  if (c.schedule->last_step != c.progress.step)
+    fail("translate train", "'", path, "': key '/schedule' attribute 'last_step' is ", c.schedule->last_step,
+         ", but the run is at step ", c.progress.step, " ('/progress')");
   return s;
 }
 
@@ -287,7 +317,7 @@ void check_resume_options(const TrainOptions& o, const io::Checkpoint& c, const 
     if (!given(o, flag)) return;
     const std::string text = flag + " " + o.given.at(flag)->as<std::string>();
     if (std::abs(want - have) <= 1e-12 * std::max(1.0, std::abs(have))) matches.push_back(text);
-    else refused.push_back(cat_str(text, " (the checkpoint's ", what, " is ", have, ")"));
+    else refused.push_back(cat_str(text, " (the checkpoint's ", what, " is ", shortest(have), ")"));
   };
   compare("--d-model", double(o.d_model), double(cfg.d_model), "d_model");
   compare("--heads", double(o.heads), double(cfg.nhead), "number of heads");
@@ -301,11 +331,16 @@ void check_resume_options(const TrainOptions& o, const io::Checkpoint& c, const 
   if (c.schedule) {
     const auto& k = c.schedule->kind;
     const auto& v = c.schedule->settings;
-    if (given(o, "--schedule") && o.schedule != schedule_name(k))
+    if (given(o, "--schedule") && o.schedule == schedule_name(k)) matches.push_back("--schedule " + o.schedule);
+    else if (given(o, "--schedule"))
       refused.push_back(cat_str("--schedule ", o.schedule, " (the checkpoint's schedule is ", schedule_name(k), ")"));
-    if (k == "InverseSqrt" && v.count("warmup") && v.count("factor")) {
+    if (k == "InverseSqrt" && v.count("warmup") && v.count("factor") && v.count("d_model")) {
       compare("--warmup", double(o.warmup), v.at("warmup"), "warmup");
-      compare("--lr", o.lr, v.at("factor") / std::sqrt(double(cfg.d_model) * v.at("warmup")), "peak learning rate");
+      compare("--lr", o.lr, v.at("factor") / std::sqrt(v.at("d_model") * v.at("warmup")), "peak learning rate");
+      for (const char* flag : {"--decay-steps", "--min-lr"})
+        if (given(o, flag))
+          refused.push_back(cat_str(flag, " ", o.given.at(flag)->as<std::string>(),
+                                    " (the checkpoint's schedule is inverse-sqrt, which has none)"));
     }
     if (k == "WarmupCosine" && v.count("warmup") && v.count("peak_lr") && v.count("total") && v.count("min_lr")) {
       compare("--warmup", double(o.warmup), v.at("warmup"), "warmup");
@@ -452,12 +487,7 @@ int train(const TrainOptions& o) {
   if (given(o, "--threads")) set_num_threads(o.threads);
   else if (world > 1 && !std::getenv("OMP_NUM_THREADS")) set_num_threads(threads_per_rank());
   if (!(o.lr > 0)) throw UsageError{"--lr must be positive, got 0", "train"};
-  if (o.schedule == "cosine") {
-    if (o.decay_steps <= o.warmup)
-      throw UsageError{cat_str("--decay-steps (", o.decay_steps, ") must be larger than --warmup (", o.warmup, ")"),
-                       "train"};
-    if (o.min_lr > o.lr) throw UsageError{cat_str("--min-lr (", o.min_lr, ") must not exceed --lr (", o.lr, ")"), "train"};
-  }
+  if (!given(o, "--resume")) check_new_schedule(o);  // a resumed run's schedule is its checkpoint's
   std::optional<optim::RunDirectory> run_dir;  // created, writable, locked, swept: by rank 0
   if (leader) run_dir.emplace(o.out, "translate train");
   dist::barrier();
@@ -483,6 +513,7 @@ int train(const TrainOptions& o) {
   if (!resume && ckpts.latest())
     fail("translate train", "'", o.out, "' already holds checkpoints (", *ckpts.latest(),
          "); continue with --resume auto, or choose another --out");
+  if (!resume && given(o, "--resume")) check_new_schedule(o);  // --resume auto found nothing: a new run
   std::optional<io::Checkpoint> previous;
   if (resume) {
     previous = io::read_checkpoint(*resume);
@@ -557,7 +588,7 @@ int train(const TrainOptions& o) {
   seq2seq::xavier_init(*model, &init_gen);
   auto params = model->named_parameters();
   // on resume the schedule is the checkpoint's (check_resume_options refused a new one)
-  std::unique_ptr<optim::Schedule> sched = previous ? resumed_schedule(*previous, *resume) : new_schedule(o, cfg.d_model);
+  std::unique_ptr<optim::Schedule> sched = previous ? resumed_schedule(*previous, cfg, *resume) : new_schedule(o, cfg.d_model);
   optim::Adam opt(params, {.lr = sched->lr_at(1), .beta1 = 0.9, .beta2 = 0.98, .eps = 1e-9});
 
   io::Progress progress;
