@@ -6,8 +6,8 @@ constant afterwards. Everything else (data, model, initialisation, Adam, batches
 evaluation, what it reports) is the reference's own: this script only replaces the
 schedule it builds, and passes every other argument on.
 
-    /usr/bin/python3 bench/torch_translate_cosine.py --decay-steps 700 [--min-lr X]
-        [reference arguments: --lr --warmup --eval-every --stop-acc --threads --json ...]
+    /usr/bin/python3 bench/torch_translate_cosine.py [--lr 3e-3] [--warmup 150] [--decay-steps 700]
+        [--min-lr X] [reference arguments: --eval-every --stop-acc --threads --json ...]
 
 The reference script is found at $TORCH_REF_BASE, else ../shared/bench/ beside the repository.
 """
@@ -22,16 +22,29 @@ import torch
 here = os.path.dirname(os.path.abspath(__file__))
 base = os.environ.get("TORCH_REF_BASE", os.path.join(here, "..", "..", "shared", "bench", "torch_translate_ref.py"))
 
-ours = argparse.ArgumentParser(add_help=False)
-ours.add_argument("--decay-steps", type=int, required=True)
-ours.add_argument("--min-lr", type=float, default=None, help="default: --lr / 20")
-ours.add_argument("--lr", type=float, default=1e-3)
-ours.add_argument("--warmup", type=int, default=400)
+# this script's options, with translate train's defaults; the rest go to the reference
+ours = argparse.ArgumentParser(
+    description="The PyTorch reference translator with translate train's cosine schedule. Options not listed "
+    "here go to the reference script (" + base + "): --threads, --train, --valid, --eval-every, --stop-acc, "
+    "--target-acc, --max-steps, --json, ...",
+    add_help=True)
+ours.add_argument("--lr", type=float, default=3e-3, help="the peak rate, reached after --warmup steps")
+ours.add_argument("--warmup", type=int, default=150, help="warmup steps")
+ours.add_argument("--decay-steps", type=int, default=700, help="the step at which the rate reaches --min-lr")
+ours.add_argument("--min-lr", type=float, default=None, help="the final rate (default: --lr / 20)")
 args, rest = ours.parse_known_args()
-if args.decay_steps <= args.warmup:
-    sys.exit(f"--decay-steps ({args.decay_steps}) must be larger than --warmup ({args.warmup})")
 peak = args.lr
 floor = peak / 20 if args.min_lr is None else args.min_lr
+if not (math.isfinite(peak) and peak > 0):
+    ours.error(f"--lr must be positive and finite, got {peak}")
+if args.warmup < 1:
+    ours.error(f"--warmup must be at least 1, got {args.warmup}")
+if args.decay_steps <= args.warmup:
+    ours.error(f"--decay-steps ({args.decay_steps}) must be larger than --warmup ({args.warmup})")
+if not (math.isfinite(floor) and 0 <= floor <= peak):
+    ours.error(f"--min-lr must be in [0, --lr = {peak}], got {floor}")
+if not os.path.isfile(base):
+    ours.error(f"no PyTorch reference at {base} (set TORCH_REF_BASE)")
 
 
 def lr_at(step):
