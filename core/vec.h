@@ -1,6 +1,6 @@
 // Building blocks for row kernels that the compiler can vectorise: sums and maxima kept
-// in eight independent lanes (a fixed order, so results never depend on threads or on
-// the vector width), and an exp for float built from arithmetic and integer operations
+// in independent lanes (a fixed order, so results never depend on threads or on the
+// vector width), and an exp for float built from arithmetic and integer operations
 // only (libm's expf is a scalar call that stops a loop from vectorising).
 #pragma once
 #include <cmath>
@@ -12,16 +12,23 @@ namespace ember::vec {
 
 constexpr int kLanes = 8;
 
-// sum over c in [0, n) of f(c), accumulated in Acc: lane k takes c = k mod 8, then the
-// lanes are added pairwise and the tail last.
+// sum over c in [0, n) of f(c), accumulated in Acc: in blocks of 32, lane k takes the
+// elements k mod 32 (four vectors of eight, added in parallel: one chain of additions
+// would wait on each addition's latency); the rest in eight lanes, then the tail one by
+// one. The 32 lanes, then the 8, are added pairwise, in a fixed order.
 template <class Acc, class F>
 inline Acc lane_sum(int64_t n, F&& f) {
-  Acc acc[kLanes] = {};
+  constexpr int W = 4 * kLanes;
+  Acc wide[W] = {};
   int64_t c = 0;
+  for (; c + W <= n; c += W)
+    for (int k = 0; k < W; k++) wide[k] += (Acc)f(c + k);
+  Acc acc[kLanes] = {};
   for (; c + kLanes <= n; c += kLanes)
     for (int k = 0; k < kLanes; k++) acc[k] += (Acc)f(c + k);
   Acc tail = 0;
   for (; c < n; c++) tail += (Acc)f(c);
+  for (int k = 0; k < kLanes; k++) acc[k] += (wide[k] + wide[k + 2 * kLanes]) + (wide[k + kLanes] + wide[k + 3 * kLanes]);
   return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail;
 }
 
