@@ -135,7 +135,7 @@ cmp -s "$dir/unscaled/ckpt-00000020.h5" "$dir/plain/ckpt-00000020.h5" && fail "-
 run 0 unscaled_table "$bin" watch --checkpoint "$dir/unscaled/ckpt-00000020.h5" --data "$dir/valid.tsv" --rows 4
 contains "$dir/unscaled_table.out" "--score-scale 2.82843"
 run 1 rescale "$bin" train "${small[@]}" --out "$dir/unscaled" --steps 40 --resume auto --score-scale 1
-contains "$dir/rescale.err" "--score-scale 1 (the checkpoint's score scale is 2.82843)"
+contains "$dir/rescale.err" "--score-scale 1 (the checkpoint's score scale is 2.8284271247461903)"
 run 0 same_scale "$bin" train "${small[@]}" --out "$dir/unscaled" --steps 30 --resume auto --score-scale 2.8284271247461903
 contains "$dir/same_scale.out" "--score-scale 2.8284271247461903 match the checkpoint"
 for bad in 0 -1 nan 1e7; do
