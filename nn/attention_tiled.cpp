@@ -492,7 +492,7 @@ Tensor attention_rows(const AttentionRows& q, const AttentionRows& k, const Atte
 
   BackwardFn bw;
   if (wants_grad_list(in)) {
-    Tensor saved_out = out;
+    Tensor saved_out = out.detach();  // not out itself: its node would hold it (a cycle)
     const Packing kvp = kv_packing;
     const std::optional<Packing> qp = q_packing ? std::optional<Packing>(*q_packing) : std::nullopt;
     std::vector<SavedTensor> saved_in(in.begin(), in.end());

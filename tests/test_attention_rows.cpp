@@ -10,6 +10,7 @@
 #include "core/autograd.h"
 #include "core/gradcheck.h"
 #include "core/ops.h"
+#include "core/storage.h"
 #include "nn/attention.h"
 #include "nn/packing.h"
 
@@ -208,6 +209,25 @@ TEST_CASE("causal attention_rows equals the padded op with the causal mask, pack
                attention_rows({qx, 0}, {kvx, 0}, {kvx, E}, H, D, nullptr, S - 1, pk, 0.0, false, nullptr, 0.0, true);
              }),
              Catch::Contains("causal attention needs queries and keys of one padded length, got 7 and 8"));
+}
+
+TEST_CASE("attention_rows leaves nothing behind: its graph is freed with its output, after a double backward too") {
+  const int64_t H = 2, D = 2, E = H * D;
+  Packing pk = Packing::of(batch_ids(5), 0);
+  const int64_t nodes = Node::live_count(), bytes = Storage::live_bytes();
+  {  // a graph that is never run backward
+    Tensor qkv = normal({pk.count, 3 * E}, 0.0, 1.0, kFloat64).requires_grad_();
+    Tensor out = attention_rows({qkv, 0}, {qkv, E}, {qkv, 2 * E}, H, D, &pk, 0, pk, 0.2, true);
+  }
+  CHECK(Node::live_count() == nodes);
+  {
+    Tensor qkv = normal({pk.count, 3 * E}, 0.0, 1.0, kFloat64).requires_grad_();
+    Tensor out = attention_rows({qkv, 0}, {qkv, E}, {qkv, 2 * E}, H, D, &pk, 0, pk, 0.2, true);
+    Tensor g = grad({sum(square(out))}, {qkv}, {}, {.create_graph = true})[0];
+    sum(g).backward();
+  }
+  CHECK(Node::live_count() == nodes);
+  CHECK(Storage::live_bytes() == bytes);
 }
 
 TEST_CASE("attention_rows names what it expected and what it got") {
