@@ -927,7 +927,8 @@ Tensor embedding_lookup(const Tensor& weight, const Tensor& ids, Loc loc) {
 namespace {
 using RowKeys = std::shared_ptr<const std::vector<uint64_t>>;
 
-template <class T>
+// With Relu, relu first: out = x * scale where x > 0 and kept, else 0, in the same pass.
+template <class T, bool Relu>
 void dropout_apply(T* out, const T* in, int64_t cols, const std::vector<uint64_t>& keys,
                    const DropoutDraws d) {  // by value: the loop vectorises
   const T scale = T(d.scale);
@@ -938,25 +939,8 @@ void dropout_apply(T* out, const T* in, int64_t cols, const std::vector<uint64_t
       const T* x = in + r * cols;
       T* y = out + r * cols;
       for (int64_t c = 0; c < cols; c++) {
-        const T kept = x[c] * scale;  // read unconditionally, so that the loop vectorises
-        y[c] = d.dropped(key, c) ? T(0) : kept;
-      }
-    }
-  });
-}
-
-// relu and dropout in one pass: out = x * scale where x > 0 and kept, else 0.
-template <class T>
-void relu_dropout_apply(T* out, const T* in, int64_t cols, const std::vector<uint64_t>& keys, const DropoutDraws d) {
-  const T scale = T(d.scale);
-  const int64_t rows = (int64_t)keys.size();
-  parallel_for(rows, cols * cost::kExp, [&](int64_t b, int64_t e) {
-    for (int64_t r = b; r < e; r++) {
-      const uint64_t key = keys[(size_t)r];
-      const T* x = in + r * cols;
-      T* y = out + r * cols;
-      for (int64_t c = 0; c < cols; c++) {
-        const T kept = std::max(T(0), x[c]) * scale;  // no branch, so that the loop vectorises (NaN: 0)
+        // read unconditionally, and relu as max (NaN: 0), so that the loop vectorises
+        const T kept = (Relu ? std::max(T(0), x[c]) : x[c]) * scale;
         y[c] = d.dropped(key, c) ? T(0) : kept;
       }
     }
@@ -974,8 +958,8 @@ Tensor dropout_with(const Tensor& a, const DropoutDraws& draws, const RowKeys& k
   dispatch_float(a.dtype(), "dropout", [&](auto tag) {
     using T = decltype(tag);
     if (a.numel() == 0) return;
-    if (relu) relu_dropout_apply<T>(out.data<T>(), x.data<T>(), cols, *keys, draws);
-    else dropout_apply<T>(out.data<T>(), x.data<T>(), cols, *keys, draws);
+    if (relu) dropout_apply<T, true>(out.data<T>(), x.data<T>(), cols, *keys, draws);
+    else dropout_apply<T, false>(out.data<T>(), x.data<T>(), cols, *keys, draws);
   });
   BackwardFn bw;
   if (wants_grad(a) && !relu)

@@ -266,6 +266,22 @@ void tiled_backward_head(const TiledGeometry& tg, const Buffers<T>& b, int64_t h
   }
 }
 
+// Every head's forward (its query blocks shared out), and every head's backward.
+template <class T>
+void tiled_forward(const TiledGeometry& tg, const Buffers<T>& b) {
+  const Geometry& g = tg.g;
+  const int64_t qblocks = (g.L + kQueryBlock - 1) / kQueryBlock;
+  const double flops = 2.0 * double(std::min(kQueryBlock, g.L)) * double(g.S) * double(g.D + g.Dv);
+  over_tasks(tg.heads * qblocks, flops,
+             [&](int64_t t) { tiled_forward_block<T>(tg, b, t / qblocks, (t % qblocks) * kQueryBlock); });
+}
+template <class T>
+void tiled_backward(const TiledGeometry& tg, const Buffers<T>& b) {
+  const Geometry& g = tg.g;
+  const double flops = 4.0 * double(g.L) * double(g.S) * double(g.D + g.Dv);
+  over_tasks(tg.heads, flops, [&](int64_t h) { tiled_backward_head<T>(tg, b, h); });
+}
+
 // A view in BLAS's layout - each row contiguous (stride 1), rows at least a row apart -
 // copying only when it is not (a transposed view, or rows broadcast with stride 0).
 Tensor rows_contiguous(const Tensor& t) {
@@ -305,14 +321,10 @@ Tensor scaled_dot_product_attention_tiled(const Tensor& q, const Tensor& k, cons
     tg.dropout = true;
     tg.draws = DropoutDraws::take(gen ? *gen : default_generator(), dropout_p, g.with(g.L, g.S));
   }
-  const int64_t qblocks = (g.L + kQueryBlock - 1) / kQueryBlock;
-  const double flops = 2.0 * double(std::min(kQueryBlock, g.L)) * double(g.S) * double(g.D + g.Dv);
   dispatch_float(dt, op, [&](auto tag) {
     using T = decltype(tag);
-    const Buffers<T> b{.q = qe.data<T>(), .k = ke.data<T>(), .v = ve.data<T>(), .out = out.data<T>(),
-                       .lse = lse.data<T>()};
-    over_tasks(tg.heads * qblocks, flops,
-               [&](int64_t t) { tiled_forward_block<T>(tg, b, t / qblocks, (t % qblocks) * kQueryBlock); });
+    tiled_forward<T>(tg, {.q = qe.data<T>(), .k = ke.data<T>(), .v = ve.data<T>(), .out = out.data<T>(),
+                          .lse = lse.data<T>()});
   });
 
   BackwardFn bw;
@@ -332,13 +344,12 @@ Tensor scaled_dot_product_attention_tiled(const Tensor& q, const Tensor& k, cons
       Tensor dout = dout_in.contiguous();
       Tensor dq = zeros(g.with(g.L, g.D), dout.dtype()), dk = zeros(g.with(g.S, g.D), dout.dtype()),
              dv = zeros(g.with(g.S, g.Dv), dout.dtype());
-      const double flops = 4.0 * double(g.L) * double(g.S) * double(g.D + g.Dv);
       dispatch_float(dout.dtype(), op, [&](auto tag) {
         using T = decltype(tag);
         const Buffers<T> b{.q = qe.data<T>(), .k = ke.data<T>(), .v = ve.data<T>(), .out = saved_out.data<T>(),
                            .lse = lse.data<T>(), .dout = dout.data<T>(), .dq = dq.data<T>(), .dk = dk.data<T>(),
                            .dv = dv.data<T>()};
-        over_tasks(tg.heads, flops, [&](int64_t h) { tiled_backward_head<T>(tg, b, h); });
+        tiled_backward<T>(tg, b);
       });
       // broadcast batch dims are summed back to each input's shape by the engine
       return std::vector<Tensor>{dq, dk, dv};
@@ -479,15 +490,10 @@ Tensor attention_rows(const AttentionRows& q, const AttentionRows& k, const Atte
   }
   const DType dt = q.rows.dtype();
   Tensor out = empty({NQ, E}, dt), lse = empty({tg.heads * tg.g.L}, dt);
-  const int64_t longest = tg.g.L, qblocks = (longest + kQueryBlock - 1) / kQueryBlock;
-  const double flops = 2.0 * double(std::min(kQueryBlock, std::max<int64_t>(longest, 1))) * double(tg.g.S) * double(2 * D);
-  dispatch_float(dt, op, [&](auto tag) {
+  dispatch_float(dt, op, [&](auto tag) {  // (queries of a sequence without keys get zero rows, as in the padded op)
     using T = decltype(tag);
-    const Buffers<T> b{.q = dq_src.data<T>(), .k = dk_src.data<T>(), .v = dv_src.data<T>(), .out = out.data<T>(),
-                       .lse = lse.data<T>()};
-    // (queries of a sequence without keys get zero rows, as in the padded op)
-    over_tasks(tg.heads * qblocks, flops,
-               [&](int64_t t) { tiled_forward_block<T>(tg, b, t / qblocks, (t % qblocks) * kQueryBlock); });
+    tiled_forward<T>(tg, {.q = dq_src.data<T>(), .k = dk_src.data<T>(), .v = dv_src.data<T>(), .out = out.data<T>(),
+                          .lse = lse.data<T>()});
   });
 
   BackwardFn bw;
@@ -514,14 +520,13 @@ Tensor attention_rows(const AttentionRows& q, const AttentionRows& k, const Atte
       Tensor dout = dout_in.contiguous();
       std::vector<Tensor> grads;
       for (auto& x : xs) grads.push_back(zeros(x.shape(), dout.dtype()));
-      const double flops = 4.0 * double(tg.g.L) * double(tg.g.S) * double(2 * tg.g.D);
       dispatch_float(dout.dtype(), op, [&](auto tag) {
         using T = decltype(tag);
         const Buffers<T> b{.q = data[(size_t)which[0]].data<T>(), .k = data[(size_t)which[1]].data<T>(),
                            .v = data[(size_t)which[2]].data<T>(), .out = saved_out.data<T>(), .lse = lse.data<T>(),
                            .dout = dout.data<T>(), .dq = grads[(size_t)which[0]].data<T>(),
                            .dk = grads[(size_t)which[1]].data<T>(), .dv = grads[(size_t)which[2]].data<T>()};
-        over_tasks(tg.heads, flops, [&](int64_t h) { tiled_backward_head<T>(tg, b, h); });
+        tiled_backward<T>(tg, b);
       });
       return grads;
     };
