@@ -57,6 +57,9 @@ struct TiledGeometry {
   std::vector<const int64_t*> q_pos, k_pos;
   // query i of head h sees only the keys j with k_at(h, j) <= q_at(h, i)
   bool causal = false;
+  // the gradients' blocks are not zeroed beforehand: each head writes its own first, then
+  // adds (heads' blocks must not overlap)
+  bool write_grads = false;
 
   int64_t queries(int64_t h) const { return nq.empty() ? g.L : nq[(size_t)h]; }
   int64_t keys(int64_t h) const { return nk.empty() ? g.S : nk[(size_t)h]; }
@@ -200,7 +203,13 @@ void tiled_backward_head(const TiledGeometry& tg, const Buffers<T>& b, int64_t h
   T *dq = b.dq + tg.dq0[h], *dk = b.dk + tg.dk0[h], *dv = b.dv + tg.dv0[h];
   const Geometry& g = tg.g;
   const int64_t D = g.D, Dv = g.Dv, L = tg.queries(h), S = tg.keys(h);
-  if (L == 0 || S == 0) return;
+  if (L == 0 || S == 0) {  // no weights: zero gradients
+    if (tg.write_grads) {
+      for (int64_t i = 0; i < L; i++) std::fill_n(dq + i * tg.dq_rs, D, T(0));
+      for (int64_t j = 0; j < S; j++) std::fill_n(dk + j * tg.dk_rs, D, T(0)), std::fill_n(dv + j * tg.dv_rs, Dv, T(0));
+    }
+    return;
+  }
   const T sc = T(tg.scale);
   const DropoutDraws draws = tg.draws;
   std::vector<uint64_t> keys(tg.dropout ? (size_t)L : 0);  // each query row's dropout key
@@ -244,7 +253,8 @@ void tiled_backward_head(const TiledGeometry& tg, const Buffers<T>& b, int64_t h
       const T* dout_i = dout + tg.out0[h] + i0 * tg.out_rs;
       // dv += pd^T dout, dp = dout v^T
       kernel::gemm_serial(Gemm<T>{.M = nk, .N = Dv, .K = nq, .a = pd.data(), .lda = nk, .trans_a = true, .b = dout_i,
-                                  .ldb = tg.out_rs, .c = dv + j0 * tg.dv_rs, .ldc = tg.dv_rs, .accumulate = true});
+                                  .ldb = tg.out_rs, .c = dv + j0 * tg.dv_rs, .ldc = tg.dv_rs,
+                                  .accumulate = i0 > 0 || !tg.write_grads});
       kernel::gemm_serial(Gemm<T>{.M = nq, .N = nk, .K = Dv, .a = dout_i, .lda = tg.out_rs, .b = vh + j0 * tg.v_rs,
                                   .ldb = tg.v_rs, .trans_b = true, .c = dp.data(), .ldc = nk});
       for (int64_t r = 0; r < nq; r++) {  // dS = P * (dP - delta) * scale, dP = dPd * keep
@@ -258,10 +268,11 @@ void tiled_backward_head(const TiledGeometry& tg, const Buffers<T>& b, int64_t h
       }
       // dq += ds k, dk += ds^T q
       kernel::gemm_serial(Gemm<T>{.M = nq, .N = D, .K = nk, .a = dp.data(), .lda = nk, .b = kh + j0 * tg.k_rs,
-                                  .ldb = tg.k_rs, .c = dq + i0 * tg.dq_rs, .ldc = tg.dq_rs, .accumulate = true});
+                                  .ldb = tg.k_rs, .c = dq + i0 * tg.dq_rs, .ldc = tg.dq_rs,
+                                  .accumulate = j0 > 0 || !tg.write_grads});
       kernel::gemm_serial(Gemm<T>{.M = nk, .N = D, .K = nq, .a = dp.data(), .lda = nk, .trans_a = true,
                                   .b = qh + i0 * tg.q_rs, .ldb = tg.q_rs, .c = dk + j0 * tg.dk_rs, .ldc = tg.dk_rs,
-                                  .accumulate = true});
+                                  .accumulate = i0 > 0 || !tg.write_grads});
     }
   }
 }
@@ -310,6 +321,7 @@ Tensor scaled_dot_product_attention_tiled(const Tensor& q, const Tensor& k, cons
   if (tg.heads == 0 || g.L == 0) return record(op, loc, out, {q, k, v}, nullptr);
   tg.q0 = head_starts(qe, tg.heads), tg.k0 = head_starts(ke, tg.heads), tg.v0 = head_starts(ve, tg.heads);
   tg.contiguous_outputs();
+  tg.write_grads = true;  // every head has blocks of its own
   Tensor me;
   if (mask.defined()) {
     me = mask.blocked().expand(g.with(g.L, g.S));
@@ -342,8 +354,8 @@ Tensor scaled_dot_product_attention_tiled(const Tensor& q, const Tensor& k, cons
             {xq.get(), xk.get(), xv.get()}, dout_in);
       }
       Tensor dout = dout_in.contiguous();
-      Tensor dq = zeros(g.with(g.L, g.D), dout.dtype()), dk = zeros(g.with(g.S, g.D), dout.dtype()),
-             dv = zeros(g.with(g.S, g.Dv), dout.dtype());
+      Tensor dq = empty(g.with(g.L, g.D), dout.dtype()), dk = empty(g.with(g.S, g.D), dout.dtype()),
+             dv = empty(g.with(g.S, g.Dv), dout.dtype());
       dispatch_float(dout.dtype(), op, [&](auto tag) {
         using T = decltype(tag);
         const Buffers<T> b{.q = qe.data<T>(), .k = ke.data<T>(), .v = ve.data<T>(), .out = saved_out.data<T>(),
@@ -390,6 +402,23 @@ SequenceRows padded_sequences(int64_t batch, int64_t length) {
   SequenceRows r;
   for (int64_t b = 0; b < batch; b++) r.start.push_back(b * length), r.count.push_back(length);
   return r;
+}
+
+// Whether the operands' column blocks [col, col + E) tile each input's columns: no two
+// overlap and none is left out. Then every gradient element belongs to one head's block
+// (every row is some sequence's) and the heads write them without zeroing first.
+bool blocks_tile(const std::vector<Tensor>& in, const std::array<int, 3>& which, const std::array<int64_t, 3>& col,
+                 int64_t E) {
+  for (size_t t = 0; t < in.size(); t++) {
+    std::vector<int64_t> starts;
+    for (int i = 0; i < 3; i++)
+      if (which[(size_t)i] == (int)t) starts.push_back(col[(size_t)i]);
+    std::sort(starts.begin(), starts.end());
+    for (size_t i = 0; i < starts.size(); i++)
+      if (starts[i] != int64_t(i) * E) return false;
+    if (int64_t(starts.size()) * E != in[t].size(1)) return false;
+  }
+  return true;
 }
 
 // The padded computation attention_rows stands for, composed of differentiable ops on its
@@ -467,6 +496,7 @@ Tensor attention_rows(const AttentionRows& q, const AttentionRows& k, const Atte
   tg.heads = B * H;
   tg.scale = default_scale(scale, D);
   tg.causal = causal;
+  tg.write_grads = blocks_tile(in, which, col, E);
   const Tensor& dq_src = data[(size_t)which[0]];
   const Tensor& dk_src = data[(size_t)which[1]];
   const Tensor& dv_src = data[(size_t)which[2]];
@@ -519,7 +549,7 @@ Tensor attention_rows(const AttentionRows& q, const AttentionRows& k, const Atte
       }
       Tensor dout = dout_in.contiguous();
       std::vector<Tensor> grads;
-      for (auto& x : xs) grads.push_back(zeros(x.shape(), dout.dtype()));
+      for (auto& x : xs) grads.push_back(tg.write_grads ? empty(x.shape(), dout.dtype()) : zeros(x.shape(), dout.dtype()));
       dispatch_float(dout.dtype(), op, [&](auto tag) {
         using T = decltype(tag);
         const Buffers<T> b{.q = data[(size_t)which[0]].data<T>(), .k = data[(size_t)which[1]].data<T>(),

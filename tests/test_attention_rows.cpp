@@ -82,21 +82,30 @@ TEST_CASE("attention_rows equals the padded op on packed self-attention (one fus
 TEST_CASE("attention_rows equals the padded op for padded queries over packed keys and values") {
   const int64_t H = 3, D = 2, E = H * D, S = 6, T = 5;
   Packing pk = Packing::of(batch_ids(S), 0);
-  Generator gen(4);
-  Tensor qx = normal({4 * T, E}, 0.0, 1.0, kFloat64, &gen), kvx = normal({pk.count, 2 * E + 3}, 0.0, 1.0, kFloat64, &gen);
-  Tensor u = normal({4 * T, E}, 0.0, 1.0, kFloat64, &gen);
-  auto run = [&](bool rows) {
-    Tensor q = qx.detach().requires_grad_(), kv = kvx.detach().requires_grad_();
-    // k and v in columns 3.. and 3 + E.. of one tensor
-    AttentionRows qa{q, 0}, ka{kv, 3}, va{kv, 3 + E};
-    Tensor out = rows ? attention_rows(qa, ka, va, H, D, nullptr, T, pk) : padded_reference(qa, ka, va, H, D, nullptr, T, pk);
-    sum(mul(out, u)).backward();
-    return std::vector<Tensor>{out, q.grad(), kv.grad()};
-  };
-  auto a = run(true);
-  check_same(a, run(false), 1e-12);
-  // sequence 2 has no keys: its queries' outputs are zero
-  CHECK(max_abs_diff(a[0].narrow(0, 2 * T, T), zeros({T, E}, kFloat64)) == 0.0);
+  // k and v in columns 3.. and 3 + E.. of one tensor (gradients zeroed, then added to), or
+  // in its only columns (every gradient element written by one head: nothing zeroed first)
+  for (int64_t first : {3, 0}) {
+    INFO("k from column " << first);
+    Generator gen(4);
+    Tensor qx = normal({4 * T, E}, 0.0, 1.0, kFloat64, &gen),
+           kvx = normal({pk.count, 2 * E + first}, 0.0, 1.0, kFloat64, &gen);
+    Tensor u = normal({4 * T, E}, 0.0, 1.0, kFloat64, &gen);
+    auto run = [&](bool rows) {
+      Tensor q = qx.detach().requires_grad_(), kv = kvx.detach().requires_grad_();
+      AttentionRows qa{q, 0}, ka{kv, first}, va{kv, first + E};
+      Tensor out = rows ? attention_rows(qa, ka, va, H, D, nullptr, T, pk)
+                        : padded_reference(qa, ka, va, H, D, nullptr, T, pk);
+      // freed memory of the gradients' sizes full of NaN: what they may be allocated from
+      full({4 * T, E}, std::nan(""), kFloat64), full(kvx.shape(), std::nan(""), kFloat64);
+      sum(mul(out, u)).backward();
+      return std::vector<Tensor>{out, q.grad(), kv.grad()};
+    };
+    auto a = run(true);
+    check_same(a, run(false), 1e-12);
+    // sequence 2 has no keys: its queries' outputs and gradients are zero
+    CHECK(max_abs_diff(a[0].narrow(0, 2 * T, T), zeros({T, E}, kFloat64)) == 0.0);
+    CHECK(max_abs_diff(a[1].narrow(0, 2 * T, T), zeros({T, E}, kFloat64)) == 0.0);
+  }
 }
 
 TEST_CASE("attention_rows drops the weights the padded op drops from the same generator state") {
