@@ -84,33 +84,32 @@ inline void blas_gemm(const Gemm<double>& g) {
 }
 
 // A GEMM is cut along the longer of M and N (never along K, which would change the
-// sums) into tiles with extents a multiple of kGemmTileAlign (BLAS's register block):
-// none below cost::kGemmSplitFlops, else two - each tile repacks the other operand, so more
-// cost more - and up to kGemmMaxTiles for GEMMs of kGemmFlopsPerTile flops a tile.
+// sums) into tiles with boundaries at multiples of kGemmTileAlign (BLAS's register block),
+// as even as that allows (tiles run in parallel: the largest sets the time): none below
+// cost::kGemmSplitFlops, else two - each tile repacks the other operand, so more cost
+// more - and up to kGemmMaxTiles for GEMMs of kGemmFlopsPerTile flops a tile.
 constexpr int64_t kGemmMaxTiles = 8;
 constexpr double kGemmFlopsPerTile = 128e6;
 constexpr int64_t kGemmTileAlign = 16;
 
 struct GemmTiles {
   bool along_m = true;
-  int64_t extent = 0;  // rows (along M) or columns (along N) per tile
+  int64_t length = 0;  // M or N
   int64_t count = 1;
+  // tile t: rows (along M) or columns (along N) [begin(t), begin(t + 1))
+  int64_t begin(int64_t t) const {
+    const int64_t units = (length + kGemmTileAlign - 1) / kGemmTileAlign;
+    return std::min(length, t * units / count * kGemmTileAlign);
+  }
 };
 
 GemmTiles gemm_tiles(int64_t M, int64_t N, int64_t K) {
   GemmTiles t;
   t.along_m = M >= N;
-  const int64_t d = t.along_m ? M : N;
+  t.length = t.along_m ? M : N;
   const double flops = 2.0 * double(M) * double(N) * double(K);
   int64_t want = flops < cost::kGemmSplitFlops ? 1 : std::clamp<int64_t>(int64_t(flops / kGemmFlopsPerTile), 2, kGemmMaxTiles);
-  want = std::min<int64_t>(want, d / kGemmTileAlign);
-  if (want < 2) {
-    t.extent = d;
-    return t;
-  }
-  t.extent = (d + want - 1) / want;
-  t.extent = (t.extent + kGemmTileAlign - 1) / kGemmTileAlign * kGemmTileAlign;
-  t.count = (d + t.extent - 1) / t.extent;
+  t.count = std::max<int64_t>(1, std::min<int64_t>(want, t.length / kGemmTileAlign));
   return t;
 }
 
@@ -300,17 +299,19 @@ void gemm_batched(const Tensor& c, const Tensor& a_in, const Tensor& b_in, bool 
     // col*ld+r when l is transposed.
     auto at = [](const MatLayout& l, int64_t r, int64_t col) { return l.trans ? col * l.ld + r : r * l.ld + col; };
     auto tile = [&](int64_t task) {
-      const int64_t i = task / tiles.count, begin = (task % tiles.count) * tiles.extent;
+      const int64_t i = task / tiles.count, t = task % tiles.count;
+      const int64_t begin = tiles.begin(t), extent = tiles.begin(t + 1) - begin;
+      if (extent == 0) return;
       const T* ai = pa + offset(a, i);
       const T* bi = pb + offset(b, i);
       T* ci = pc + i * M * N;
       if (tiles.along_m) {
-        const int64_t m = std::min(tiles.extent, M - begin);
+        const int64_t m = extent;
         blas_gemm(Gemm<T>{.M = m, .N = N, .K = K, .a = ai + at(la, begin, 0), .lda = la.ld, .trans_a = la.trans,
                           .b = bi, .ldb = lb.ld, .trans_b = lb.trans, .c = ci + begin * N, .ldc = N,
                           .accumulate = accumulate});
       } else {
-        const int64_t n = std::min(tiles.extent, N - begin);
+        const int64_t n = extent;
         blas_gemm(Gemm<T>{.M = M, .N = n, .K = K, .a = ai, .lda = la.ld, .trans_a = la.trans,
                           .b = bi + at(lb, 0, begin), .ldb = lb.ld, .trans_b = lb.trans, .c = ci + begin, .ldc = N,
                           .accumulate = accumulate});
