@@ -8,7 +8,7 @@
 // after --warmup untimed ones. FLOPs as in the PyTorch script: forward
 // 8 B L E^2 + 4 B L^2 E, forward+backward three times that.
 //
-//   bench_mha [--runs N] [--warmup N] [--threads N] [--json FILE]
+//   bench_mha [--runs N] [--warmup N] [--threads N] [--json FILE] [--shape B,L,E,H]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -56,11 +56,11 @@ std::vector<double> time_runs(const std::function<void()>& f, const std::functio
   return ms;
 }
 
-int bench(int runs, int warmup, const std::string& json) {
-  struct Shape4 {
-    int64_t B, L, E, H;
-  };
-  const std::vector<Shape4> shapes = {{2, 5, 512, 8}, {32, 64, 512, 8}, {32, 128, 256, 4}, {8, 256, 512, 8}};
+struct Shape4 {
+  int64_t B, L, E, H;
+};
+
+int bench(int runs, int warmup, const std::string& json, const std::vector<Shape4>& shapes) {
   std::printf("# ember nn::MultiHeadAttention, %d threads; times in ms; GFLOP/s from the median\n", num_threads());
   std::printf("%3s %4s %4s %2s %-11s %9s %9s %5s %8s\n", "B", "L", "E", "H", "mode", "median", "min", "n", "GFLOP/s");
   std::string js = format("{\"threads\": %d, \"results\": [\n", num_threads());
@@ -112,14 +112,28 @@ int main(int argc, char** argv) {
   return cli::run("bench_mha", [&] {
     CLI::App app{"Times nn::MultiHeadAttention as ../shared/bench/torch_mha_bench.py times PyTorch's.", "bench_mha"};
     int runs = 20, warmup = 5, threads = num_threads();
-    std::string json;
+    std::string json, shape;
     cli::integer(app, "--runs", runs, 1, 1000000, "timed runs at least (more for fast cases)");
     cli::integer(app, "--warmup", warmup, 0, 1000000, "untimed runs first");
     cli::integer(app, "--threads", threads, 1, cli::kMaxThreads, "threads (default: OMP_NUM_THREADS or the cores)");
     cli::text(app, "--json", json, "also write the results to this file as JSON");
+    cli::text(app, "--shape", shape, "only this shape, B,L,E,H (E a multiple of H), as 2,5,512,8");
     cli::parse(app, argc, argv);
+    std::vector<Shape4> shapes = {{2, 5, 512, 8}, {32, 64, 512, 8}, {32, 128, 256, 4}, {8, 256, 512, 8}};
+    if (!shape.empty()) {
+      std::vector<int64_t> v;
+      size_t at = 0;
+      for (int i = 0; i < 4; i++) {
+        const size_t comma = i < 3 ? shape.find(',', at) : shape.size();
+        if (comma == std::string::npos) fail("bench_mha", "--shape: expected B,L,E,H, got '", shape, "'");
+        v.push_back(cli::parse_int("--shape", shape.substr(at, comma - at), 1, cli::kMaxSize));
+        at = comma + 1;
+      }
+      if (v[2] % v[3] != 0) fail("bench_mha", "--shape: E = ", v[2], " is not a multiple of H = ", v[3]);
+      shapes = {{v[0], v[1], v[2], v[3]}};
+    }
     if (!json.empty()) cli::check_output_file("bench_mha", json, "the JSON results (--json)");
     set_num_threads(threads);
-    return bench(runs, warmup, json);
+    return bench(runs, warmup, json, shapes);
   });
 }

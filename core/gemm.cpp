@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
+#include <type_traits>
 
 #include "core/kernels.h"
 
@@ -113,6 +115,13 @@ GemmTiles gemm_tiles(int64_t M, int64_t N, int64_t K) {
   return t;
 }
 
+// 64-byte vectors (GCC's vector extension): loops written on them keep their
+// accumulators in registers, one vector each
+typedef float Float64Bytes __attribute__((vector_size(64)));
+typedef double Double64Bytes __attribute__((vector_size(64)));
+template <class T>
+using Vector64 = std::conditional_t<std::is_same_v<T, float>, Float64Bytes, Double64Bytes>;
+
 // Skinny GEMMs - few rows of C (M <= kSkinny: a Linear layer on a handful of tokens) or a
 // short sum (K <= kSkinny: its weight gradient) - are mostly the streaming of one big
 // operand. OpenBLAS first copies that operand into its packed layout, and cannot split
@@ -122,14 +131,6 @@ GemmTiles gemm_tiles(int64_t M, int64_t N, int64_t K) {
 constexpr int64_t kSkinny = 16;
 // elements of the streamed operand below which BLAS is as fast (attention's per-head tiles)
 constexpr int64_t kSkinnyMinStream = 32768;
-
-// Rows [m_begin, m_end) in blocks of `block` rows, then the rest one at a time.
-template <class FB, class F1>
-void by_rows(int64_t m_begin, int64_t m_end, FB&& blocked, F1&& one, int64_t block = 4) {
-  int64_t m = m_begin;
-  for (; m + block <= m_end; m += block) blocked(m);
-  for (; m < m_end; m++) one(m);
-}
 
 // One skinny product (one batch element); false when its layout is not one of ours.
 // tasks() and run(task) split it into column (or row) blocks of a size fixed by the shape.
@@ -193,27 +194,30 @@ struct Skinny {
   }
 
   // C[m, n] (+)= dot(A[m, :], Bt[n, :]) for m in [m0, m0 + R), n in [n0, n0 + NC), the rows
-  // contiguous; each dot in 16 lanes (R * NC independent chains), the lanes then added
-  // pairwise, then the tail.
+  // contiguous; each dot in the lanes of one 64-byte vector (R * NC independent chains, each
+  // row of A and of Bt loaded once per step), the lanes then added pairwise, then the tail.
   template <int R, int NC>
   void dot_block(int64_t m0, int64_t n0) const {
+    using V = Vector64<T>;
+    constexpr int L = sizeof(V) / sizeof(T);
     T* c = pc;
     const T *pa = this->pa, *pb = this->pb;
     const int64_t K = this->K, ldc = N, lda = la.ld, ldb = lb.ld;
-    const bool accumulate = this->accumulate;
-    constexpr int L = 16;
-    T acc[R][NC][L] = {};
+    V acc[R][NC] = {};
     int64_t k = 0;
-    for (; k + L <= K; k += L)
-      for (int r = 0; r < R; r++)
-        for (int q = 0; q < NC; q++) {
-          const T* a = pa + (m0 + r) * lda + k;
-          const T* b = pb + (n0 + q) * ldb + k;
-          for (int l = 0; l < L; l++) acc[r][q][l] += a[l] * b[l];
-        }
+    for (; k + L <= K; k += L) {
+      V b[NC];
+      for (int q = 0; q < NC; q++) std::memcpy(&b[q], pb + (n0 + q) * ldb + k, sizeof(V));
+      for (int r = 0; r < R; r++) {
+        V a;
+        std::memcpy(&a, pa + (m0 + r) * lda + k, sizeof(V));
+        for (int q = 0; q < NC; q++) acc[r][q] += a * b[q];
+      }
+    }
     for (int r = 0; r < R; r++)
       for (int q = 0; q < NC; q++) {
-        T* v = acc[r][q];
+        T v[L];
+        std::memcpy(v, &acc[r][q], sizeof(V));
         for (int h = L / 2; h >= 1; h /= 2)
           for (int l = 0; l < h; l++) v[l] += v[l + h];
         T sum = v[0];
@@ -222,27 +226,41 @@ struct Skinny {
         out = accumulate ? out + sum : sum;
       }
   }
+  // dot_block over rows [0, M) of C: eight at a time, then the rest together
+  template <int NC>
+  void dot_rows(int64_t n0) const {
+    int64_t m = 0;
+    for (; m + 8 <= M; m += 8) dot_block<8, NC>(m, n0);
+    switch (M - m) {
+      case 7: return dot_block<7, NC>(m, n0);
+      case 6: return dot_block<6, NC>(m, n0);
+      case 5: return dot_block<5, NC>(m, n0);
+      case 4: return dot_block<4, NC>(m, n0);
+      case 3: return dot_block<3, NC>(m, n0);
+      case 2: return dot_block<2, NC>(m, n0);
+      case 1: return dot_block<1, NC>(m, n0);
+      default: return;
+    }
+  }
 
   int64_t tasks() const { return cols ? (N + cols - 1) / cols : (M + rows - 1) / rows; }
   void run(int64_t task) const {
     if (dot) {
       const int64_t n_end = std::min(N, (task + 1) * cols);
       int64_t n = task * cols;
-      for (; n + 4 <= n_end; n += 4)
-        by_rows(0, M, [&](int64_t m) { dot_block<2, 4>(m, n); },
-                [&](int64_t m) { dot_block<1, 4>(m, n); }, 2);
-      for (; n < n_end; n++)
-        by_rows(0, M, [&](int64_t m) { dot_block<2, 1>(m, n); },
-                [&](int64_t m) { dot_block<1, 1>(m, n); }, 2);
+      for (; n + 2 <= n_end; n += 2) dot_rows<2>(n);
+      if (n < n_end) dot_rows<1>(n);
       return;
     }
     const int64_t n_begin = cols ? task * cols : 0, n_end = cols ? std::min(N, n_begin + cols) : N;
     const int64_t m_begin = rows ? task * rows : 0, m_end = rows ? std::min(M, m_begin + rows) : M;
     for (int64_t n0 = n_begin; n0 < n_end; n0 += 64) {
       const int64_t w = std::min<int64_t>(64, n_end - n0);
-      by_rows(m_begin, m_end,
-              [&](int64_t m) { axpy_block<4>(m, n0, w); },
-              [&](int64_t m) { axpy_block<1>(m, n0, w); });
+      int64_t m = m_begin;  // four rows at a time, then the rest together
+      for (; m + 4 <= m_end; m += 4) axpy_block<4>(m, n0, w);
+      if (m_end - m == 3) axpy_block<3>(m, n0, w);
+      if (m_end - m == 2) axpy_block<2>(m, n0, w);
+      if (m_end - m == 1) axpy_block<1>(m, n0, w);
     }
   }
 };

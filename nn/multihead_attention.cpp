@@ -11,6 +11,9 @@ namespace ember::nn {
 namespace {
 // elements of a padded query or key up to which its projections are fused under autograd
 constexpr int64_t kFusedPaddedMax = 65536;
+// rows up to which projections are not fused (they stream their weights: core/gemm.cpp's
+// skinny products)
+constexpr int64_t kFewRows = 16;
 }  // namespace
 
 MultiHeadAttention::MultiHeadAttention(const MultiHeadAttentionOptions& o)
@@ -102,6 +105,9 @@ MultiHeadAttentionOutput MultiHeadAttention::forward(const Tensor& query, const 
   const bool one_input = plain && query.impl() == key.impl() && key.impl() == value.impl() &&
                          query_packing == kv_packing && kdim == E && vdim == E;
   const bool shared_kv = plain && key.impl() == value.impl() && kdim == vdim;
+  // On a few rows a projection streams its weight (memory, not arithmetic): fused, the
+  // weights' concatenation would cost as much again.
+  auto many_rows = [](const Tensor& x) { return x.numel() > kFewRows * x.size(-1); };
   auto fused = [&](std::initializer_list<Linear*> projs, const Tensor& x) {
     std::vector<Tensor> w, b;
     for (Linear* p : projs) w.push_back(p->weight), b.push_back(p->bias);
@@ -114,10 +120,10 @@ MultiHeadAttentionOutput MultiHeadAttention::forward(const Tensor& query, const 
       !has_attention_hooks()) {
     const Tensor q_rows = query_packing ? query : query.reshape({B * L, E});
     AttentionRows qa, ka, va;
-    if (one_input) {
+    if (one_input && many_rows(q_rows)) {
       Tensor qkv = fused({q_proj.get(), k_proj.get(), v_proj.get()}, q_rows);
       qa = {qkv, 0}, ka = {qkv, E}, va = {qkv, 2 * E};
-    } else if (shared_kv) {
+    } else if (shared_kv && many_rows(key)) {
       Tensor kv = fused({k_proj.get(), v_proj.get()}, key);
       qa = {q_proj->forward(q_rows), 0}, ka = {kv, 0}, va = {kv, E};
     } else {
@@ -147,8 +153,9 @@ MultiHeadAttentionOutput MultiHeadAttention::forward(const Tensor& query, const 
     // come back one by one, each a zero-filled copy of the whole, so with autograd it
     // pays only while the inputs are small (call overhead, not memory traffic, dominates).
     const bool small = query.numel() <= kFusedPaddedMax && key.numel() <= kFusedPaddedMax;
-    const bool fuse = small || !grad_enabled() ||
-                      !(query.requires_grad() || key.requires_grad() || q_proj->weight.requires_grad());
+    const bool fuse = (small || !grad_enabled() ||
+                       !(query.requires_grad() || key.requires_grad() || q_proj->weight.requires_grad())) &&
+                      many_rows(key);
     if (one_input && fuse) {
       Tensor qkv = fused({q_proj.get(), k_proj.get(), v_proj.get()}, query);
       q = heads(qkv.narrow(-1, 0, E), query_packing);

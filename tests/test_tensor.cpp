@@ -999,7 +999,8 @@ TEST_CASE("matmul and linear agree with a float64 loop at skinny and regular sha
   // ember's own kernels; the rest BLAS. Odd sizes exercise the blocks' tails.
   const std::vector<std::array<int64_t, 3>> shapes = {{1, 300, 130}, {3, 257, 200}, {4, 512, 130}, {16, 129, 300},
                                                       {10, 64, 64},  {17, 200, 200}, {300, 7, 130}, {129, 16, 300},
-                                                      {45, 3, 66},   {1, 1, 1},      {64, 64, 64}};
+                                                      {45, 3, 66},   {1, 1, 1},      {64, 64, 64}, {2, 300, 130},
+                                                      {5, 260, 140}, {6, 200, 170}, {7, 300, 111}, {13, 257, 129}};
   for (auto [M, K, N] : shapes)
     for (int layout = 0; layout < 4; layout++) {
       INFO("M " << M << " K " << K << " N " << N << " layout " << layout);
@@ -1018,5 +1019,10 @@ TEST_CASE("matmul and linear agree with a float64 loop at skinny and regular sha
       Tensor w = b.t(), bias = randn({N});
       Tensor y = linear(a, w, bias).to(kFloat64);
       CHECK(allclose(y, add(expected, bias.to(kFloat64)), tol, tol));
+      // float64 (vectors of half the lanes)
+      Tensor a64 = a.to(kFloat64), b64 = b.to(kFloat64);
+      if (ta) a64 = a64.t().contiguous().t();
+      if (tb) b64 = b64.t().contiguous().t();
+      CHECK(allclose(matmul(a64, b64), expected, 1e-12, 1e-12));
     }
 }
