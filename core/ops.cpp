@@ -926,11 +926,13 @@ Tensor embedding_lookup(const Tensor& weight, const Tensor& ids, Loc loc) {
 // backward makes the same decisions again from the same keys.
 namespace {
 using RowKeys = std::shared_ptr<const std::vector<uint64_t>>;
+using KeptMask = std::shared_ptr<const std::vector<uint8_t>>;  // 1 where kept, per element
 
 // With Relu, relu first: out = x * scale where x > 0 and kept, else 0, in the same pass.
+// With a mask to fill (kept not null), each element's decision is written there too.
 template <class T, bool Relu>
 void dropout_apply(T* out, const T* in, int64_t cols, const std::vector<uint64_t>& keys,
-                   const DropoutDraws d) {  // by value: the loop vectorises
+                   const DropoutDraws d, uint8_t* kept) {  // d by value: the loop vectorises
   const T scale = T(d.scale);
   const int64_t rows = (int64_t)keys.size();
   parallel_for(rows, cols * cost::kExp, [&](int64_t b, int64_t e) {
@@ -938,32 +940,69 @@ void dropout_apply(T* out, const T* in, int64_t cols, const std::vector<uint64_t
       const uint64_t key = keys[(size_t)r];
       const T* x = in + r * cols;
       T* y = out + r * cols;
+      if (kept) {  // (a byte store may alias anything: what the loop reads is copied first)
+        uint8_t* __restrict k = kept + r * cols;
+        T* __restrict yr = y;
+        const T* __restrict xr = x;
+        const Generator gen = d.gen;
+        const uint64_t threshold = d.threshold;
+        const int64_t n = cols;
+        const T sc = scale;
+        for (int64_t c = 0; c < n; c++) {
+          const bool drop = gen.below(key + (uint64_t)c, threshold);
+          k[c] = !drop;
+          yr[c] = drop ? T(0) : (Relu ? std::max(T(0), xr[c]) : xr[c]) * sc;
+        }
+        continue;
+      }
       for (int64_t c = 0; c < cols; c++) {
         // read unconditionally, and relu as max (NaN: 0), so that the loop vectorises
-        const T kept = (Relu ? std::max(T(0), x[c]) : x[c]) * scale;
-        y[c] = d.dropped(key, c) ? T(0) : kept;
+        const T kept_value = (Relu ? std::max(T(0), x[c]) : x[c]) * scale;
+        y[c] = d.dropped(key, c) ? T(0) : kept_value;
       }
     }
   });
 }
 
+// out = x * scale where kept, else 0: the decisions of an earlier dropout_apply
+template <class T>
+void kept_apply(T* out, const T* in, int64_t n, const uint8_t* kept, T scale) {
+  parallel_for(n, cost::kCopy, [=](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; i++) out[i] = kept[i] ? in[i] * scale : T(0);
+  });
+}
+
 // Dropout with given draws and row keys. Linear in a with the same mask each time, so its
-// backward is itself, and so is every derivative after. With relu, relu first: the
-// gradient then passes, times 1/(1-p), where the output is positive, and nowhere else -
-// the backward reads the output, not the draws.
-Tensor dropout_with(const Tensor& a, const DropoutDraws& draws, const RowKeys& keys, bool relu, const Loc& loc) {
+// backward is itself, and so is every derivative after: the forward keeps its decisions
+// (a byte an element) for them, rather than drawing them again. With relu, relu first:
+// the gradient then passes, times 1/(1-p), where the output is positive, and nowhere
+// else - the backward reads the output, not the draws.
+Tensor dropout_with(const Tensor& a, const DropoutDraws& draws, const RowKeys& keys, bool relu, const Loc& loc,
+                    KeptMask kept = nullptr) {
   Tensor x = a.detach().contiguous();
   Tensor out = empty(a.shape(), a.dtype());
   const int64_t cols = a.dim() == 0 ? 1 : a.size(-1);
-  dispatch_float(a.dtype(), "dropout", [&](auto tag) {
-    using T = decltype(tag);
-    if (a.numel() == 0) return;
-    if (relu) dropout_apply<T, true>(out.data<T>(), x.data<T>(), cols, *keys, draws);
-    else dropout_apply<T, false>(out.data<T>(), x.data<T>(), cols, *keys, draws);
-  });
+  if (!kept && !relu && wants_grad(a)) {
+    auto mask = std::make_shared<std::vector<uint8_t>>((size_t)a.numel());
+    dispatch_float(a.dtype(), "dropout", [&](auto tag) {
+      using T = decltype(tag);
+      if (a.numel() > 0) dropout_apply<T, false>(out.data<T>(), x.data<T>(), cols, *keys, draws, mask->data());
+    });
+    kept = std::move(mask);
+  } else {
+    dispatch_float(a.dtype(), "dropout", [&](auto tag) {
+      using T = decltype(tag);
+      if (a.numel() == 0) return;
+      if (kept) kept_apply<T>(out.data<T>(), x.data<T>(), a.numel(), kept->data(), T(draws.scale));
+      else if (relu) dropout_apply<T, true>(out.data<T>(), x.data<T>(), cols, *keys, draws, nullptr);
+      else dropout_apply<T, false>(out.data<T>(), x.data<T>(), cols, *keys, draws, nullptr);
+    });
+  }
   BackwardFn bw;
   if (wants_grad(a) && !relu)
-    bw = [draws, keys, loc](const Tensor& g) { return std::vector<Tensor>{dropout_with(g, draws, keys, false, loc)}; };
+    bw = [draws, keys, kept, loc](const Tensor& g) {
+      return std::vector<Tensor>{dropout_with(g, draws, keys, false, loc, kept)};
+    };
   if (wants_grad(a) && relu)
     bw = [s = SavedTensor(out, /*is_output=*/true), scale = draws.scale](const Tensor& g) {
       const Tensor& y = s.data();  // only where it is positive matters: no gradient flows through it
