@@ -18,9 +18,16 @@ namespace ember::kernel {
 
 namespace {
 
-std::atomic<int64_t> flops_run{0};
+// Counted per thread, each count on a cache line of its own (one shared count would pass
+// its line between the cores at every small product of a parallel attention), summed
+// when read.
+struct alignas(64) FlopCount {
+  std::atomic<int64_t> n{0};
+};
+constexpr int kFlopCounts = 64;
+FlopCount flops_run[kFlopCounts];
 void count_flops(int64_t M, int64_t N, int64_t K, int64_t products) {
-  flops_run.fetch_add(2 * M * N * K * products, std::memory_order_relaxed);
+  flops_run[omp_get_thread_num() % kFlopCounts].n.fetch_add(2 * M * N * K * products, std::memory_order_relaxed);
 }
 
 // How a strided matrix [rows, cols] is handed to row-major BLAS without copying.
@@ -370,6 +377,10 @@ void gemm_serial_impl(const Gemm<T>& g) {
 void gemm_serial(const Gemm<float>& g) { gemm_serial_impl(g); }
 void gemm_serial(const Gemm<double>& g) { gemm_serial_impl(g); }
 
-int64_t matmul_flops() { return flops_run.load(std::memory_order_relaxed); }
+int64_t matmul_flops() {
+  int64_t total = 0;
+  for (auto& c : flops_run) total += c.n.load(std::memory_order_relaxed);
+  return total;
+}
 
 }  // namespace ember::kernel

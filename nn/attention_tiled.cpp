@@ -60,6 +60,10 @@ struct TiledGeometry {
   // the gradients' blocks are not zeroed beforehand: each head writes its own first, then
   // adds (heads' blocks must not overlap)
   bool write_grads = false;
+  // the forward keeps the weights P (before dropout) for the backward, which then need not
+  // compute them again: when every head's keys fit in one block (P is then at most
+  // kKeyBlock values a query), row i of head h at (h * L + i) * S
+  bool keep_weights = false;
 
   int64_t queries(int64_t h) const { return nq.empty() ? g.L : nq[(size_t)h]; }
   int64_t keys(int64_t h) const { return nk.empty() ? g.S : nk[(size_t)h]; }
@@ -109,6 +113,7 @@ template <class T>
 struct Buffers {
   const T *q = nullptr, *k = nullptr, *v = nullptr;
   T *out = nullptr, *lse = nullptr;
+  T* weights = nullptr;  // with keep_weights
   const T* dout = nullptr;
   T *dq = nullptr, *dk = nullptr, *dv = nullptr;
 };
@@ -171,9 +176,11 @@ void tiled_forward_block(const TiledGeometry& tg, const Buffers<T>& b, int64_t h
         for (int64_t c = 0; c < nk; c++)
           if (tg.k_at(h, j0 + c) > at) x[c] = -std::numeric_limits<T>::infinity();
       }
+      T* saved = tg.keep_weights ? b.weights + (h * g.L + i0 + r) * g.S : nullptr;  // (one key block: j0 = 0)
       const T m_new = std::max(m[(size_t)r], vec::lane_max(x, nk));
       if (m_new == -std::numeric_limits<T>::infinity()) {  // every key so far blocked
         std::fill(x, x + nk, T(0));
+        if (saved) std::fill(saved, saved + nk, T(0));
         continue;
       }
       const T alpha = m[(size_t)r] == -std::numeric_limits<T>::infinity() ? T(0) : vec::exp(m[(size_t)r] - m_new);
@@ -182,6 +189,7 @@ void tiled_forward_block(const TiledGeometry& tg, const Buffers<T>& b, int64_t h
       m[(size_t)r] = m_new;
       T* orow = o.data() + r * Dv;
       for (int64_t c = 0; c < Dv; c++) orow[c] *= alpha;
+      if (saved) std::copy(x, x + nk, saved);  // normalised below
       if (tg.dropout) apply_keep<T>(tg, draws, h, keys[(size_t)r], j0, nk, x, nullptr);
     }
     // o += p v
@@ -193,6 +201,10 @@ void tiled_forward_block(const TiledGeometry& tg, const Buffers<T>& b, int64_t h
     T* dst = out + tg.out0[h] + (i0 + r) * tg.out_rs;
     for (int64_t c = 0; c < Dv; c++) dst[c] = o[(size_t)(r * Dv + c)] * inv;
     lse[h * g.L + i0 + r] = lr > 0 ? m[(size_t)r] + std::log(lr) : std::numeric_limits<T>::infinity();
+    if (tg.keep_weights) {
+      T* saved = b.weights + (h * g.L + i0 + r) * g.S;
+      for (int64_t c = 0; c < S; c++) saved[c] *= inv;
+    }
   }
 }
 
@@ -230,13 +242,22 @@ void tiled_backward_head(const TiledGeometry& tg, const Buffers<T>& b, int64_t h
     const int64_t nk = std::min(kKeyBlock, S - j0);
     for (int64_t i0 = 0; i0 < L; i0 += kQueryBlock) {
       const int64_t nq = std::min(kQueryBlock, L - i0);
-      // p = q k^T
-      kernel::gemm_serial(Gemm<T>{.M = nq, .N = nk, .K = D, .a = qh + i0 * tg.q_rs, .lda = tg.q_rs,
-                                  .b = kh + j0 * tg.k_rs, .ldb = tg.k_rs, .trans_b = true, .c = p.data(), .ldc = nk});
+      // p = q k^T, unless the forward kept P
+      if (!tg.keep_weights)
+        kernel::gemm_serial(Gemm<T>{.M = nq, .N = nk, .K = D, .a = qh + i0 * tg.q_rs, .lda = tg.q_rs,
+                                    .b = kh + j0 * tg.k_rs, .ldb = tg.k_rs, .trans_b = true, .c = p.data(),
+                                    .ldc = nk});
       for (int64_t r = 0; r < nq; r++) {  // the weights P, and Pd = P * keep
         const int64_t row = h * g.L + i0 + r;
         T* x = p.data() + r * nk;
         T* xd = pd.data() + r * nk;
+        if (tg.keep_weights) {
+          const T* saved = b.weights + row * g.S;
+          std::copy(saved, saved + nk, x);
+          std::copy(x, x + nk, xd);
+          if (tg.dropout) apply_keep<T>(tg, draws, h, keys[(size_t)(i0 + r)], j0, nk, xd, keep.data() + r * nk);
+          continue;
+        }
         const T shift = lse[row];
         const uint8_t* blocked = tg.mask ? tg.mask + tg.mask_rows[(size_t)row] + j0 * tg.mask_cs : nullptr;
         for (int64_t c = 0; c < nk; c++) x[c] = vec::exp(x[c] * sc - shift);  // shift = inf: 0
@@ -333,17 +354,20 @@ Tensor scaled_dot_product_attention_tiled(const Tensor& q, const Tensor& k, cons
     tg.dropout = true;
     tg.draws = DropoutDraws::take(gen ? *gen : default_generator(), dropout_p, g.with(g.L, g.S));
   }
+  const bool grads = wants_grad(q, k, v);
+  tg.keep_weights = grads && g.S <= kKeyBlock;
+  Tensor weights = tg.keep_weights ? empty({tg.heads * g.L * g.S}, dt) : Tensor();
   dispatch_float(dt, op, [&](auto tag) {
     using T = decltype(tag);
     tiled_forward<T>(tg, {.q = qe.data<T>(), .k = ke.data<T>(), .v = ve.data<T>(), .out = out.data<T>(),
-                          .lse = lse.data<T>()});
+                          .lse = lse.data<T>(), .weights = weights.defined() ? weights.data<T>() : nullptr});
   });
 
   BackwardFn bw;
-  if (wants_grad(q, k, v)) {
+  if (grads) {
     Tensor saved_out = out.detach();
-    bw = [tg, qe, ke, ve, me, lse, saved_out, op, xq = SavedTensor(q), xk = SavedTensor(k), xv = SavedTensor(v),
-          mask](const Tensor& dout_in) {
+    bw = [tg, qe, ke, ve, me, lse, saved_out, weights, op, xq = SavedTensor(q), xk = SavedTensor(k),
+          xv = SavedTensor(v), mask](const Tensor& dout_in) {
       const Geometry& g = tg.g;
       if (grad_enabled()) {  // recorded: differentiated as its composition is, same dropout decisions
         Tensor keep = tg.dropout ? detail::dropout_keep(g.with(g.L, g.S), dout_in.dtype(), tg.draws) : Tensor();
@@ -359,8 +383,8 @@ Tensor scaled_dot_product_attention_tiled(const Tensor& q, const Tensor& k, cons
       dispatch_float(dout.dtype(), op, [&](auto tag) {
         using T = decltype(tag);
         const Buffers<T> b{.q = qe.data<T>(), .k = ke.data<T>(), .v = ve.data<T>(), .out = saved_out.data<T>(),
-                           .lse = lse.data<T>(), .dout = dout.data<T>(), .dq = dq.data<T>(), .dk = dk.data<T>(),
-                           .dv = dv.data<T>()};
+                           .lse = lse.data<T>(), .weights = weights.defined() ? weights.data<T>() : nullptr,
+                           .dout = dout.data<T>(), .dq = dq.data<T>(), .dk = dk.data<T>(), .dv = dv.data<T>()};
         tiled_backward<T>(tg, b);
       });
       // broadcast batch dims are summed back to each input's shape by the engine
@@ -520,20 +544,23 @@ Tensor attention_rows(const AttentionRows& q, const AttentionRows& k, const Atte
   }
   const DType dt = q.rows.dtype();
   Tensor out = empty({NQ, E}, dt), lse = empty({tg.heads * tg.g.L}, dt);
+  const bool grads = wants_grad_list(in);
+  tg.keep_weights = grads && tg.g.S <= kKeyBlock;
+  Tensor weights = tg.keep_weights ? empty({tg.heads * tg.g.L * tg.g.S}, dt) : Tensor();
   dispatch_float(dt, op, [&](auto tag) {  // (queries of a sequence without keys get zero rows, as in the padded op)
     using T = decltype(tag);
     tiled_forward<T>(tg, {.q = dq_src.data<T>(), .k = dk_src.data<T>(), .v = dv_src.data<T>(), .out = out.data<T>(),
-                          .lse = lse.data<T>()});
+                          .lse = lse.data<T>(), .weights = weights.defined() ? weights.data<T>() : nullptr});
   });
 
   BackwardFn bw;
-  if (wants_grad_list(in)) {
+  if (grads) {
     Tensor saved_out = out.detach();  // not out itself: its node would hold it (a cycle)
     const Packing kvp = kv_packing;
     const std::optional<Packing> qp = q_packing ? std::optional<Packing>(*q_packing) : std::nullopt;
     std::vector<SavedTensor> saved_in(in.begin(), in.end());
     // the dropout positions tg points into live as long as the backward
-    bw = [tg, data, which, col, lse, saved_out, saved_in, kvp, qp, q_length, op, q_pos = qs.positions,
+    bw = [tg, data, which, col, lse, saved_out, weights, saved_in, kvp, qp, q_length, op, q_pos = qs.positions,
           k_pos = ks.positions](const Tensor& dout_in) {
       std::vector<Tensor> xs;
       for (auto& s : saved_in) xs.push_back(s.get());
@@ -554,7 +581,7 @@ Tensor attention_rows(const AttentionRows& q, const AttentionRows& k, const Atte
         using T = decltype(tag);
         const Buffers<T> b{.q = data[(size_t)which[0]].data<T>(), .k = data[(size_t)which[1]].data<T>(),
                            .v = data[(size_t)which[2]].data<T>(), .out = saved_out.data<T>(), .lse = lse.data<T>(),
-                           .dout = dout.data<T>(), .dq = grads[(size_t)which[0]].data<T>(),
+                           .weights = weights.defined() ? weights.data<T>() : nullptr, .dout = dout.data<T>(), .dq = grads[(size_t)which[0]].data<T>(),
                            .dk = grads[(size_t)which[1]].data<T>(), .dv = grads[(size_t)which[2]].data<T>()};
         tiled_backward<T>(tg, b);
       });

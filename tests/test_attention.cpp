@@ -522,13 +522,19 @@ struct TiledCase {
 };
 
 // Shapes that span several query blocks (64) and key blocks (128), with tails; masks
-// that block whole rows; k and v broadcast over heads.
+// that block whole rows; k and v broadcast over heads. Keys in one block (S <= 128): the
+// forward keeps the weights for the backward; in several, the backward computes them again.
 std::vector<TiledCase> tiled_cases() {
   Generator gen(71);
   Tensor pad = lt(uniform({3, 1, 1, 150}, 0.0, 1.0, kFloat32, &gen), 0.3);
+  Tensor pad100 = lt(uniform({3, 1, 1, 100}, 0.0, 1.0, kFloat32, &gen), 0.3);
   // sample 1 blocks every key: its queries get zero weights
   pad = logical_or(pad, eq(from_vector(std::vector<int64_t>{0, 1, 0}, {3, 1, 1, 1}), 1.0));
+  pad100 = logical_or(pad100, eq(from_vector(std::vector<int64_t>{0, 1, 0}, {3, 1, 1, 1}), 1.0));
   return {
+      {"one key block, padding mask with a fully blocked sample", {3, 2, 70, 8}, {3, 2, 100, 8}, {3, 2, 100, 6},
+       AttentionMask::blocked(pad100)},
+      {"one key block, causal, L = S = 90", {2, 90, 4}, {2, 90, 4}, {2, 90, 4}, causal_mask(90, 90)},
       {"no mask, L 70, S 150", {3, 2, 70, 8}, {3, 2, 150, 8}, {3, 2, 150, 6}, {}},
       {"padding mask with a fully blocked sample", {3, 2, 70, 8}, {3, 2, 150, 8}, {3, 2, 150, 6},
        AttentionMask::blocked(pad)},
@@ -576,9 +582,12 @@ TEST_CASE("tiled attention equals the fused op on inputs broadcast along their r
 }
 
 TEST_CASE("tiled attention drops the same weights as the fused op from the same generator state") {
+  // keys in two blocks (weights computed again in backward), and in one (kept)
+  for (int64_t S : {150, 100}) {
+  INFO("S " << S);
   Generator init(8);
-  Tensor qv = randn({2, 2, 70, 8}, kFloat64, &init), kv = randn({2, 2, 150, 8}, kFloat64, &init),
-         vv = randn({2, 2, 150, 8}, kFloat64, &init), u = randn({2, 2, 70, 8}, kFloat64, &init);
+  Tensor qv = randn({2, 2, 70, 8}, kFloat64, &init), kv = randn({2, 2, S, 8}, kFloat64, &init),
+         vv = randn({2, 2, S, 8}, kFloat64, &init), u = randn({2, 2, 70, 8}, kFloat64, &init);
   auto run = [&](bool tiled) {
     Generator gen(99);
     Tensor q = qv.detach().requires_grad_(), k = kv.detach().requires_grad_(), v = vv.detach().requires_grad_();
@@ -596,6 +605,7 @@ TEST_CASE("tiled attention drops the same weights as the fused op from the same 
   // and dropout is really on: without it the output differs
   Tensor plain = scaled_dot_product_attention_tiled(qv, kv, vv);
   CHECK_FALSE(allclose(plain, a[0], 1e-3, 1e-3));
+  }
 }
 
 TEST_CASE("gradcheck: tiled attention with a mask, on contiguous and non-contiguous inputs") {
@@ -615,6 +625,16 @@ TEST_CASE("gradcheck: tiled attention with a mask, on contiguous and non-contigu
   for (auto inputs : {std::vector<Tensor>{q, k, v}, std::vector<Tensor>{qt, kt, vt}}) {
     auto r = gradcheck([&](const std::vector<Tensor>& in) {
       return scaled_dot_product_attention_tiled(in[0], in[1], in[2], mask);
+    }, inputs, {}, {"q", "k", "v"});
+    INFO(r.to_string());
+    CHECK(r.passed);
+  }
+  // keys in one block: the backward uses the weights its forward kept
+  AttentionMask short_mask = AttentionMask::blocked(blocked.narrow(-1, 0, 9));
+  auto first9 = [](const Tensor& t) { return t.narrow(2, 0, 9).detach().requires_grad_(); };  // views, not copies
+  for (auto inputs : {std::vector<Tensor>{q, first9(k), first9(v)}, std::vector<Tensor>{qt, first9(kt), first9(vt)}}) {
+    auto r = gradcheck([&](const std::vector<Tensor>& in) {
+      return scaled_dot_product_attention_tiled(in[0], in[1], in[2], short_mask);
     }, inputs, {}, {"q", "k", "v"});
     INFO(r.to_string());
     CHECK(r.passed);
