@@ -47,6 +47,8 @@ AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
 // never exist whole. The forward keeps per query a running maximum and sum over blocks of
 // keys, and saves only their log-sum-exp [..., L]; the backward recomputes each block of
 // weights from q, k and it. Memory beyond the inputs and output grows as L + S, not L * S.
+// (Keys that fit one block, S <= 128, are the exception: the forward keeps the weights
+// for the backward - at most 128 values a query - rather than have it compute them again.)
 // Same arguments, masks, zero-row policy and dropout draws as scaled_dot_product_attention
 // (the same keep/drop decisions from the same generator state); the sums run in another
 // order, so results agree to rounding. Returns the output [..., L, Dv].
