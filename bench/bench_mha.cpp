@@ -125,11 +125,12 @@ int main(int argc, char** argv) {
       size_t at = 0;
       for (int i = 0; i < 4; i++) {
         const size_t comma = i < 3 ? shape.find(',', at) : shape.size();
-        if (comma == std::string::npos) fail("bench_mha", "--shape: expected B,L,E,H, got '", shape, "'");
+        if (comma == std::string::npos) throw cli::UsageError{"--shape: expected B,L,E,H, got '" + shape + "'"};
         v.push_back(cli::parse_int("--shape", shape.substr(at, comma - at), 1, cli::kMaxSize));
         at = comma + 1;
       }
-      if (v[2] % v[3] != 0) fail("bench_mha", "--shape: E = ", v[2], " is not a multiple of H = ", v[3]);
+      if (v[2] % v[3] != 0)
+        throw cli::UsageError{"--shape: E = " + std::to_string(v[2]) + " is not a multiple of H = " + std::to_string(v[3])};
       shapes = {{v[0], v[1], v[2], v[3]}};
     }
     if (!json.empty()) cli::check_output_file("bench_mha", json, "the JSON results (--json)");

@@ -93,6 +93,7 @@ struct TiledGeometry {
 std::vector<int64_t> head_starts(const Tensor& t, int64_t heads) {
   std::vector<int64_t> rows = kernel::row_starts(t), out((size_t)heads);
   const int64_t R = t.size(-2);
+  if (rows.empty()) return out;  // no rows (no keys): nothing is read
   for (int64_t h = 0; h < heads; h++) out[(size_t)h] = rows[(size_t)(h * R)];
   return out;
 }

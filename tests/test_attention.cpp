@@ -668,3 +668,16 @@ TEST_CASE("tiled attention checks its inputs like the fused op") {
   CHECK_THAT(error_of([] { scaled_dot_product_attention_tiled(randn({2, 3, 4}), randn({2, 5, 4}), randn({2, 5, 4}), {}, 1.5); }),
              Contains("dropout_p must be in [0, 1], got 1.5"));
 }
+
+TEST_CASE("tiled attention over no keys gives zero rows and zero query gradients, as the fused op") {
+  Generator gen(5);
+  Tensor q = randn({2, 3, 4}, kFloat64, &gen).requires_grad_();
+  Tensor k = zeros({2, 0, 4}, kFloat64), v = zeros({2, 0, 5}, kFloat64);
+  Tensor tiled = scaled_dot_product_attention_tiled(q, k, v);
+  Tensor fused = scaled_dot_product_attention(q, k, v).output;
+  CHECK(tiled.shape() == Shape{2, 3, 5});
+  CHECK(max_abs_diff(tiled, fused) == 0.0);
+  sum(tiled).backward();
+  REQUIRE(q.grad().defined());
+  CHECK(max_abs_diff(q.grad(), zeros({2, 3, 4}, kFloat64)) == 0.0);
+}
