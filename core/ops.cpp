@@ -929,36 +929,28 @@ using RowKeys = std::shared_ptr<const std::vector<uint64_t>>;
 using KeptMask = std::shared_ptr<const std::vector<uint8_t>>;  // 1 where kept, per element
 
 // With Relu, relu first: out = x * scale where x > 0 and kept, else 0, in the same pass.
-// With a mask to fill (kept not null), each element's decision is written there too.
-template <class T, bool Relu>
-void dropout_apply(T* out, const T* in, int64_t cols, const std::vector<uint64_t>& keys,
-                   const DropoutDraws d, uint8_t* kept) {  // d by value: the loop vectorises
-  const T scale = T(d.scale);
+// With Keep, each element's decision is written to kept too.
+template <class T, bool Relu, bool Keep>
+void dropout_apply(T* out, const T* in, int64_t cols, const std::vector<uint64_t>& keys, const DropoutDraws& d,
+                   uint8_t* kept) {
   const int64_t rows = (int64_t)keys.size();
   parallel_for(rows, cols * cost::kExp, [&](int64_t b, int64_t e) {
+    // what the loop reads, as locals (so that it vectorises: a byte store may alias anything)
+    const Generator gen = d.gen;
+    const uint64_t threshold = d.threshold;
+    const int64_t n = cols;
+    const T scale = T(d.scale);
     for (int64_t r = b; r < e; r++) {
       const uint64_t key = keys[(size_t)r];
-      const T* x = in + r * cols;
-      T* y = out + r * cols;
-      if (kept) {  // (a byte store may alias anything: what the loop reads is copied first)
-        uint8_t* __restrict k = kept + r * cols;
-        T* __restrict yr = y;
-        const T* __restrict xr = x;
-        const Generator gen = d.gen;
-        const uint64_t threshold = d.threshold;
-        const int64_t n = cols;
-        const T sc = scale;
-        for (int64_t c = 0; c < n; c++) {
-          const bool drop = gen.below(key + (uint64_t)c, threshold);
-          k[c] = !drop;
-          yr[c] = drop ? T(0) : (Relu ? std::max(T(0), xr[c]) : xr[c]) * sc;
-        }
-        continue;
-      }
-      for (int64_t c = 0; c < cols; c++) {
-        // read unconditionally, and relu as max (NaN: 0), so that the loop vectorises
-        const T kept_value = (Relu ? std::max(T(0), x[c]) : x[c]) * scale;
-        y[c] = d.dropped(key, c) ? T(0) : kept_value;
+      const T* __restrict x = in + r * n;
+      T* __restrict y = out + r * n;
+      uint8_t* __restrict k = Keep ? kept + r * n : nullptr;
+      for (int64_t c = 0; c < n; c++) {
+        // x read unconditionally, and relu as max (NaN: 0), so that the loop vectorises
+        const T value = (Relu ? std::max(T(0), x[c]) : x[c]) * scale;
+        const bool drop = gen.below(key + (uint64_t)c, threshold);
+        if constexpr (Keep) k[c] = !drop;
+        y[c] = drop ? T(0) : value;
       }
     }
   });
@@ -982,22 +974,20 @@ Tensor dropout_with(const Tensor& a, const DropoutDraws& draws, const RowKeys& k
   Tensor x = a.detach().contiguous();
   Tensor out = empty(a.shape(), a.dtype());
   const int64_t cols = a.dim() == 0 ? 1 : a.size(-1);
-  if (!kept && !relu && wants_grad(a)) {
-    auto mask = std::make_shared<std::vector<uint8_t>>((size_t)a.numel());
-    dispatch_float(a.dtype(), "dropout", [&](auto tag) {
-      using T = decltype(tag);
-      if (a.numel() > 0) dropout_apply<T, false>(out.data<T>(), x.data<T>(), cols, *keys, draws, mask->data());
-    });
-    kept = std::move(mask);
-  } else {
-    dispatch_float(a.dtype(), "dropout", [&](auto tag) {
-      using T = decltype(tag);
-      if (a.numel() == 0) return;
-      if (kept) kept_apply<T>(out.data<T>(), x.data<T>(), a.numel(), kept->data(), T(draws.scale));
-      else if (relu) dropout_apply<T, true>(out.data<T>(), x.data<T>(), cols, *keys, draws, nullptr);
-      else dropout_apply<T, false>(out.data<T>(), x.data<T>(), cols, *keys, draws, nullptr);
-    });
-  }
+  // the decisions, kept for the backward (and every derivative after) when it will run
+  std::shared_ptr<std::vector<uint8_t>> mask;
+  if (!kept && !relu && wants_grad(a)) mask = std::make_shared<std::vector<uint8_t>>((size_t)a.numel());
+  dispatch_float(a.dtype(), "dropout", [&](auto tag) {
+    using T = decltype(tag);
+    if (a.numel() == 0) return;
+    T* y = out.data<T>();
+    const T* xp = x.data<T>();
+    if (kept) kept_apply<T>(y, xp, a.numel(), kept->data(), T(draws.scale));
+    else if (relu) dropout_apply<T, true, false>(y, xp, cols, *keys, draws, nullptr);
+    else if (mask) dropout_apply<T, false, true>(y, xp, cols, *keys, draws, mask->data());
+    else dropout_apply<T, false, false>(y, xp, cols, *keys, draws, nullptr);
+  });
+  if (mask) kept = std::move(mask);
   BackwardFn bw;
   if (wants_grad(a) && !relu)
     bw = [draws, keys, kept, loc](const Tensor& g) {

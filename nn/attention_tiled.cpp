@@ -252,10 +252,9 @@ void tiled_backward_head(const TiledGeometry& tg, const Buffers<T>& b, int64_t h
         const int64_t row = h * g.L + i0 + r;
         T* x = p.data() + r * nk;
         T* xd = pd.data() + r * nk;
-        if (tg.keep_weights) {
+        if (tg.keep_weights) {  // (read in place below; Pd from them)
           const T* saved = b.weights + row * g.S;
-          std::copy(saved, saved + nk, x);
-          std::copy(x, x + nk, xd);
+          std::copy(saved, saved + nk, xd);
           if (tg.dropout) apply_keep<T>(tg, draws, h, keys[(size_t)(i0 + r)], j0, nk, xd, keep.data() + r * nk);
           continue;
         }
@@ -281,7 +280,7 @@ void tiled_backward_head(const TiledGeometry& tg, const Buffers<T>& b, int64_t h
                                   .ldb = tg.v_rs, .trans_b = true, .c = dp.data(), .ldc = nk});
       for (int64_t r = 0; r < nq; r++) {  // dS = P * (dP - delta) * scale, dP = dPd * keep
         T* d = dp.data() + r * nk;
-        const T* x = p.data() + r * nk;
+        const T* x = tg.keep_weights ? b.weights + (h * g.L + i0 + r) * g.S : p.data() + r * nk;
         const T* kf = tg.dropout ? keep.data() + r * nk : nullptr;
         const T dl = delta[(size_t)(i0 + r)];
         if (tg.dropout)
@@ -577,13 +576,15 @@ Tensor attention_rows(const AttentionRows& q, const AttentionRows& k, const Atte
       }
       Tensor dout = dout_in.contiguous();
       std::vector<Tensor> grads;
-      for (auto& x : xs) grads.push_back(tg.write_grads ? empty(x.shape(), dout.dtype()) : zeros(x.shape(), dout.dtype()));
+      for (auto& x : xs)
+        grads.push_back(tg.write_grads ? empty(x.shape(), dout.dtype()) : zeros(x.shape(), dout.dtype()));
       dispatch_float(dout.dtype(), op, [&](auto tag) {
         using T = decltype(tag);
         const Buffers<T> b{.q = data[(size_t)which[0]].data<T>(), .k = data[(size_t)which[1]].data<T>(),
                            .v = data[(size_t)which[2]].data<T>(), .out = saved_out.data<T>(), .lse = lse.data<T>(),
-                           .weights = weights.defined() ? weights.data<T>() : nullptr, .dout = dout.data<T>(), .dq = grads[(size_t)which[0]].data<T>(),
-                           .dk = grads[(size_t)which[1]].data<T>(), .dv = grads[(size_t)which[2]].data<T>()};
+                           .weights = weights.defined() ? weights.data<T>() : nullptr, .dout = dout.data<T>(),
+                           .dq = grads[(size_t)which[0]].data<T>(), .dk = grads[(size_t)which[1]].data<T>(),
+                           .dv = grads[(size_t)which[2]].data<T>()};
         tiled_backward<T>(tg, b);
       });
       return grads;
