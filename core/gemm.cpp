@@ -129,6 +129,35 @@ typedef double Double64Bytes __attribute__((vector_size(64)));
 template <class T>
 using Vector64 = std::conditional_t<std::is_same_v<T, float>, Float64Bytes, Double64Bytes>;
 
+// Lane i of the result: the sum of v[i]'s lanes, for L vectors of L lanes. A tree of
+// pairwise folds: each level adds the lower and upper halves of every group of lanes of
+// two vectors into one vector of groups half as wide (L - 1 vector additions in all,
+// against L (L - 1) scalar ones), always in the same order.
+template <class V, int L, int H>
+inline V fold_halves(V x, V y) {
+  using I = std::conditional_t<sizeof(V) / L == 4, int32_t, int64_t>;
+  typedef I Index __attribute__((vector_size(sizeof(V))));
+  Index lo, hi;
+  for (int j = 0; j < L; j++) {
+    // output lane j: from x's groups for the lower half, from y's (lanes L..) for the upper
+    const int w = j % (L / 2), src = (j < L / 2 ? 0 : L) + (w / H) * 2 * H + w % H;
+    lo[j] = src, hi[j] = src + H;
+  }
+  return __builtin_shuffle(x, y, lo) + __builtin_shuffle(x, y, hi);
+}
+template <class V, int L, int H = L / 2>
+inline V lane_sums_level(V* v, int n) {
+  for (int i = 0; i < n / 2; i++) v[i] = fold_halves<V, L, H>(v[2 * i], v[2 * i + 1]);
+  if constexpr (H == 1) return v[0];
+  else return lane_sums_level<V, L, H / 2>(v, n / 2);
+}
+template <class V, int L>
+inline V lane_sums(const V* acc) {
+  V v[L];
+  for (int i = 0; i < L; i++) v[i] = acc[i];
+  return lane_sums_level<V, L>(v, L);
+}
+
 // Skinny GEMMs - few rows of C (M <= kSkinny: a Linear layer on a handful of tokens) or a
 // short sum (K <= kSkinny: its weight gradient) - are mostly the streaming of one big
 // operand. OpenBLAS first copies that operand into its packed layout, and cannot split
@@ -202,15 +231,17 @@ struct Skinny {
 
   // C[m, n] (+)= dot(A[m, :], Bt[n, :]) for m in [m0, m0 + R), n in [n0, n0 + NC), the rows
   // contiguous; each dot in the lanes of one 64-byte vector (R * NC independent chains, each
-  // row of A and of Bt loaded once per step), the lanes then added pairwise, then the tail.
+  // row of A and of Bt loaded once per step), the vectors' lanes then summed a vector of
+  // sums at a time (lane_sums), then the tail.
   template <int R, int NC>
   void dot_block(int64_t m0, int64_t n0) const {
     using V = Vector64<T>;
     constexpr int L = sizeof(V) / sizeof(T);
+    constexpr int kAcc = R * NC, kGroups = (kAcc + L - 1) / L;
     T* c = pc;
     const T *pa = this->pa, *pb = this->pb;
     const int64_t K = this->K, ldc = N, lda = la.ld, ldb = lb.ld;
-    V acc[R][NC] = {};
+    V acc[kGroups * L] = {};  // dot (r, q) in acc[r * NC + q]; the rest stay zero
     int64_t k = 0;
     for (; k + L <= K; k += L) {
       V b[NC];
@@ -218,31 +249,28 @@ struct Skinny {
       for (int r = 0; r < R; r++) {
         V a;
         std::memcpy(&a, pa + (m0 + r) * lda + k, sizeof(V));
-        for (int q = 0; q < NC; q++) acc[r][q] += a * b[q];
+        for (int q = 0; q < NC; q++) acc[r * NC + q] += a * b[q];
       }
+    }
+    T sums[kGroups * L];
+    for (int g = 0; g < kGroups; g++) {
+      const V s = lane_sums<V, L>(acc + g * L);
+      std::memcpy(sums + g * L, &s, sizeof(V));
     }
     for (int r = 0; r < R; r++)
       for (int q = 0; q < NC; q++) {
-        T v[L];
-        std::memcpy(v, &acc[r][q], sizeof(V));
-        for (int h = L / 2; h >= 1; h /= 2)
-          for (int l = 0; l < h; l++) v[l] += v[l + h];
-        T sum = v[0];
+        T sum = sums[r * NC + q];
         for (int64_t t = k; t < K; t++) sum += pa[(m0 + r) * lda + t] * pb[(n0 + q) * ldb + t];
         T& out = c[(m0 + r) * ldc + n0 + q];
         out = accumulate ? out + sum : sum;
       }
   }
-  // dot_block over rows [0, M) of C: eight at a time, then the rest together
+  // dot_block over rows [0, M) of C: four at a time, then the rest together
   template <int NC>
   void dot_rows(int64_t n0) const {
     int64_t m = 0;
-    for (; m + 8 <= M; m += 8) dot_block<8, NC>(m, n0);
+    for (; m + 4 <= M; m += 4) dot_block<4, NC>(m, n0);
     switch (M - m) {
-      case 7: return dot_block<7, NC>(m, n0);
-      case 6: return dot_block<6, NC>(m, n0);
-      case 5: return dot_block<5, NC>(m, n0);
-      case 4: return dot_block<4, NC>(m, n0);
       case 3: return dot_block<3, NC>(m, n0);
       case 2: return dot_block<2, NC>(m, n0);
       case 1: return dot_block<1, NC>(m, n0);
@@ -255,9 +283,13 @@ struct Skinny {
     if (dot) {
       const int64_t n_end = std::min(N, (task + 1) * cols);
       int64_t n = task * cols;
-      for (; n + 2 <= n_end; n += 2) dot_rows<2>(n);
-      if (n < n_end) dot_rows<1>(n);
-      return;
+      for (; n + 4 <= n_end; n += 4) dot_rows<4>(n);
+      switch (n_end - n) {
+        case 3: return dot_rows<3>(n);
+        case 2: return dot_rows<2>(n);
+        case 1: return dot_rows<1>(n);
+        default: return;
+      }
     }
     const int64_t n_begin = cols ? task * cols : 0, n_end = cols ? std::min(N, n_begin + cols) : N;
     const int64_t m_begin = rows ? task * rows : 0, m_end = rows ? std::min(M, m_begin + rows) : M;
