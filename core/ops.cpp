@@ -2,8 +2,8 @@
 // Backward functions run with grad mode off and may use other ops.
 #include "core/ops.h"
 
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "core/kernels.h"
@@ -597,7 +597,17 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Loc loc
   Tensor x2 = x.detach().reshape({rows, in_f});
   Tensor w = weight.detach();
   Tensor y = empty({rows, out_f}, x.dtype());
-  if (bias.defined()) y.copy_(bias.detach().expand({rows, out_f}));
+  if (bias.defined()) {  // every row of y starts as the bias; the GEMM adds into it
+    Tensor b = bias.detach().contiguous();
+    dispatch_float(y.dtype(), op, [&](auto tag) {
+      using T = decltype(tag);
+      const T* pb = b.data<T>();
+      T* py = y.data<T>();
+      parallel_for(rows, out_f * cost::kCopy, [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; r++) std::memcpy(py + r * out_f, pb, sizeof(T) * out_f);
+      });
+    });
+  }
   kernel::gemm_batched(y, x2, w.t(), /*accumulate=*/bias.defined());
   BackwardFn bw;
   Tensor saved_x, saved_w;
@@ -960,7 +970,13 @@ void dropout_apply(T* out, const T* in, int64_t cols, const std::vector<uint64_t
 template <class T>
 void kept_apply(T* out, const T* in, int64_t n, const uint8_t* kept, T scale) {
   parallel_for(n, cost::kCopy, [=](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; i++) out[i] = kept[i] ? in[i] * scale : T(0);
+    T* __restrict o = out;
+    const T* __restrict x = in;
+    const uint8_t* __restrict k = kept;
+    for (int64_t i = b; i < e; i++) {
+      const T v = x[i] * scale;  // read unconditionally, so that the loop vectorises
+      o[i] = k[i] ? v : T(0);
+    }
   });
 }
 

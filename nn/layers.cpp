@@ -42,9 +42,15 @@ Embedding::Embedding(int64_t num, int64_t dim, int64_t pad, Generator* gen, DTyp
 Tensor Embedding::forward(const Tensor& ids) {
   if (ids.dtype() != kInt64)
     fail("Embedding::forward", "expected int64 ids, got ", dtype_name(ids.dtype()), " of shape ", ids.shape());
+  if (padding_idx < 0 || !weight.requires_grad() || !grad_enabled()) return hooked({ids}, embedding_lookup(weight, ids));
+  // Same values; no gradient reaches the padding row. Cut on the smaller side: the table's
+  // rows (the padding row's gradient is dropped after the others are summed, which gives
+  // the same bits) or the rows looked up.
+  if (num_embeddings <= ids.numel()) {
+    Tensor keep = ne(arange(num_embeddings), (double)padding_idx).unsqueeze(-1);
+    return hooked({ids}, embedding_lookup(where(keep, weight, weight.detach()), ids));
+  }
   Tensor rows = embedding_lookup(weight, ids);
-  if (padding_idx < 0) return hooked({ids}, rows);
-  // same values; the gradient reaches only rows looked up by non-padding ids
   Tensor keep = ne(ids, (double)padding_idx).unsqueeze(-1);
   return hooked({ids}, where(keep, rows, rows.detach()));
 }

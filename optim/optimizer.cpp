@@ -2,7 +2,9 @@
 // data outside autograd. See optimizer.h for the formulas.
 #include "optim/optimizer.h"
 
+#include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <set>
 
 #include "core/autograd.h"
@@ -269,50 +271,53 @@ struct AdamSlots {
   int64_t n = 0;
 };
 
-// One update of one parameter; t is its step (>= 1).
+// One update of elements [b, e) of one parameter; t is its step (>= 1).
 template <class T>
-void adam_kernel(const AdamSlots<T>& s, const AdamOptions& o, bool decoupled, int64_t t) {
+void adam_update(const AdamSlots<T>& s, const AdamOptions& o, bool decoupled, int64_t t, int64_t b, int64_t e) {
   T *p = s.param, *m = s.exp_avg, *v = s.exp_avg_sq, *vmax = s.max_exp_avg_sq;
   const T* grad = s.grad;
-  const int64_t n = s.n;
   const double bc1 = 1 - std::pow(o.beta1, (double)t), bc2 = 1 - std::pow(o.beta2, (double)t);
   const T step_size = (T)(o.lr / bc1), bc2_sqrt = (T)std::sqrt(bc2), eps = (T)o.eps;
   const T b1 = (T)o.beta1, b2 = (T)o.beta2, wd = (T)o.weight_decay, decay = (T)(1 - o.lr * o.weight_decay);
   if (wd == 0 && !vmax) {  // the usual case, in a loop without branches, which vectorises
-    over(n, [&, b1, b2, step_size, bc2_sqrt, eps](int64_t b, int64_t e) {  // constants by value: the
-      T* __restrict pp = p;                                                   // stores cannot alias them
-      T* __restrict mm = m;
-      T* __restrict vv = v;
-      const T* __restrict gg = grad;
-      for (int64_t i = b; i < e; i++) {
-        const T g = gg[i];
-        mm[i] = b1 * mm[i] + (1 - b1) * g;
-        vv[i] = b2 * vv[i] + (1 - b2) * g * g;
-        pp[i] = pp[i] - step_size * mm[i] / (std::sqrt(vv[i]) / bc2_sqrt + eps);
-      }
-    });
+    T* __restrict pp = p;  // the stores cannot alias the constants
+    T* __restrict mm = m;
+    T* __restrict vv = v;
+    const T* __restrict gg = grad;
+    for (int64_t i = b; i < e; i++) {
+      const T g = gg[i];
+      mm[i] = b1 * mm[i] + (1 - b1) * g;
+      vv[i] = b2 * vv[i] + (1 - b2) * g * g;
+      pp[i] = pp[i] - step_size * mm[i] / (std::sqrt(vv[i]) / bc2_sqrt + eps);
+    }
     return;
   }
-  over(n, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; i++) {
-      T g = grad[i];
-      if (decoupled) {
-        if (wd != 0) p[i] = p[i] * decay;
-      } else if (wd != 0) {
-        g = g + wd * p[i];
-      }
-      m[i] = b1 * m[i] + (1 - b1) * g;
-      v[i] = b2 * v[i] + (1 - b2) * g * g;
-      T vhat = v[i];
-      if (vmax) {
-        vmax[i] = std::max(vmax[i], v[i]);
-        vhat = vmax[i];
-      }
-      T denom = std::sqrt(vhat) / bc2_sqrt + eps;
-      p[i] = p[i] - step_size * m[i] / denom;
+  for (int64_t i = b; i < e; i++) {
+    T g = grad[i];
+    if (decoupled) {
+      if (wd != 0) p[i] = p[i] * decay;
+    } else if (wd != 0) {
+      g = g + wd * p[i];
     }
-  });
+    m[i] = b1 * m[i] + (1 - b1) * g;
+    v[i] = b2 * v[i] + (1 - b2) * g * g;
+    T vhat = v[i];
+    if (vmax) {
+      vmax[i] = std::max(vmax[i], v[i]);
+      vhat = vmax[i];
+    }
+    T denom = std::sqrt(vhat) / bc2_sqrt + eps;
+    p[i] = p[i] - step_size * m[i] / denom;
+  }
 }
+
+// One parameter's update, as a piece of the whole step's work.
+struct AdamJob {
+  AdamSlots<float> f32;
+  AdamSlots<double> f64;
+  int64_t step = 0;
+  int64_t start = 0;  // its first element in the step's elements, all parameters end to end
+};
 
 }  // namespace
 
@@ -350,28 +355,53 @@ std::vector<std::string> Adam::slot_names() const {
 void Adam::step() {
   check_adam(decoupled_ ? "AdamW::step" : "Adam::step", opt_);
   NoGradGuard ng;
+  // every parameter's update in one parallel region: the elements of all parameters, end
+  // to end, shared out in pieces (each element's update is independent of the others)
+  std::vector<AdamJob> jobs;
+  std::vector<Tensor> grads;  // contiguous gradients, alive until the updates are done
+  int64_t total = 0;
   for (size_t i = 0; i < params_.size(); i++) {
     Tensor& p = params_[i].second;
     Tensor g = p.grad();
     if (!g.defined()) continue;
     g = g.contiguous();
+    grads.push_back(g);
     ParamState& s = state_[i];
     if (s.step == 0)
       for (auto& name : slot_names()) s.slots[name] = zeros(p.shape(), p.dtype());
     s.step += 1;
     Tensor m = s.slots.at("exp_avg"), v = s.slots.at("exp_avg_sq");
     Tensor vmax = opt_.amsgrad ? s.slots.at("max_exp_avg_sq") : Tensor();
+    AdamJob job{.step = s.step, .start = total};
     dispatch_float(p.dtype(), "Adam::step", [&](auto tag) {
       using T = decltype(tag);
-      adam_kernel(AdamSlots<T>{.param = p.data<T>(),
-                               .grad = g.data<T>(),
-                               .exp_avg = m.data<T>(),
-                               .exp_avg_sq = v.data<T>(),
-                               .max_exp_avg_sq = vmax.defined() ? vmax.data<T>() : nullptr,
-                               .n = p.numel()},
-                  opt_, decoupled_, s.step);
+      AdamSlots<T> slots{.param = p.data<T>(),
+                         .grad = g.data<T>(),
+                         .exp_avg = m.data<T>(),
+                         .exp_avg_sq = v.data<T>(),
+                         .max_exp_avg_sq = vmax.defined() ? vmax.data<T>() : nullptr,
+                         .n = p.numel()};
+      if constexpr (std::is_same_v<T, float>) job.f32 = slots;
+      else job.f64 = slots;
     });
+    total += p.numel();
+    jobs.push_back(job);
   }
+  const AdamOptions o = opt_;
+  const bool decoupled = decoupled_;
+  parallel_for(total, cost::kOptimizerUpdate, [&](int64_t b, int64_t e) {
+    // the first job that ends after b, then each job's part of [b, e)
+    size_t j = std::upper_bound(jobs.begin(), jobs.end(), b, [](int64_t x, const AdamJob& job) { return x < job.start; }) -
+               jobs.begin() - 1;
+    for (; j < jobs.size() && jobs[j].start < e; j++) {
+      const AdamJob& job = jobs[j];
+      const int64_t n = job.f32.param ? job.f32.n : job.f64.n;
+      const int64_t from = std::max<int64_t>(b, job.start) - job.start, to = std::min<int64_t>(e, job.start + n) - job.start;
+      if (from >= to) continue;
+      if (job.f32.param) adam_update(job.f32, o, decoupled, job.step, from, to);
+      else adam_update(job.f64, o, decoupled, job.step, from, to);
+    }
+  });
 }
 
 // ---------------------------------------------------------------- clipping

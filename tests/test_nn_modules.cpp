@@ -192,6 +192,32 @@ TEST_CASE("Embedding's padding row starts at zero and never receives a gradient"
   CHECK(amax(abs(g.select(0, 1))).item() == 0.0);
 }
 
+TEST_CASE("Embedding with a padding row: its values are read, its gradient is zero, for small and large tables") {
+  // a table smaller than the lookups is masked on the table's side, a larger one on the
+  // rows' side: both give the lookups' values and the sums of the non-padding gradients
+  for (auto [V, N] : {std::pair<int64_t, int64_t>{4, 12}, {20, 5}}) {
+    INFO("V " << V << " N " << N);
+    Embedding emb(V, 3, /*padding_idx=*/2, nullptr, kFloat64);
+    emb.weight.detach().select(0, 2).fill_(0.5);  // a padding row the user changed is still read
+    std::vector<int64_t> idv;
+    for (int64_t i = 0; i < N; i++) idv.push_back((i * 7) % std::min<int64_t>(V, 5));
+    Tensor ids = from_vector(idv, {N});
+    Tensor y = emb.forward(ids);
+    Tensor up = randn({N, 3}, kFloat64);
+    sum(mul(y, up)).backward();
+    Tensor g = emb.weight.grad();
+    for (int64_t i = 0; i < N; i++)
+      for (int64_t j = 0; j < 3; j++) CHECK(y.at({i, j}) == emb.weight.at({idv[(size_t)i], j}));
+    for (int64_t v = 0; v < V; v++)
+      for (int64_t j = 0; j < 3; j++) {
+        double expected = 0;
+        for (int64_t i = 0; i < N; i++)
+          if (idv[(size_t)i] == v && v != 2) expected += up.at({i, j});
+        CHECK(g.at({v, j}) == Approx(expected).margin(1e-12));
+      }
+  }
+}
+
 TEST_CASE("the positional table puts sin on even and cos on odd features") {
   PositionalEncoding pe(6, 10, kFloat64);
   for (int64_t pos : {0, 3, 9})
