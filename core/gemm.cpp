@@ -306,7 +306,7 @@ struct Skinny {
 
 }  // namespace
 
-void gemm_batched(const Tensor& c, const Tensor& a_in, const Tensor& b_in, bool accumulate) {
+void gemm_batched(const Tensor& c, const Tensor& a_in, const Tensor& b_in, bool accumulate, const Tensor& bias) {
   const int64_t nd = c.dim();
   const int64_t M = c.size(nd - 2), N = c.size(nd - 1), K = a_in.size(nd - 1);
   Tensor a = a_in, b = b_in;
@@ -331,8 +331,18 @@ void gemm_batched(const Tensor& c, const Tensor& a_in, const Tensor& b_in, bool 
     const T* pa = a.data<T>();
     const T* pb = b.data<T>();
     T* pc = c.data<T>();
+    // with a bias, rows [m0, m1) and columns [n0, n1) of product i start as the bias
+    const T* pbias = bias.defined() ? bias.data<T>() : nullptr;
+    auto set_bias = [&](int64_t i, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+      for (int64_t m = m0; m < m1; m++) std::memcpy(pc + i * M * N + m * N + n0, pbias + n0, sizeof(T) * (n1 - n0));
+    };
+    if (pbias) accumulate = true;
     if (K == 0) {
-      if (!accumulate) std::fill(pc, pc + nb * M * N, T(0));
+      if (pbias) {
+        for (int64_t i = 0; i < nb; i++) set_bias(i, 0, M, 0, N);
+      } else if (!accumulate) {
+        std::fill(pc, pc + nb * M * N, T(0));
+      }
       return;
     }
     if (Skinny<T>::usable(la, lb, M, N, K)) {
@@ -346,6 +356,11 @@ void gemm_batched(const Tensor& c, const Tensor& a_in, const Tensor& b_in, bool 
           const int64_t i = task / per;
           Skinny<T> one = sk;
           one.pa = pa + offset(a, i), one.pb = pb + offset(b, i), one.pc = pc + i * M * N;
+          if (pbias) {  // the task's block of C: columns for all rows, or rows for all columns
+            const int64_t t = task % per;
+            if (sk.cols) set_bias(i, 0, M, t * sk.cols, std::min(N, (t + 1) * sk.cols));
+            else set_bias(i, t * sk.rows, std::min(M, (t + 1) * sk.rows), 0, N);
+          }
           one.run(task % per);
         }
       });
@@ -362,6 +377,10 @@ void gemm_batched(const Tensor& c, const Tensor& a_in, const Tensor& b_in, bool 
       const T* ai = pa + offset(a, i);
       const T* bi = pb + offset(b, i);
       T* ci = pc + i * M * N;
+      if (pbias) {
+        if (tiles.along_m) set_bias(i, begin, begin + extent, 0, N);
+        else set_bias(i, 0, M, begin, begin + extent);
+      }
       if (tiles.along_m) {
         const int64_t m = extent;
         blas_gemm(Gemm<T>{.M = m, .N = N, .K = K, .a = ai + at(la, begin, 0), .lda = la.ld, .trans_a = la.trans,

@@ -9,8 +9,11 @@ namespace ember::kernel {
 // Batched GEMM: c[b] = a[b] @ b[b] with a [.., M, K], b [.., K, N], c [.., M, N] contiguous,
 // where a and b already carry the broadcast batch shape of c (stride 0 where broadcast).
 // Matrices whose last two strides are a transpose are passed to BLAS as transpose flags.
-// With accumulate, c[b] += a[b] @ b[b] instead.
-void gemm_batched(const Tensor& c, const Tensor& a, const Tensor& b, bool accumulate = false);
+// With accumulate, c[b] += a[b] @ b[b] instead; with a bias [N] (contiguous, c's dtype),
+// c[b] = bias + a[b] @ b[b], every row of c starting as the bias (set by the thread that
+// then computes that part of the product).
+void gemm_batched(const Tensor& c, const Tensor& a, const Tensor& b, bool accumulate = false,
+                  const Tensor& bias = Tensor());
 
 // One GEMM on raw row-major matrices: c [M, N] = op(a) [M, K] op(b) [K, N], or c += with
 // accumulate, where op transposes the stored matrix when trans_a / trans_b; ld* are the

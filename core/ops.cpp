@@ -597,18 +597,8 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Loc loc
   Tensor x2 = x.detach().reshape({rows, in_f});
   Tensor w = weight.detach();
   Tensor y = empty({rows, out_f}, x.dtype());
-  if (bias.defined()) {  // every row of y starts as the bias; the GEMM adds into it
-    Tensor b = bias.detach().contiguous();
-    dispatch_float(y.dtype(), op, [&](auto tag) {
-      using T = decltype(tag);
-      const T* pb = b.data<T>();
-      T* py = y.data<T>();
-      parallel_for(rows, out_f * cost::kCopy, [&](int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; r++) std::memcpy(py + r * out_f, pb, sizeof(T) * out_f);
-      });
-    });
-  }
-  kernel::gemm_batched(y, x2, w.t(), /*accumulate=*/bias.defined());
+  // every row of y starts as the bias, and the GEMM adds into it
+  kernel::gemm_batched(y, x2, w.t(), /*accumulate=*/false, bias.defined() ? bias.detach().contiguous() : Tensor());
   BackwardFn bw;
   Tensor saved_x, saved_w;
   if (wants_grad(x, weight, bias)) {
