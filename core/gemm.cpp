@@ -7,7 +7,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <functional>
 #include <type_traits>
+#include <utility>
 
 #include "core/kernels.h"
 
@@ -304,24 +306,37 @@ struct Skinny {
   }
 };
 
-}  // namespace
+// One product cut into the tasks it runs as: tiles (each one single-threaded BLAS call)
+// or blocks of a skinny kernel. Each task writes its own part of C, the same bits
+// whichever thread runs it and whatever else runs beside it.
+struct PlannedProduct {
+  int64_t tasks = 0;
+  bool parallel = false;  // whether it is worth threads by itself
+  bool blas = false;      // its tasks call BLAS (run serially, BLAS is held to one thread)
+  std::function<void(int64_t)> run;
+};
 
-void gemm_batched(const Tensor& c, const Tensor& a_in, const Tensor& b_in, bool accumulate, const Tensor& bias) {
+PlannedProduct plan_product(const Product& pr) {
+  const Tensor& c = pr.c;
+  bool accumulate = pr.accumulate;
   const int64_t nd = c.dim();
-  const int64_t M = c.size(nd - 2), N = c.size(nd - 1), K = a_in.size(nd - 1);
-  Tensor a = a_in, b = b_in;
+  const int64_t M = c.size(nd - 2), N = c.size(nd - 1), K = pr.a.size(nd - 1);
+  Tensor a = pr.a, b = pr.b;
   MatLayout la = layout_of(a, M, K);
   if (!la.ok) { a = a.contiguous(); la = layout_of(a, M, K); }
   MatLayout lb = layout_of(b, K, N);
   if (!lb.ok) { b = b.contiguous(); lb = layout_of(b, K, N); }
   Shape batch(c.shape().begin(), c.shape().end() - 2);
   const int64_t nb = numel_of(batch);
-  if (nb == 0 || M == 0 || N == 0) return;
+  PlannedProduct plan;
+  if (nb == 0 || M == 0 || N == 0) return plan;
   count_flops(M, N, K, nb);
-  auto offset = [&](const Tensor& t, int64_t i) {
+  // element offset of batch element i's matrix in t
+  auto offset = [batch, sa = a.strides(), sb = b.strides()](bool of_a, int64_t i) {
+    const Shape& st = of_a ? sa : sb;
     int64_t off = 0;
     for (int64_t d = (int64_t)batch.size() - 1; d >= 0; d--) {
-      off += (i % batch[d]) * t.stride(d);
+      off += (i % batch[d]) * st[d];
       i /= batch[d];
     }
     return off;
@@ -332,12 +347,12 @@ void gemm_batched(const Tensor& c, const Tensor& a_in, const Tensor& b_in, bool 
     const T* pb = b.data<T>();
     T* pc = c.data<T>();
     // with a bias, rows [m0, m1) and columns [n0, n1) of product i start as the bias
-    const T* pbias = bias.defined() ? bias.data<T>() : nullptr;
-    auto set_bias = [&](int64_t i, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
+    const T* pbias = pr.bias.defined() ? pr.bias.data<T>() : nullptr;
+    auto set_bias = [=](int64_t i, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
       for (int64_t m = m0; m < m1; m++) std::memcpy(pc + i * M * N + m * N + n0, pbias + n0, sizeof(T) * (n1 - n0));
     };
     if (pbias) accumulate = true;
-    if (K == 0) {
+    if (K == 0) {  // no sum: C is the bias, zeros, or stays
       if (pbias) {
         for (int64_t i = 0; i < nb; i++) set_bias(i, 0, M, 0, N);
       } else if (!accumulate) {
@@ -345,67 +360,95 @@ void gemm_batched(const Tensor& c, const Tensor& a_in, const Tensor& b_in, bool 
       }
       return;
     }
+    // (a and b hold the data the tasks read: captured, they stay alive with the plan)
     if (Skinny<T>::usable(la, lb, M, N, K)) {
       Skinny<T> sk{.pa = pa, .pb = pb, .pc = pc, .la = la, .lb = lb, .M = M, .N = N, .K = K, .accumulate = accumulate,
                    .dot = false};
       sk.plan();
       const int64_t per = sk.tasks();
       const int64_t work_per_task = 2 * M * N * K / per / cost::kFlopsPerOperation;
-      parallel_for(nb * per, work_per_task, [&](int64_t begin, int64_t end) {
-        for (int64_t task = begin; task < end; task++) {
-          const int64_t i = task / per;
-          Skinny<T> one = sk;
-          one.pa = pa + offset(a, i), one.pb = pb + offset(b, i), one.pc = pc + i * M * N;
-          if (pbias) {  // the task's block of C: columns for all rows, or rows for all columns
-            const int64_t t = task % per;
-            if (sk.cols) set_bias(i, 0, M, t * sk.cols, std::min(N, (t + 1) * sk.cols));
-            else set_bias(i, t * sk.rows, std::min(M, (t + 1) * sk.rows), 0, N);
-          }
-          one.run(task % per);
+      plan.tasks = nb * per;
+      plan.parallel = worth_threads(plan.tasks, double(plan.tasks) * double(work_per_task), double(kParallelGrain));
+      plan.run = [=, keep = std::make_pair(a, b)](int64_t task) {
+        const int64_t i = task / per, t = task % per;
+        Skinny<T> one = sk;
+        one.pa = pa + offset(true, i), one.pb = pb + offset(false, i), one.pc = pc + i * M * N;
+        if (pbias) {  // the task's block of C: columns for all rows, or rows for all columns
+          if (sk.cols) set_bias(i, 0, M, t * sk.cols, std::min(N, (t + 1) * sk.cols));
+          else set_bias(i, t * sk.rows, std::min(M, (t + 1) * sk.rows), 0, N);
         }
-      });
+        one.run(t);
+      };
       return;
     }
     const GemmTiles tiles = gemm_tiles(M, N, K);
-    // Element (r, col) of a row-major matrix with layout l starts at r*ld+col, or at
-    // col*ld+r when l is transposed.
-    auto at = [](const MatLayout& l, int64_t r, int64_t col) { return l.trans ? col * l.ld + r : r * l.ld + col; };
-    auto tile = [&](int64_t task) {
+    plan.tasks = nb * tiles.count;
+    const double flops = 2.0 * double(M) * double(N) * double(K) * double(nb);
+    // a batch of products shares out without extra cost (no tile repacks an operand)
+    plan.parallel = worth_threads(plan.tasks, flops, nb > 1 ? cost::kBatchSplitFlops : cost::kGemmSplitFlops);
+    plan.blas = true;
+    plan.run = [=, keep = std::make_pair(a, b)](int64_t task) {
+      // Element (r, col) of a row-major matrix with layout l starts at r*ld+col, or at
+      // col*ld+r when l is transposed.
+      auto at = [](const MatLayout& l, int64_t r, int64_t col) { return l.trans ? col * l.ld + r : r * l.ld + col; };
       const int64_t i = task / tiles.count, t = task % tiles.count;
       const int64_t begin = tiles.begin(t), extent = tiles.begin(t + 1) - begin;
       if (extent == 0) return;
-      const T* ai = pa + offset(a, i);
-      const T* bi = pb + offset(b, i);
+      const T* ai = pa + offset(true, i);
+      const T* bi = pb + offset(false, i);
       T* ci = pc + i * M * N;
       if (pbias) {
         if (tiles.along_m) set_bias(i, begin, begin + extent, 0, N);
         else set_bias(i, 0, M, begin, begin + extent);
       }
       if (tiles.along_m) {
-        const int64_t m = extent;
-        blas_gemm(Gemm<T>{.M = m, .N = N, .K = K, .a = ai + at(la, begin, 0), .lda = la.ld, .trans_a = la.trans,
+        blas_gemm(Gemm<T>{.M = extent, .N = N, .K = K, .a = ai + at(la, begin, 0), .lda = la.ld, .trans_a = la.trans,
                           .b = bi, .ldb = lb.ld, .trans_b = lb.trans, .c = ci + begin * N, .ldc = N,
                           .accumulate = accumulate});
       } else {
-        const int64_t n = extent;
-        blas_gemm(Gemm<T>{.M = M, .N = n, .K = K, .a = ai, .lda = la.ld, .trans_a = la.trans,
+        blas_gemm(Gemm<T>{.M = M, .N = extent, .K = K, .a = ai, .lda = la.ld, .trans_a = la.trans,
                           .b = bi + at(lb, 0, begin), .ldb = lb.ld, .trans_b = lb.trans, .c = ci + begin, .ldc = N,
                           .accumulate = accumulate});
       }
     };
-    // Every tile is one fixed single-threaded GEMM whatever the thread count, so the
-    // threads only change which core computes it, never its bits.
-    const int64_t tasks = nb * tiles.count;
-    const double flops = 2.0 * double(M) * double(N) * double(K) * double(nb);
-    // a batch of products shares out without extra cost (no tile repacks an operand)
-    if (worth_threads(tasks, flops, nb > 1 ? cost::kBatchSplitFlops : cost::kGemmSplitFlops)) {
-#pragma omp parallel for schedule(static)
-      for (int64_t task = 0; task < tasks; task++) tile(task);
-    } else {
-      OneBlasThread one;
-      for (int64_t task = 0; task < tasks; task++) tile(task);
-    }
   });
+  return plan;
+}
+
+}  // namespace
+
+void gemm_batched(const Tensor& c, const Tensor& a, const Tensor& b, bool accumulate, const Tensor& bias) {
+  gemm_together({Product{.c = c, .a = a, .b = b, .accumulate = accumulate, .bias = bias}});
+}
+
+void gemm_together(const std::vector<Product>& products, const ExtraTasks& extra) {
+  std::vector<PlannedProduct> plans;
+  int64_t total = extra.tasks;
+  bool parallel = extra.tasks > 0 && worth_threads(extra.tasks, extra.work, double(kParallelGrain)), blas = false;
+  for (const Product& p : products) {
+    plans.push_back(plan_product(p));
+    total += plans.back().tasks;
+    parallel = parallel || plans.back().parallel;
+    blas = blas || plans.back().blas;
+  }
+  // task t: the products' tasks in turn, then the extra ones
+  auto run = [&](int64_t t) {
+    for (const PlannedProduct& p : plans) {
+      if (t < p.tasks) return p.run(t);
+      t -= p.tasks;
+    }
+    extra.run(t);
+  };
+  // Threads take tasks as they free up (tiles of different products differ in size).
+  if (parallel && worth_threads(total, 1.0, 1.0)) {
+#pragma omp parallel for schedule(dynamic)
+    for (int64_t t = 0; t < total; t++) run(t);
+  } else if (blas && !in_parallel_region()) {
+    OneBlasThread one;
+    for (int64_t t = 0; t < total; t++) run(t);
+  } else {
+    for (int64_t t = 0; t < total; t++) run(t);
+  }
 }
 
 template <class T>

@@ -1,6 +1,8 @@
 // Matrix products on raw data and on strided tensors, the one place ember calls BLAS.
 #pragma once
 #include <cstdint>
+#include <functional>
+#include <vector>
 
 #include "core/tensor.h"
 
@@ -14,6 +16,23 @@ namespace ember::kernel {
 // then computes that part of the product).
 void gemm_batched(const Tensor& c, const Tensor& a, const Tensor& b, bool accumulate = false,
                   const Tensor& bias = Tensor());
+
+// Several independent products, each computed as gemm_batched computes it (the same
+// tiles, the same bits), in one parallel region: their tiles are shared out together,
+// with `extra` tasks the caller adds (such as a bias gradient's column sums) among them.
+// One region instead of one a product: one wait at its end, and the threads balance the
+// products' unequal work between them.
+struct Product {
+  Tensor c, a, b;
+  bool accumulate = false;
+  Tensor bias;
+};
+struct ExtraTasks {
+  int64_t tasks = 0;
+  double work = 0;  // element operations in all, for the cost model (core/parallel.h)
+  std::function<void(int64_t task)> run;
+};
+void gemm_together(const std::vector<Product>& products, const ExtraTasks& extra = {});
 
 // One GEMM on raw row-major matrices: c [M, N] = op(a) [M, K] op(b) [K, N], or c += with
 // accumulate, where op transposes the stored matrix when trans_a / trans_b; ld* are the

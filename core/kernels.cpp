@@ -101,25 +101,36 @@ bool leading_dims_reduced(const Tensor& x, const std::vector<bool>& red, int64_t
 }
 
 // out [cols] = sum over r of x [rows, cols]: rows in order, columns side by side (so
-// the loop vectorizes), each thread a fixed block of columns.
+// the loop vectorizes), in fixed blocks of columns, each on one thread.
+constexpr int64_t kSumRowsBlock = 64;
+template <class T>
+void sum_rows_one_block(T* out, const T* x, int64_t rows, int64_t cols, int64_t blk) {
+  acc_t<T> acc[kSumRowsBlock];
+  const int64_t c0 = blk * kSumRowsBlock, n = std::min(kSumRowsBlock, cols - c0);
+  for (int64_t c = 0; c < n; c++) acc[c] = 0;
+  for (int64_t r = 0; r < rows; r++) {
+    const T* row = x + r * cols + c0;
+    for (int64_t c = 0; c < n; c++) acc[c] += acc_t<T>(row[c]);
+  }
+  for (int64_t c = 0; c < n; c++) out[c0 + c] = static_cast<T>(acc[c]);
+}
 template <class T>
 void sum_rows(T* out, const T* x, int64_t rows, int64_t cols) {
-  constexpr int64_t kBlock = 64;
-  parallel_for((cols + kBlock - 1) / kBlock, rows * kBlock, [&](int64_t b, int64_t e) {
-    acc_t<T> acc[kBlock];
-    for (int64_t blk = b; blk < e; blk++) {
-      const int64_t c0 = blk * kBlock, n = std::min(kBlock, cols - c0);
-      for (int64_t c = 0; c < n; c++) acc[c] = 0;
-      for (int64_t r = 0; r < rows; r++) {
-        const T* row = x + r * cols + c0;
-        for (int64_t c = 0; c < n; c++) acc[c] += acc_t<T>(row[c]);
-      }
-      for (int64_t c = 0; c < n; c++) out[c0 + c] = static_cast<T>(acc[c]);
-    }
+  parallel_for(sum_rows_blocks(cols), rows * kSumRowsBlock, [&](int64_t b, int64_t e) {
+    for (int64_t blk = b; blk < e; blk++) sum_rows_one_block(out, x, rows, cols, blk);
   });
 }
 
 }  // namespace
+
+int64_t sum_rows_blocks(int64_t cols) { return (cols + kSumRowsBlock - 1) / kSumRowsBlock; }
+
+void sum_rows_block(const Tensor& out, const Tensor& x, int64_t block) {
+  dispatch_float(x.dtype(), "sum", [&](auto tag) {
+    using T = decltype(tag);
+    sum_rows_one_block<T>(out.data<T>(), x.data<T>(), x.size(0), x.size(1), block);
+  });
+}
 
 Tensor reduce(const Tensor& x, const std::vector<bool>& red, ReduceKind kind) {
   ReducePlan p = plan_reduce(x, red);

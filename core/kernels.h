@@ -180,6 +180,12 @@ void fill(const Tensor& dst, double value);
 // dst += src, elementwise (dst contiguous, same shape)
 void add_inplace(const Tensor& dst, const Tensor& src);
 
+// A bias gradient's sum over rows, out [cols] = sum over r of x [rows, cols] (both
+// contiguous, float), in the blocks of columns sum over dim 0 runs in (the same bits):
+// sum_rows_blocks(cols) of them, block b by sum_rows_block, for running among other work.
+int64_t sum_rows_blocks(int64_t cols);
+void sum_rows_block(const Tensor& out, const Tensor& x, int64_t block);
+
 // Reduction of x over the dims where reduce[d] is true. Kinds: sum, max, min.
 // Returns a contiguous tensor shaped like x with reduced dims removed. Float sums
 // accumulate in double, in chunks of fixed size combined in a fixed order.

@@ -618,18 +618,27 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Loc loc
         if (gb) db = sum(g2, {0});
         return std::vector<Tensor>{dx, dw, db};
       }
-      const Tensor& saved_x = sx.data();
-      const Tensor& saved_w = sw.data();
+      // the two products and the bias's column sums in one parallel region
+      std::vector<kernel::Product> products;
       if (gx) {
         dx = empty({rows, in_f}, g.dtype());
-        kernel::gemm_batched(dx, g2, saved_w);  // [rows, out] @ [out, in]
-        dx = dx.view(x_shape);
+        products.push_back({.c = dx, .a = g2, .b = sw.data()});  // [rows, out] @ [out, in]
       }
       if (gw) {
         dw = empty({out_f, in_f}, g.dtype());
-        kernel::gemm_batched(dw, g2.t(), saved_x);  // [out, rows] @ [rows, in]
+        products.push_back({.c = dw, .a = g2.t(), .b = sx.data()});  // [out, rows] @ [rows, in]
       }
-      if (gb) db = sum(g2, {0});
+      kernel::ExtraTasks column_sums;
+      if (gb && g2.is_contiguous()) {
+        db = empty({out_f}, g.dtype());
+        column_sums = {.tasks = kernel::sum_rows_blocks(out_f),
+                       .work = double(rows) * double(out_f),
+                       .run = [&](int64_t block) { kernel::sum_rows_block(db, g2, block); }};
+      } else if (gb) {
+        db = sum(g2, {0});
+      }
+      kernel::gemm_together(products, column_sums);
+      if (gx) dx = dx.view(x_shape);
       return std::vector<Tensor>{dx, dw, db};
     };
   }

@@ -74,4 +74,33 @@ void parallel_for(int64_t n, int64_t work_per_item, F&& f) {
   }
 }
 
+// Two independent loops in one parallel region (one wake-up and one wait where two
+// parallel_for calls would take two): f(begin, end) over [0, n) and g(begin, end) over
+// [0, m), each cut in the pieces parallel_for would cut it in.
+template <class F, class G>
+void parallel_for_two(int64_t n, int64_t work_per_n, F&& f, int64_t m, int64_t work_per_m, G&& g) {
+  n = std::max<int64_t>(n, 0), m = std::max<int64_t>(m, 0);
+  const int threads = num_threads();
+  const double work = double(n) * double(work_per_n) + double(m) * double(work_per_m);
+  if (!worth_threads(n + m, work, double(kParallelGrain))) {
+    if (n > 0) f(int64_t(0), n);
+    if (m > 0) g(int64_t(0), m);
+    return;
+  }
+  const int64_t pn = std::min<int64_t>(n, int64_t(threads) * 4), pm = std::min<int64_t>(m, int64_t(threads) * 4);
+#pragma omp parallel
+  {
+#pragma omp for schedule(static) nowait
+    for (int64_t p = 0; p < pn; p++) {
+      int64_t b = n * p / pn, e = n * (p + 1) / pn;
+      if (b < e) f(b, e);
+    }
+#pragma omp for schedule(static)
+    for (int64_t p = 0; p < pm; p++) {
+      int64_t b = m * p / pm, e = m * (p + 1) / pm;
+      if (b < e) g(b, e);
+    }
+  }
+}
+
 }  // namespace ember

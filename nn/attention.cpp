@@ -128,28 +128,34 @@ AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
         return backward_of_composition(
             [&](const std::vector<Tensor>& in) { return detail::composed_attention(in[0], in[1], in[2], mask, sc, keep).output; },
             {xq.get(), xk.get(), xv.get()}, dout);
-      Tensor dq, dk, dv;
+      Tensor dq, dk, dv, ds;
+      std::vector<kernel::Product> products;  // independent products run together
       if (gv) {
         Tensor pdrop = keep.defined() ? mul(p, keep) : p;
         dv = empty(g.with(g.S, g.Dv), dout.dtype());
-        kernel::gemm_batched(dv, pdrop.mT(), dout);
+        products.push_back({.c = dv, .a = pdrop.mT(), .b = dout});
       }
       if (gq || gk) {
-        Tensor ds = empty(g.with(g.L, g.S), dout.dtype());
-        kernel::gemm_batched(ds, dout, saved_v.mT());
+        ds = empty(g.with(g.L, g.S), dout.dtype());
+        products.push_back({.c = ds, .a = dout, .b = saved_v.mT()});
+      }
+      kernel::gemm_together(products);
+      if (gq || gk) {
         dispatch_float(ds.dtype(), kOp, [&](auto tag) {
           using T = decltype(tag);
           kernel::masked_softmax_rows_backward(ds.data<T>(), p.data<T>(), keep.defined() ? keep.data<T>() : nullptr,
                                                rows, g.S, T(sc));
         });
+        products.clear();
         if (gq) {
           dq = empty(g.with(g.L, g.D), dout.dtype());
-          kernel::gemm_batched(dq, ds, saved_k);
+          products.push_back({.c = dq, .a = ds, .b = saved_k});
         }
         if (gk) {
           dk = empty(g.with(g.S, g.D), dout.dtype());
-          kernel::gemm_batched(dk, ds.mT(), saved_q);
+          products.push_back({.c = dk, .a = ds.mT(), .b = saved_q});
         }
+        kernel::gemm_together(products);
       }
       // broadcast batch dims are summed back to each input's shape by the engine
       return std::vector<Tensor>{dq, dk, dv};

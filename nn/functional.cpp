@@ -67,52 +67,57 @@ void layer_norm_forward(const LayerNormBuffers<T>& buf, double eps) {
   });
 }
 
-// dx <- dy, x, mean, rstd, weight
+// dx <- dy, x, mean, rstd, weight, for rows [rb, re)
 template <class T>
-void layer_norm_backward_input(const LayerNormBuffers<T>& buf) {
-  const int64_t R = buf.R, C = buf.C;
+void layer_norm_backward_input(const LayerNormBuffers<T>& buf, int64_t rb, int64_t re) {
+  const int64_t C = buf.C;
   const T *dy = buf.dy, *x = buf.x, *weight = buf.weight;
   const double *mean = buf.mean, *rstd = buf.rstd;
   T* dx = buf.dx;
-  parallel_for(R, C * cost::kRowBackward, [&](int64_t rb, int64_t re) {
-    for (int64_t r = rb; r < re; r++) {
-      const T* g = dy + r * C;
-      const T* xr = x + r * C;
-      T* d = dx + r * C;
-      const T m = (T)mean[r], s = (T)rstd[r];
-      auto dxhat = [&](int64_t c) { return weight ? g[c] * weight[c] : g[c]; };
-      const T a = (T)(vec::lane_sum<double>(C, dxhat) / (double)C);
-      const T b = (T)(vec::lane_sum<double>(C, [&](int64_t c) { return dxhat(c) * ((xr[c] - m) * s); }) / (double)C);
-      for (int64_t c = 0; c < C; c++) d[c] = s * (dxhat(c) - a - (xr[c] - m) * s * b);
-    }
-  });
+  for (int64_t r = rb; r < re; r++) {
+    const T* g = dy + r * C;
+    const T* xr = x + r * C;
+    T* d = dx + r * C;
+    const T m = (T)mean[r], s = (T)rstd[r];
+    auto dxhat = [&](int64_t c) { return weight ? g[c] * weight[c] : g[c]; };
+    const T a = (T)(vec::lane_sum<double>(C, dxhat) / (double)C);
+    const T b = (T)(vec::lane_sum<double>(C, [&](int64_t c) { return dxhat(c) * ((xr[c] - m) * s); }) / (double)C);
+    for (int64_t c = 0; c < C; c++) d[c] = s * (dxhat(c) - a - (xr[c] - m) * s * b);
+  }
 }
 
-// dweight, dbias (either null) <- dy, x, mean, rstd
-// Threads split the columns; each column sums its rows 0..R-1 in order.
+// dweight, dbias (either null) <- dy, x, mean, rstd, for columns [cb, ce); each column
+// sums its rows 0..R-1 in order.
 template <class T>
-void layer_norm_backward_params(const LayerNormBuffers<T>& buf) {
+void layer_norm_backward_params(const LayerNormBuffers<T>& buf, int64_t cb, int64_t ce) {
   const int64_t R = buf.R, C = buf.C;
   const T *dy = buf.dy, *x = buf.x;
   const double *mean = buf.mean, *rstd = buf.rstd;
   T *dweight = buf.dweight, *dbias = buf.dbias;
-  parallel_for(C, R * cost::kColumnPass, [&](int64_t cb, int64_t ce) {
-    std::vector<double> dw(ce - cb, 0.0), db(ce - cb, 0.0);
-    for (int64_t r = 0; r < R; r++) {
-      const T* g = dy + r * C + cb;
-      const T* xr = x + r * C + cb;
-      const T m = (T)mean[r], s = (T)rstd[r];
-      const int64_t n = ce - cb;
-      for (int64_t c = 0; c < n; c++) {
-        db[c] += (double)g[c];
-        dw[c] += (double)(g[c] * ((xr[c] - m) * s));
-      }
+  std::vector<double> dw(ce - cb, 0.0), db(ce - cb, 0.0);
+  for (int64_t r = 0; r < R; r++) {
+    const T* g = dy + r * C + cb;
+    const T* xr = x + r * C + cb;
+    const T m = (T)mean[r], s = (T)rstd[r];
+    const int64_t n = ce - cb;
+    for (int64_t c = 0; c < n; c++) {
+      db[c] += (double)g[c];
+      dw[c] += (double)(g[c] * ((xr[c] - m) * s));
     }
-    for (int64_t c = cb; c < ce; c++) {
-      if (dweight) dweight[c] = (T)dw[c - cb];
-      if (dbias) dbias[c] = (T)db[c - cb];
-    }
-  });
+  }
+  for (int64_t c = cb; c < ce; c++) {
+    if (dweight) dweight[c] = (T)dw[c - cb];
+    if (dbias) dbias[c] = (T)db[c - cb];
+  }
+}
+
+// Both in one parallel region: rows of dx, and columns of dweight and dbias.
+template <class T>
+void layer_norm_backward(const LayerNormBuffers<T>& buf, bool need_dx, bool need_params) {
+  parallel_for_two(
+      need_dx ? buf.R : 0, buf.C * cost::kRowBackward,
+      [&](int64_t rb, int64_t re) { layer_norm_backward_input<T>(buf, rb, re); }, need_params ? buf.C : 0,
+      buf.R * cost::kColumnPass, [&](int64_t cb, int64_t ce) { layer_norm_backward_params<T>(buf, cb, ce); });
 }
 
 // ------------------------------------------------------------------ cross-entropy kernels
@@ -230,8 +235,7 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
                                       .dx = data_or_null<T>(dx),
                                       .dweight = data_or_null<T>(dw),
                                       .dbias = data_or_null<T>(db)};
-        if (need_dx) layer_norm_backward_input<T>(buf);
-        if (need_dw || need_db) layer_norm_backward_params<T>(buf);
+        layer_norm_backward<T>(buf, need_dx, need_dw || need_db);
       });
       return std::vector<Tensor>{dx, dw, db};
     };
