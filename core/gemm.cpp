@@ -439,9 +439,11 @@ void gemm_together(const std::vector<Product>& products, const ExtraTasks& extra
     }
     extra.run(t);
   };
-  // Threads take tasks as they free up (tiles of different products differ in size).
+  // Tasks dealt in turn: each product's tiles (equal in size) are spread over the threads,
+  // and tile t of every product runs on the same thread, where the rows of the operands it
+  // reads were likely made.
   if (parallel && worth_threads(total, 1.0, 1.0)) {
-#pragma omp parallel for schedule(dynamic)
+#pragma omp parallel for schedule(static, 1)
     for (int64_t t = 0; t < total; t++) run(t);
   } else if (blas && !in_parallel_region()) {
     OneBlasThread one;

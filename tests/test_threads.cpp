@@ -302,3 +302,69 @@ TEST_CASE("matmul_flops counts 2 M N K for every product run, forward and backwa
   CHECK(counted([&] { nn::scaled_dot_product_attention_tiled(qt, kt, kt, {}, 0.0, false, nullptr); }) ==
         2 * (2 * 300 * 300 * 8));
 }
+
+TEST_CASE("products run together give the bits of each run alone, with 1 and 2 threads, and each extra task once") {
+  // a tiled product, a transposed one, a batch, a skinny one (few rows: ember's kernel),
+  // one with a bias and one that adds into what C holds
+  Tensor a1 = big_randn({300, 200}, 11), b1 = big_randn({200, 180}, 12);
+  Tensor a2 = big_randn({200, 300}, 13).t(), b2 = seeded_randn({150, 200}, 14).t();
+  Tensor a3 = seeded_randn({4, 60, 70}, 15), b3 = seeded_randn({4, 70, 50}, 16);
+  Tensor a4 = seeded_randn({5, 512}, 17), b4 = big_randn({512, 300}, 18).t().contiguous().t();
+  Tensor bias = seeded_randn({180}, 19), start = big_randn({300, 180}, 20);
+  auto alone = [&] {
+    std::vector<Tensor> c = {empty({300, 180}), empty({300, 150}), empty({4, 60, 50}), empty({5, 300}),
+                             empty({300, 180}), start.clone()};
+    kernel::gemm_batched(c[0], a1, b1);
+    kernel::gemm_batched(c[1], a2, b2);
+    kernel::gemm_batched(c[2], a3, b3);
+    kernel::gemm_batched(c[3], a4, b4);
+    kernel::gemm_batched(c[4], a1, b1, false, bias);
+    kernel::gemm_batched(c[5], a1, b1, true);
+    return c;
+  };
+  auto together = [&] {
+    std::vector<Tensor> c = {empty({300, 180}), empty({300, 150}), empty({4, 60, 50}), empty({5, 300}),
+                             empty({300, 180}), start.clone()};
+    std::vector<int> runs(7, 0);
+    kernel::gemm_together({{.c = c[0], .a = a1, .b = b1},
+                           {.c = c[1], .a = a2, .b = b2},
+                           {.c = c[2], .a = a3, .b = b3},
+                           {.c = c[3], .a = a4, .b = b4},
+                           {.c = c[4], .a = a1, .b = b1, .bias = bias},
+                           {.c = c[5], .a = a1, .b = b1, .accumulate = true}},
+                          {.tasks = 7, .work = 1e6, .run = [&](int64_t t) { runs[(size_t)t]++; }});
+    for (int r : runs) CHECK(r == 1);
+    return c;
+  };
+  std::vector<Tensor> expected = alone();
+  // the bias form is the bias plus the product
+  CHECK(allclose(expected[4], add(expected[0], bias), 1e-5, 1e-5));
+  CHECK(allclose(expected[5], add(expected[0], start), 1e-5, 1e-5));
+  for (int threads : {1, 2}) {
+    NumThreadsGuard guard(threads);
+    std::vector<Tensor> got = together();
+    for (size_t i = 0; i < got.size(); i++) {
+      INFO("product " << i << ", " << threads << " thread(s)");
+      CHECK(equal(got[i], expected[i]));
+    }
+  }
+}
+
+TEST_CASE("a product with a bias and an empty sum is the bias in every row") {
+  Tensor c = empty({3, 4}), bias = from_vector(std::vector<double>{1, 2, 3, 4}, {4}, kFloat32);
+  kernel::gemm_batched(c, empty({3, 0}), empty({0, 4}), false, bias);
+  CHECK(equal(c, bias.expand({3, 4}).contiguous()));
+}
+
+TEST_CASE("parallel_for_two covers both ranges once, in its pieces, with 1 and 2 threads") {
+  for (int threads : {1, 2})
+    for (auto [n, m] : {std::pair<int64_t, int64_t>{100000, 7}, {0, 50000}, {3, 0}, {40000, 40000}}) {
+      NumThreadsGuard guard(threads);
+      std::vector<int> seen_n((size_t)n, 0), seen_m((size_t)m, 0);
+      parallel_for_two(
+          n, 1, [&](int64_t b, int64_t e) { for (int64_t i = b; i < e; i++) seen_n[(size_t)i]++; }, m, 1,
+          [&](int64_t b, int64_t e) { for (int64_t i = b; i < e; i++) seen_m[(size_t)i]++; });
+      for (int s : seen_n) REQUIRE(s == 1);
+      for (int s : seen_m) REQUIRE(s == 1);
+    }
+}
