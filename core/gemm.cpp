@@ -202,6 +202,9 @@ struct Skinny {
   // contiguous (ldb apart) and A(m, k) at pa[m * ar + k * ac].
   template <int R>
   void axpy_block(int64_t m0, int64_t n0, int64_t w) const {
+    if constexpr (sizeof(T) == 4) {
+      if (w == 64) return axpy_block_vectors<R>(m0, n0);
+    }
     T* c = pc;
     const T *pa = this->pa, *pb = this->pb;
     const int64_t K = this->K, ldc = N, ldb = lb.ld, ar = la.trans ? 1 : la.ld, ac = la.trans ? la.ld : 1;
@@ -231,6 +234,37 @@ struct Skinny {
       for (int64_t j = 0; j < w; j++) c[(m0 + r) * ldc + n0 + j] = acc[r][j];
   }
 
+  // axpy_block over 64 floats (four vectors) a row, the same sums in the same order, with
+  // each step's four vectors of B loaded once (not once a row) and A's elements broadcast once
+  template <int R>
+  void axpy_block_vectors(int64_t m0, int64_t n0) const {
+    using V = Vector64<T>;
+    constexpr int L = sizeof(V) / sizeof(T), NV = 64 / L;
+    T* c = pc;
+    const T *pa = this->pa, *pb = this->pb;
+    const int64_t K = this->K, ldc = N, ldb = lb.ld, ar = la.trans ? 1 : la.ld, ac = la.trans ? la.ld : 1;
+    V acc[R][NV];
+    for (int r = 0; r < R; r++)
+      for (int v = 0; v < NV; v++) {
+        if (accumulate) std::memcpy(&acc[r][v], c + (m0 + r) * ldc + n0 + v * L, sizeof(V));
+        else acc[r][v] = V{};
+      }
+    for (int64_t k = 0; k < K; k++) {
+      V b[NV];
+      for (int v = 0; v < NV; v++) {
+        std::memcpy(&b[v], pb + k * ldb + n0 + v * L, sizeof(V));
+        asm("" : "+v"(b[v]));  // held in a register: else each row's use loads it again
+      }
+      for (int r = 0; r < R; r++) {
+        V a = V{} + pa[(m0 + r) * ar + k * ac];
+        asm("" : "+v"(a));
+        for (int v = 0; v < NV; v++) acc[r][v] += a * b[v];
+      }
+    }
+    for (int r = 0; r < R; r++)
+      for (int v = 0; v < NV; v++) std::memcpy(c + (m0 + r) * ldc + n0 + v * L, &acc[r][v], sizeof(V));
+  }
+
   // C[m, n] (+)= dot(A[m, :], Bt[n, :]) for m in [m0, m0 + R), n in [n0, n0 + NC), the rows
   // contiguous; each dot in the lanes of one 64-byte vector (R * NC independent chains, each
   // row of A and of Bt loaded once per step), the vectors' lanes then summed a vector of
@@ -247,10 +281,14 @@ struct Skinny {
     int64_t k = 0;
     for (; k + L <= K; k += L) {
       V b[NC];
-      for (int q = 0; q < NC; q++) std::memcpy(&b[q], pb + (n0 + q) * ldb + k, sizeof(V));
+      for (int q = 0; q < NC; q++) {
+        std::memcpy(&b[q], pb + (n0 + q) * ldb + k, sizeof(V));
+        asm("" : "+v"(b[q]));  // held in a register: else each use loads it again
+      }
       for (int r = 0; r < R; r++) {
         V a;
         std::memcpy(&a, pa + (m0 + r) * lda + k, sizeof(V));
+        asm("" : "+v"(a));
         for (int q = 0; q < NC; q++) acc[r * NC + q] += a * b[q];
       }
     }
