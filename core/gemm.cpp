@@ -202,8 +202,14 @@ struct Skinny {
   // contiguous (ldb apart) and A(m, k) at pa[m * ar + k * ac].
   template <int R>
   void axpy_block(int64_t m0, int64_t n0, int64_t w) const {
-    if constexpr (sizeof(T) == 4) {
-      if (w == 64) return axpy_block_vectors<R>(m0, n0);
+    if constexpr (sizeof(T) == 4) {  // whole vectors: 16, 32, 48 or 64 floats
+      switch (w) {
+        case 64: return axpy_block_vectors<R, 4>(m0, n0);
+        case 48: return axpy_block_vectors<R, 3>(m0, n0);
+        case 32: return axpy_block_vectors<R, 2>(m0, n0);
+        case 16: return axpy_block_vectors<R, 1>(m0, n0);
+        default: break;
+      }
     }
     T* c = pc;
     const T *pa = this->pa, *pb = this->pb;
@@ -234,12 +240,12 @@ struct Skinny {
       for (int64_t j = 0; j < w; j++) c[(m0 + r) * ldc + n0 + j] = acc[r][j];
   }
 
-  // axpy_block over 64 floats (four vectors) a row, the same sums in the same order, with
-  // each step's four vectors of B loaded once (not once a row) and A's elements broadcast once
-  template <int R>
+  // axpy_block over NV vectors a row, the same sums in the same order, with each step's
+  // vectors of B loaded once (not once a row) and A's elements broadcast once
+  template <int R, int NV>
   void axpy_block_vectors(int64_t m0, int64_t n0) const {
     using V = Vector64<T>;
-    constexpr int L = sizeof(V) / sizeof(T), NV = 64 / L;
+    constexpr int L = sizeof(V) / sizeof(T);
     T* c = pc;
     const T *pa = this->pa, *pb = this->pb;
     const int64_t K = this->K, ldc = N, ldb = lb.ld, ar = la.trans ? 1 : la.ld, ac = la.trans ? la.ld : 1;

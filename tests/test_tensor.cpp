@@ -1000,7 +1000,9 @@ TEST_CASE("matmul and linear agree with a float64 loop at skinny and regular sha
   const std::vector<std::array<int64_t, 3>> shapes = {{1, 300, 130}, {3, 257, 200}, {4, 512, 130}, {16, 129, 300},
                                                       {10, 64, 64},  {17, 200, 200}, {300, 7, 130}, {129, 16, 300},
                                                       {45, 3, 66},   {1, 1, 1},      {64, 64, 64}, {2, 300, 130},
-                                                      {5, 260, 140}, {6, 200, 170}, {7, 300, 111}, {13, 257, 129}};
+                                                      {5, 260, 140}, {6, 200, 170}, {7, 300, 111}, {13, 257, 129},
+                                                      // blocks of C ending in 48, 32 and 16 columns
+                                                      {3, 512, 112}, {200, 10, 96}, {2, 300, 80}};
   for (auto [M, K, N] : shapes)
     for (int layout = 0; layout < 4; layout++) {
       INFO("M " << M << " K " << K << " N " << N << " layout " << layout);
