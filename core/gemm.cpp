@@ -483,10 +483,13 @@ void gemm_together(const std::vector<Product>& products, const ExtraTasks& extra
     }
     extra.run(t);
   };
-  // Tasks dealt in turn: each product's tiles (equal in size) are spread over the threads,
-  // and tile t of every product runs on the same thread, where the rows of the operands it
-  // reads were likely made.
-  if (parallel && worth_threads(total, 1.0, 1.0)) {
+  // One product: each thread a run of consecutive tiles (the rows the next op's threads
+  // will read where they were written). Several: tasks dealt in turn, so that each
+  // product's tiles (equal in size) are spread over the threads.
+  if (parallel && worth_threads(total, 1.0, 1.0) && plans.size() == 1 && extra.tasks == 0) {
+#pragma omp parallel for schedule(static)
+    for (int64_t t = 0; t < total; t++) run(t);
+  } else if (parallel && worth_threads(total, 1.0, 1.0)) {
 #pragma omp parallel for schedule(static, 1)
     for (int64_t t = 0; t < total; t++) run(t);
   } else if (blas && !in_parallel_region()) {
