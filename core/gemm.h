@@ -23,14 +23,14 @@ void gemm_batched(const Tensor& c, const Tensor& a, const Tensor& b, bool accumu
 // One region instead of one a product: one wait at its end, and the threads balance the
 // products' unequal work between them.
 struct Product {
-  Tensor c, a, b;
+  Tensor c = {}, a = {}, b = {};
   bool accumulate = false;
-  Tensor bias;
+  Tensor bias = {};
 };
 struct ExtraTasks {
   int64_t tasks = 0;
   double work = 0;  // element operations in all, for the cost model (core/parallel.h)
-  std::function<void(int64_t task)> run;
+  std::function<void(int64_t task)> run = {};
 };
 void gemm_together(const std::vector<Product>& products, const ExtraTasks& extra = {});
 

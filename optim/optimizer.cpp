@@ -313,8 +313,8 @@ void adam_update(const AdamSlots<T>& s, const AdamOptions& o, bool decoupled, in
 
 // One parameter's update, as a piece of the whole step's work.
 struct AdamJob {
-  AdamSlots<float> f32;
-  AdamSlots<double> f64;
+  AdamSlots<float> f32 = {};
+  AdamSlots<double> f64 = {};
   int64_t step = 0;
   int64_t start = 0;  // its first element in the step's elements, all parameters end to end
 };
