@@ -131,33 +131,41 @@ typedef double Double64Bytes __attribute__((vector_size(64)));
 template <class T>
 using Vector64 = std::conditional_t<std::is_same_v<T, float>, Float64Bytes, Double64Bytes>;
 
+// Keeps v in a register: the compiler then loads it once, not again at each use (an empty
+// asm that claims to change it). Only where 64-byte vectors fit a register (AVX-512).
+template <class V>
+inline void in_register(V& v) {
+#if defined(__AVX512F__)
+  asm("" : "+v"(v));
+#else
+  (void)v;
+#endif
+}
+
 // Lane i of the result: the sum of v[i]'s lanes, for L vectors of L lanes. A tree of
 // pairwise folds: each level adds the lower and upper halves of every group of lanes of
 // two vectors into one vector of groups half as wide (L - 1 vector additions in all,
 // against L (L - 1) scalar ones), always in the same order.
-template <class V, int L, int H>
-inline V fold_halves(V x, V y) {
-  using I = std::conditional_t<sizeof(V) / L == 4, int32_t, int64_t>;
-  typedef I Index __attribute__((vector_size(sizeof(V))));
-  Index lo, hi;
-  for (int j = 0; j < L; j++) {
-    // output lane j: from x's groups for the lower half, from y's (lanes L..) for the upper
-    const int w = j % (L / 2), src = (j < L / 2 ? 0 : L) + (w / H) * 2 * H + w % H;
-    lo[j] = src, hi[j] = src + H;
-  }
-  return __builtin_shuffle(x, y, lo) + __builtin_shuffle(x, y, hi);
+// Output lane j of a fold with groups of width H: from x's groups (the lower half of the
+// lanes) or y's (lanes L.. of the pair), the lower half of its group.
+constexpr int fold_source(int L, int H, int j) {
+  const int w = j % (L / 2);
+  return (j < L / 2 ? 0 : L) + (w / H) * 2 * H + w % H;
 }
+template <class V, int L, int H, int... J>
+inline void fold_halves(V& out, const V& x, const V& y, std::integer_sequence<int, J...>) {
+  out = __builtin_shufflevector(x, y, fold_source(L, H, J)...) +
+        __builtin_shufflevector(x, y, (fold_source(L, H, J) + H)...);
+}
+// v[0] <- the lane sums of v[0 .. L) (v is overwritten)
 template <class V, int L, int H = L / 2>
-inline V lane_sums_level(V* v, int n) {
-  for (int i = 0; i < n / 2; i++) v[i] = fold_halves<V, L, H>(v[2 * i], v[2 * i + 1]);
-  if constexpr (H == 1) return v[0];
-  else return lane_sums_level<V, L, H / 2>(v, n / 2);
-}
-template <class V, int L>
-inline V lane_sums(const V* acc) {
-  V v[L];
-  for (int i = 0; i < L; i++) v[i] = acc[i];
-  return lane_sums_level<V, L>(v, L);
+inline void lane_sums(V* v, int n = L) {
+  for (int i = 0; i < n / 2; i++) {
+    V folded;
+    fold_halves<V, L, H>(folded, v[2 * i], v[2 * i + 1], std::make_integer_sequence<int, L>());
+    v[i] = folded;
+  }
+  if constexpr (H > 1) lane_sums<V, L, H / 2>(v, n / 2);
 }
 
 // Skinny GEMMs - few rows of C (M <= kSkinny: a Linear layer on a handful of tokens) or a
@@ -259,11 +267,11 @@ struct Skinny {
       V b[NV];
       for (int v = 0; v < NV; v++) {
         std::memcpy(&b[v], pb + k * ldb + n0 + v * L, sizeof(V));
-        asm("" : "+v"(b[v]));  // held in a register: else each row's use loads it again
+        in_register(b[v]);
       }
       for (int r = 0; r < R; r++) {
         V a = V{} + pa[(m0 + r) * ar + k * ac];
-        asm("" : "+v"(a));
+        in_register(a);
         for (int v = 0; v < NV; v++) acc[r][v] += a * b[v];
       }
     }
@@ -289,19 +297,19 @@ struct Skinny {
       V b[NC];
       for (int q = 0; q < NC; q++) {
         std::memcpy(&b[q], pb + (n0 + q) * ldb + k, sizeof(V));
-        asm("" : "+v"(b[q]));  // held in a register: else each use loads it again
+        in_register(b[q]);
       }
       for (int r = 0; r < R; r++) {
         V a;
         std::memcpy(&a, pa + (m0 + r) * lda + k, sizeof(V));
-        asm("" : "+v"(a));
+        in_register(a);
         for (int q = 0; q < NC; q++) acc[r * NC + q] += a * b[q];
       }
     }
     T sums[kGroups * L];
     for (int g = 0; g < kGroups; g++) {
-      const V s = lane_sums<V, L>(acc + g * L);
-      std::memcpy(sums + g * L, &s, sizeof(V));
+      lane_sums<V, L>(acc + g * L);
+      std::memcpy(sums + g * L, &acc[g * L], sizeof(V));
     }
     for (int r = 0; r < R; r++)
       for (int q = 0; q < NC; q++) {
