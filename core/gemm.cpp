@@ -270,7 +270,8 @@ struct Skinny {
         in_register(b[v]);
       }
       for (int r = 0; r < R; r++) {
-        V a = V{} + pa[(m0 + r) * ar + k * ac];
+        V a;  // A's element in every lane (an addition to zeros would turn -0 into +0)
+        for (int l = 0; l < L; l++) a[l] = pa[(m0 + r) * ar + k * ac];
         in_register(a);
         for (int v = 0; v < NV; v++) acc[r][v] += a * b[v];
       }

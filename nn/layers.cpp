@@ -46,8 +46,8 @@ Tensor Embedding::forward(const Tensor& ids) {
   // Same values; no gradient reaches the padding row. Cut on the smaller side: the table's
   // rows (the padding row's gradient is dropped after the others are summed, which gives
   // the same bits) or the rows looked up.
-  if (num_embeddings <= ids.numel()) {
-    Tensor keep = ne(arange(num_embeddings), (double)padding_idx).unsqueeze(-1);
+  if (weight.dim() == 2 && weight.size(0) <= ids.numel()) {
+    Tensor keep = ne(arange(weight.size(0)), (double)padding_idx).unsqueeze(-1);
     return hooked({ids}, embedding_lookup(where(keep, weight, weight.detach()), ids));
   }
   Tensor rows = embedding_lookup(weight, ids);

@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <type_traits>
+#include <cstdint>
 #include <set>
+#include <type_traits>
+#include <utility>
 
 #include "core/autograd.h"
 #include "core/ops.h"
@@ -319,6 +321,21 @@ struct AdamJob {
   int64_t start = 0;  // its first element in the step's elements, all parameters end to end
 };
 
+// Whether two jobs' parameters overlap in memory (the same tensor twice, or views of one).
+bool shares_memory(const std::vector<AdamJob>& jobs) {
+  std::vector<std::pair<uintptr_t, uintptr_t>> ranges;  // [begin, end) in bytes
+  for (const AdamJob& job : jobs) {
+    if (job.f32.param && job.f32.n > 0)
+      ranges.push_back({uintptr_t(job.f32.param), uintptr_t(job.f32.param + job.f32.n)});
+    if (job.f64.param && job.f64.n > 0)
+      ranges.push_back({uintptr_t(job.f64.param), uintptr_t(job.f64.param + job.f64.n)});
+  }
+  std::sort(ranges.begin(), ranges.end());
+  for (size_t i = 1; i < ranges.size(); i++)
+    if (ranges[i].first < ranges[i - 1].second) return true;
+  return false;
+}
+
 }  // namespace
 
 Adam::Adam(NamedParams params, AdamOptions options) : Adam(std::move(params), options, false) {}
@@ -389,6 +406,19 @@ void Adam::step() {
   }
   const AdamOptions o = opt_;
   const bool decoupled = decoupled_;
+  // One tensor given twice (tied weights under two names) is updated twice, one update
+  // after the other, as the parameters come: those run one parameter at a time, since
+  // threads updating the same elements at once would race.
+  if (shares_memory(jobs)) {
+    for (const AdamJob& job : jobs) {
+      const int64_t n = job.f32.param ? job.f32.n : job.f64.n;
+      parallel_for(n, cost::kOptimizerUpdate, [&](int64_t b, int64_t e) {
+        if (job.f32.param) adam_update(job.f32, o, decoupled, job.step, b, e);
+        else adam_update(job.f64, o, decoupled, job.step, b, e);
+      });
+    }
+    return;
+  }
   parallel_for(total, cost::kOptimizerUpdate, [&](int64_t b, int64_t e) {
     // the first job that ends after b, then each job's part of [b, e)
     size_t j = std::upper_bound(jobs.begin(), jobs.end(), b, [](int64_t x, const AdamJob& job) { return x < job.start; }) -

@@ -218,6 +218,22 @@ TEST_CASE("Embedding with a padding row: its values are read, its gradient is ze
   }
 }
 
+TEST_CASE("Embedding with a padding row reads a table the user swapped for one of another size") {
+  Embedding emb(4, 3, /*padding_idx=*/1);
+  emb.weight = randn({10, 3}).requires_grad_();
+  for (int64_t n : {2, 12}) {  // fewer lookups than rows, and more
+    std::vector<int64_t> idv;
+    for (int64_t i = 0; i < n; i++) idv.push_back(i % 10);
+    Tensor ids = from_vector(idv, {n});
+    Tensor y = emb.forward(ids);
+    CHECK(equal(y, index_select(emb.weight.detach(), 0, ids)));
+    emb.weight.zero_grad();
+    sum(y).backward();
+    CHECK(amax(abs(emb.weight.grad().select(0, 1))).item() == 0.0);
+    CHECK(emb.weight.grad().at({0, 0}) == Approx(double((n + 9) / 10)));
+  }
+}
+
 TEST_CASE("the positional table puts sin on even and cos on odd features") {
   PositionalEncoding pe(6, 10, kFloat64);
   for (int64_t pos : {0, 3, 9})

@@ -662,3 +662,20 @@ TEST_CASE("make_schedule rebuilds a schedule from its kind and settings and refu
   CHECK_THAT(error_of([] { WarmupCosineSchedule s(1e-3, 10, 100, 1e-2); }), Contains("min_lr"));
   CHECK_THAT(error_of([] { ConstantSchedule s(-1); }), Contains("ConstantSchedule") && Contains("-1"));
 }
+
+TEST_CASE("Adam given one tensor under two names updates it twice, one after the other, the same with 1 and 2 threads") {
+  // tied weights: the second update starts from the first's result, never racing it
+  const int64_t n = int64_t(1) << 18;  // enough elements for the parallel path
+  auto run = [&](int threads) {
+    NumThreadsGuard guard(threads);
+    Tensor w = mul(ones({n}), 0.5).requires_grad_();
+    optim::Adam opt({{"a", w}, {"b", w}}, {.lr = 0.1});
+    sum(mul(w, add(arange(0.0, double(n), 1.0, kFloat32), 1.0))).backward();
+    opt.step();
+    return w.detach().clone();
+  };
+  Tensor one = run(1), two = run(2);
+  CHECK(equal(one, two));
+  // the first step of Adam moves each element by lr * sign(g): twice here, everywhere
+  CHECK(amax(abs(sub(two, 0.5 - 2 * 0.1))).item() < 1e-5);  // float32 Adam: lr to about 1e-5
+}

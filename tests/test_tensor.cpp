@@ -10,6 +10,7 @@
 #include <sstream>
 #include <vector>
 
+#include "core/gemm.h"
 #include "core/ops.h"
 #include "core/random.h"
 
@@ -992,6 +993,21 @@ static Tensor naive_matmul(const Tensor& a, const Tensor& b) {
     for (int64_t n = 0; n < N; n++)
       for (int64_t k = 0; k < K; k++) c[(size_t)(m * N + n)] += av[(size_t)(m * K + k)] * bv[(size_t)(k * N + n)];
   return from_vector(c, {M, N});
+}
+
+TEST_CASE("ember's skinny products keep the sign of zero: -0 times anything added to -0 is -0") {
+  // few rows and a short sum against a large operand (ember's kernels, not BLAS's), float32
+  // and float64, whole vectors and tails
+  for (DType dtype : {kFloat32, kFloat64})
+    for (auto [M, K, N] : {std::array<int64_t, 3>{1, 64, 520}, {3, 512, 64}, {512, 8, 80}}) {
+      INFO(dtype_name(dtype) << " M " << M << " K " << K << " N " << N);
+      Tensor a = mul(ones({M, K}, dtype), -0.0), b = ones({K, N}, dtype), c = mul(ones({M, N}, dtype), -0.0);
+      kernel::gemm_batched(c, a, b, /*accumulate=*/true);
+      Tensor flat = c.reshape({-1}).to(kFloat64);
+      int64_t negative_zeros = 0;
+      for (int64_t i = 0; i < flat.numel(); i++) negative_zeros += std::signbit(flat.at({i})) ? 1 : 0;
+      CHECK(negative_zeros == M * N);
+    }
 }
 
 TEST_CASE("matmul and linear agree with a float64 loop at skinny and regular shapes, in every layout") {
