@@ -270,8 +270,8 @@ struct Skinny {
         in_register(b[v]);
       }
       for (int r = 0; r < R; r++) {
-        V a;  // A's element in every lane (an addition to zeros would turn -0 into +0)
-        for (int l = 0; l < L; l++) a[l] = pa[(m0 + r) * ar + k * ac];
+        // A's element in every lane (x - 0 is x, -0 included; x + 0 would make -0 +0)
+        V a = pa[(m0 + r) * ar + k * ac] - V{};
         in_register(a);
         for (int v = 0; v < NV; v++) acc[r][v] += a * b[v];
       }
