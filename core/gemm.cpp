@@ -495,10 +495,11 @@ void gemm_together(const std::vector<Product>& products, const ExtraTasks& extra
   // One product: each thread a run of consecutive tiles (the rows the next op's threads
   // will read where they were written). Several: tasks dealt in turn, so that each
   // product's tiles (equal in size) are spread over the threads.
-  if (parallel && worth_threads(total, 1.0, 1.0) && plans.size() == 1 && extra.tasks == 0) {
+  const bool threads = parallel && worth_threads(total, 1.0, 1.0);
+  if (threads && plans.size() == 1 && extra.tasks == 0) {
 #pragma omp parallel for schedule(static)
     for (int64_t t = 0; t < total; t++) run(t);
-  } else if (parallel && worth_threads(total, 1.0, 1.0)) {
+  } else if (threads) {
 #pragma omp parallel for schedule(static, 1)
     for (int64_t t = 0; t < total; t++) run(t);
   } else if (blas && !in_parallel_region()) {

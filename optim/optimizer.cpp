@@ -315,10 +315,17 @@ void adam_update(const AdamSlots<T>& s, const AdamOptions& o, bool decoupled, in
 
 // One parameter's update, as a piece of the whole step's work.
 struct AdamJob {
-  AdamSlots<float> f32 = {};
+  AdamSlots<float> f32 = {};  // the parameter's slots, in its dtype (the other one's stays empty)
   AdamSlots<double> f64 = {};
   int64_t step = 0;
   int64_t start = 0;  // its first element in the step's elements, all parameters end to end
+
+  int64_t n() const { return f32.param ? f32.n : f64.n; }
+  // elements [b, e) of this parameter
+  void update(const AdamOptions& o, bool decoupled, int64_t b, int64_t e) const {
+    if (f32.param) adam_update(f32, o, decoupled, step, b, e);
+    else adam_update(f64, o, decoupled, step, b, e);
+  }
 };
 
 // Whether two jobs' parameters overlap in memory (the same tensor twice, or views of one).
@@ -410,26 +417,19 @@ void Adam::step() {
   // after the other, as the parameters come: those run one parameter at a time, since
   // threads updating the same elements at once would race.
   if (shares_memory(jobs)) {
-    for (const AdamJob& job : jobs) {
-      const int64_t n = job.f32.param ? job.f32.n : job.f64.n;
-      parallel_for(n, cost::kOptimizerUpdate, [&](int64_t b, int64_t e) {
-        if (job.f32.param) adam_update(job.f32, o, decoupled, job.step, b, e);
-        else adam_update(job.f64, o, decoupled, job.step, b, e);
-      });
-    }
+    for (const AdamJob& job : jobs)
+      parallel_for(job.n(), cost::kOptimizerUpdate, [&](int64_t b, int64_t e) { job.update(o, decoupled, b, e); });
     return;
   }
   parallel_for(total, cost::kOptimizerUpdate, [&](int64_t b, int64_t e) {
-    // the first job that ends after b, then each job's part of [b, e)
+    // the last job that starts at or before b, then each job's part of [b, e)
     size_t j = std::upper_bound(jobs.begin(), jobs.end(), b, [](int64_t x, const AdamJob& job) { return x < job.start; }) -
                jobs.begin() - 1;
     for (; j < jobs.size() && jobs[j].start < e; j++) {
       const AdamJob& job = jobs[j];
-      const int64_t n = job.f32.param ? job.f32.n : job.f64.n;
-      const int64_t from = std::max<int64_t>(b, job.start) - job.start, to = std::min<int64_t>(e, job.start + n) - job.start;
-      if (from >= to) continue;
-      if (job.f32.param) adam_update(job.f32, o, decoupled, job.step, from, to);
-      else adam_update(job.f64, o, decoupled, job.step, from, to);
+      const int64_t from = std::max<int64_t>(b, job.start) - job.start;
+      const int64_t to = std::min<int64_t>(e, job.start + job.n()) - job.start;
+      if (from < to) job.update(o, decoupled, from, to);
     }
   });
 }
