@@ -129,16 +129,28 @@ thread_local const std::shared_ptr<Node>* t_current_node = nullptr;  // the node
 
 // Adds g to the gradient kept in *slot. A recorded gradient (create_graph), or one
 // already holding a graph, is summed out of place so that its graph stays right.
+// Whether nothing but t can see t's memory: the only reference to a dense tensor, of a
+// storage no view shares, outside any graph. (A gradient may alias another gradient, or a
+// tensor a backward function or a hook keeps.)
+bool sole_owner(const Tensor& t) {
+  return t.impl_ptr().use_count() == 1 && t.storage().use_count() == 1 && !t.impl()->grad_fn &&
+         !t.impl()->requires_grad && t.is_contiguous() && t.impl()->offset == 0 &&
+         (size_t)(t.numel() * dtype_size(t.dtype())) == t.storage()->nbytes;
+}
+
+// sum + g, in sum's memory when nothing else sees it (the same bits as add(sum, g), without
+// a new buffer); out of place under create_graph, whose sums are recorded.
+void sum_into(Tensor& sum, const Tensor& g, bool create_graph) {
+  if (!create_graph && !grad_enabled() && sole_owner(sum) && g.shape() == sum.shape() && g.dtype() == sum.dtype())
+    kernel::add_inplace(sum, g);
+  else
+    sum = add(sum, g);
+}
+
 void accumulate(std::shared_ptr<TensorImpl>& slot, Tensor g, bool create_graph) {
   if (!slot) {
-    // g itself when nothing else can see its memory (the only reference to a dense tensor,
-    // of a storage no view shares), else a copy: g may alias another gradient, or a tensor
-    // a backward function keeps
-    const bool owned = !create_graph && g.impl_ptr().use_count() == 1 && g.storage().use_count() == 1 &&
-                       !g.impl()->grad_fn && !g.impl()->requires_grad && g.is_contiguous() &&
-                       g.impl()->offset == 0 &&
-                       (size_t)(g.numel() * dtype_size(g.dtype())) == g.storage()->nbytes;
-    slot = owned ? g.impl_ptr() : g.clone().impl_ptr();
+    // g itself when nothing else can see its memory, else a copy
+    slot = !create_graph && sole_owner(g) ? g.impl_ptr() : g.clone().impl_ptr();
   } else if (create_graph || slot->requires_grad) {
     slot = add(Tensor(slot), g).impl_ptr();
   } else {
@@ -349,7 +361,7 @@ class GraphTask {
     if (!wanted_leaf(leaf.get())) return;
     auto [it, first] = leaf_grads_.try_emplace(leaf.get(), LeafGrad{leaf, g});
     if (first) leaf_order_.push_back(leaf.get());
-    else it->second.grad = add(it->second.grad, g);
+    else sum_into(it->second.grad, g, create_);
   }
   // n's edges into leaves are done, whether or not it sent gradients along them.
   void leaf_edges_done(Node* n) {
@@ -457,7 +469,7 @@ class GraphTask {
       } else {
         auto it = grads_.find(e.fn.get());
         if (it == grads_.end()) grads_.emplace(e.fn.get(), std::move(gi));
-        else it->second = add(it->second, gi);
+        else sum_into(it->second, gi, create_);
       }
     }
     leaf_edges_done(n);

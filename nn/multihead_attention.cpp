@@ -116,8 +116,8 @@ MultiHeadAttentionOutput MultiHeadAttention::forward(const Tensor& query, const 
 
   // Packed keys and values, nothing to return or show but the output: attention runs on
   // the rows as they are (no padding, head split or merge copies).
-  if (kv_packing && !cache && !attn_mask.defined() && need_weights == AttnWeights::None && !has_forward_hooks() &&
-      !has_attention_hooks()) {
+  if (kv_packing && !cache && !attn_mask.defined() && (!call.is_causal || L == kv_packing->length) &&
+      need_weights == AttnWeights::None && !has_forward_hooks() && !has_attention_hooks()) {
     const Tensor q_rows = query_packing ? query : query.reshape({B * L, E});
     AttentionRows qa, ka, va;
     if (one_input && many_rows(q_rows)) {
@@ -130,7 +130,7 @@ MultiHeadAttentionOutput MultiHeadAttention::forward(const Tensor& query, const 
       qa = {q_proj->forward(q_rows), 0}, ka = {k_proj->forward(key), 0}, va = {v_proj->forward(value), 0};
     }
     Tensor rows = attention_rows(qa, ka, va, H, d, query_packing, L, *kv_packing, dropout, is_training(), dropout_gen,
-                                 scale());
+                                 scale(), call.is_causal);
     MultiHeadAttentionOutput out;
     out.output = out_proj->forward(rows);
     if (!query_packing) out.output = out.output.view({B, L, E});
@@ -201,6 +201,10 @@ MultiHeadAttentionOutput MultiHeadAttention::forward(const Tensor& query, const 
     if (m.shape() == Shape{L, S}) mask = mask | attn_mask;
     else if (m.shape() == Shape{B, L, S}) mask = mask | attn_mask.reshape({B, 1, L, S});
     else fail(op, "expected attn_mask [L, S] = [", L, ",", S, "] or [B, L, S] = [", B, ",", L, ",", S, "], got shape ", m.shape());
+  }
+  if (call.is_causal) {
+    if (L > S) fail(op, "is_causal needs at least as many keys as queries (the queries are the last L of S positions), got L = ", L, " and S = ", S);
+    mask = mask | causal_mask(L, S);
   }
 
   // Without weights to return, longer sequences take the tiled op: its memory grows as

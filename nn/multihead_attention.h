@@ -71,6 +71,9 @@ struct AttentionCall {
   bool fixed_memory = false;  // the cache holds a fixed memory's keys and values (cross-attention)
   const Packing* query_packing = nullptr;  // query given as packed rows [N, E]
   const Packing* kv_packing = nullptr;     // key and value given as packed rows
+  // Each query sees only the keys up to its own position (causal_mask(L, S), on top of
+  // the other masks), without a mask tensor: packed rows keep their fast path.
+  bool is_causal = false;
 };
 
 // What attention computed in one forward, per head; the tensors are part of the graph.

@@ -87,16 +87,25 @@ DecoderLayer::DecoderLayer(const LayerConfig& c, Generator* gen, DType dtype) : 
 
 Tensor DecoderLayer::forward(const Tensor& x, const Tensor& memory, const DecoderLayerCall& call) {
   const AttentionMask &tgt_pad = call.tgt_key_padding_mask, &mem_pad = call.memory_key_padding_mask;
-  const bool causal = call.causal;
   LayerCache* cache = call.cache;
-  const Packing* memory_packing = call.memory_packing;
+  const Packing* packing = call.tgt_packing;
+  if (packing) {
+    const char* op = "DecoderLayer::forward";
+    if (cache) fail(op, "packed target rows cannot be decoded with a cache; expected x [B, T, d_model]");
+    if (tgt_pad.defined()) fail(op, "packed target rows carry their padding; expected no tgt_key_padding_mask");
+    if (x.dim() != 2 || x.size(0) != packing->count || x.size(1) != cfg.d_model)
+      fail(op, "expected packed target rows [N, ", cfg.d_model, "] with N = ", packing->count, ", got shape ",
+           x.shape());
+  }
   AttnWeights w = keep_weights ? AttnWeights::PerHead : AttnWeights::None;
-  const int64_t T = x.size(1);
   auto self = [&](const Tensor& h) {
-    int64_t past = cache && cache->self.k.defined() ? cache->self.k.size(2) : 0;
-    AttentionMask m = causal ? causal_mask(T, past + T) : AttentionMask();
-    auto r = self_attn->forward(
-        h, h, h, {.key_padding_mask = tgt_pad, .attn_mask = m, .need_weights = w, .cache = cache ? &cache->self : nullptr});
+    auto r = self_attn->forward(h, h, h,
+                                {.key_padding_mask = tgt_pad,
+                                 .need_weights = w,
+                                 .cache = cache ? &cache->self : nullptr,
+                                 .query_packing = packing,
+                                 .kv_packing = packing,
+                                 .is_causal = call.causal});
     if (keep_weights) last_self_weights = r.weights;
     return r.output;
   };
@@ -106,18 +115,22 @@ Tensor DecoderLayer::forward(const Tensor& x, const Tensor& memory, const Decode
                                   .need_weights = w,
                                   .cache = cache ? &cache->cross : nullptr,
                                   .fixed_memory = true,
-                                  .kv_packing = memory_packing});
+                                  .query_packing = packing,
+                                  .kv_packing = call.memory_packing});
     if (keep_weights) last_cross_weights = r.weights;
     return r.output;
   };
+  // packed rows keep the masks of their places in the padded batch
+  auto drop = [&](Dropout& d, const Tensor& h) { return packing ? d.forward(h, *packing) : d.forward(h); };
+  auto ff = [&](const Tensor& h) { return packing ? ffn->forward(h, *packing) : ffn->forward(h); };
   if (cfg.norm_first) {
-    Tensor y = add(x, dropout1->forward(self(norm1->forward(x))));
-    y = add(y, dropout2->forward(cross(norm2->forward(y))));
-    return hooked({x, memory}, add(y, dropout3->forward(ffn->forward(norm3->forward(y)))));
+    Tensor y = add(x, drop(*dropout1, self(norm1->forward(x))));
+    y = add(y, drop(*dropout2, cross(norm2->forward(y))));
+    return hooked({x, memory}, add(y, drop(*dropout3, ff(norm3->forward(y)))));
   }
-  Tensor y = norm1->forward(add(x, dropout1->forward(self(x))));
-  y = norm2->forward(add(y, dropout2->forward(cross(y))));
-  return hooked({x, memory}, norm3->forward(add(y, dropout3->forward(ffn->forward(y)))));
+  Tensor y = norm1->forward(add(x, drop(*dropout1, self(x))));
+  y = norm2->forward(add(y, drop(*dropout2, cross(y))));
+  return hooked({x, memory}, norm3->forward(add(y, drop(*dropout3, ff(y)))));
 }
 
 // ------------------------------------------------------------------ stacks
@@ -156,7 +169,8 @@ Tensor Decoder::forward(const Tensor& x, const Tensor& memory, const DecoderCall
                           {.tgt_key_padding_mask = call.tgt_key_padding_mask,
                            .memory_key_padding_mask = call.memory_key_padding_mask,
                            .cache = caches ? &(*caches)[i] : nullptr,
-                           .memory_packing = call.memory_packing});
+                           .memory_packing = call.memory_packing,
+                           .tgt_packing = call.tgt_packing});
   return hooked({x, memory}, norm ? norm->forward(h) : h);
 }
 
@@ -219,8 +233,15 @@ Tensor Transformer::forward(const Tensor& src, const Tensor& tgt) {
   if (tgt.dtype() != kInt64) fail("Transformer::forward", "expected int64 target ids [B, T], got ", dtype_name(tgt.dtype()));
   Packing packing = Packing::of(src, cfg.pad_id);
   Tensor memory = encode_rows(src, packing);
-  Tensor h = decoder->forward(embed(tgt_embed, tgt, 0), memory,
-                              {.tgt_key_padding_mask = padding_mask(tgt, cfg.pad_id), .memory_packing = &packing});
+  Tensor x = embed(tgt_embed, tgt, 0);
+  // A target without padding runs through the decoder as rows (fused projections, no
+  // masks); with padding, the padded path gives the padded positions PyTorch's logits too.
+  const Packing target = Packing::of(tgt, cfg.pad_id);
+  if (target.count == target.batch * target.length) {
+    Tensor h = decoder->forward(target.pack(x), memory, {.memory_packing = &packing, .tgt_packing = &target});
+    return hooked({src, tgt}, target.unpack(out_proj->forward(h)));
+  }
+  Tensor h = decoder->forward(x, memory, {.tgt_key_padding_mask = target.padding, .memory_packing = &packing});
   return hooked({src, tgt}, out_proj->forward(h));
 }
 

@@ -74,6 +74,9 @@ struct DecoderLayerCall {
   bool causal = true;                     // the target attends to earlier positions only
   LayerCache* cache = nullptr;            // token-by-token decoding: x holds the newest positions
   const Packing* memory_packing = nullptr;  // memory given as packed rows [N, d_model]
+  // x given as packed rows [N, d_model] of the target (see Packing), whose padding is the
+  // target's key padding mask (tgt_key_padding_mask must then be none); not with a cache
+  const Packing* tgt_packing = nullptr;
 };
 
 // The same for a stack of decoder layers (always causal).
@@ -82,6 +85,7 @@ struct DecoderCall {
   AttentionMask memory_key_padding_mask = {};
   std::vector<LayerCache>* caches = nullptr;  // one per layer, resized as needed
   const Packing* memory_packing = nullptr;
+  const Packing* tgt_packing = nullptr;
 };
 
 class DecoderLayer : public Module {
@@ -89,7 +93,9 @@ class DecoderLayer : public Module {
   explicit DecoderLayer(const LayerConfig& cfg, Generator* gen = nullptr, DType dtype = kFloat32);
   // x [B, T, d_model], memory [B, S, d_model]. With memory_packing, memory is packed rows
   // [N, d_model] (see Packing) whose padding is the memory's key padding mask
-  // (memory_key_padding_mask must then be none).
+  // (memory_key_padding_mask must then be none). With tgt_packing, x is packed rows
+  // [N, d_model] of the target and so is the output: equal to the padded forward at every
+  // kept position, with its self-attention's projections fused and no masks built.
   Tensor forward(const Tensor& x, const Tensor& memory, const DecoderLayerCall& call = {});
   bool keep_weights = false;
   Tensor last_self_weights, last_cross_weights;  // [B, H, T, T] and [B, H, T, S]

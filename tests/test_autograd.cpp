@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/autograd.h"
+#include "core/function.h"
 #include "core/ops.h"
 #include "core/storage.h"
 
@@ -44,6 +45,33 @@ TEST_CASE("a leaf accumulates its gradient over two backward calls") {
   CHECK(values(x.grad()) == std::vector<double>{3.0, 3.0, 3.0});
   sum(mul(x, x)).backward();
   CHECK(values(x.grad()) == std::vector<double>{5.0, 7.0, 9.0});  // 3 + 2x
+}
+
+TEST_CASE("gradients summed where they meet never change a tensor someone else holds") {
+  // h's gradient is the sum of what its consumers send: two uses in one add (one tensor
+  // for both, which must not be summed into itself), a product and a function whose
+  // backward gives back a tensor it also keeps; the upstream gradient is the caller's.
+  Tensor x = leaf({1.0, -2.0, 0.5}, {3});
+  Tensor h = mul(x, 3.0);
+  const Tensor kept = from_vector(std::vector<double>{10.0, 20.0, 30.0}, {3});
+  const Function keeper{.name = "keeper",
+                        .forward = [](FunctionCtx&, const std::vector<Tensor>& in) { return mul(in[0], 1.0); },
+                        .backward = [kept](FunctionCtx&, const Tensor&) { return std::vector<Tensor>{kept}; }};
+  Tensor z = add(add(add(h, h), mul(h, ramp({3}))), keeper.apply({h}));
+  Tensor u = from_vector(std::vector<double>{1.0, 0.5, -2.0}, {3});
+  z.backward(u);
+  // dz/dh = u + u + u * (1, 2, 3) + kept; dh/dx = 3
+  const std::vector<double> uv = values(u), r = values(ramp({3})), k = {10.0, 20.0, 30.0};
+  std::vector<double> want(3);
+  for (size_t i = 0; i < 3; i++) want[i] = 3.0 * (2.0 * uv[i] + uv[i] * r[i] + k[i]);
+  CHECK(values(x.grad()) == want);
+  CHECK(values(u) == std::vector<double>{1.0, 0.5, -2.0});
+  CHECK(values(kept) == std::vector<double>{10.0, 20.0, 30.0});
+  // a second pass sums again, from the same unchanged tensors
+  Tensor x2 = leaf({1.0, -2.0, 0.5}, {3});
+  Tensor h2 = mul(x2, 3.0);
+  add(add(add(h2, h2), mul(h2, ramp({3}))), keeper.apply({h2})).backward(u);
+  CHECK(values(x2.grad()) == want);
 }
 
 TEST_CASE("zero_grad drops the gradient and the next backward starts afresh") {

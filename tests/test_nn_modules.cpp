@@ -452,6 +452,75 @@ TEST_CASE("packed encoder and decoder layers equal the padded ones at every kept
   }
 }
 
+TEST_CASE("a decoder layer on packed target rows equals the padded one at every kept position, with dropout") {
+  for (bool pre : {false, true}) {
+    INFO("norm_first " << pre);
+    Generator drops(21);
+    LayerConfig c{.d_model = 8, .nhead = 2, .dim_feedforward = 12, .dropout = 0.25, .activation = Activation::ReLU,
+                  .norm_first = pre, .dropout_gen = &drops};
+    Generator g(6);
+    DecoderLayer dec(c, &g, kFloat64);
+    // targets of 3, 1, 3 and 4 tokens (one padded inside the row: each kept query sees the
+    // kept keys at or before its place), memory packed as well
+    Tensor tgt = from_vector(std::vector<int64_t>{5, 6, 7, 0, 8, 0, 0, 0, 1, 0, 2, 3, 4, 5, 6, 9}, {4, 4});
+    Tensor src = from_vector(std::vector<int64_t>{3, 4, 0, 6, 0, 0, 7, 8, 9, 1, 2, 0}, {4, 3});
+    Packing t = Packing::of(tgt, 0), m = Packing::of(src, 0);
+    Tensor y = normal({4, 4, 8}, 0.0, 1.0, kFloat64, &g);
+    Tensor mem = normal({4, 3, 8}, 0.0, 1.0, kFloat64, &g);
+    const Generator before = drops;
+    Tensor a = t.pack(dec.forward(y, m.pack(mem), {.tgt_key_padding_mask = t.padding, .memory_packing = &m}));
+    Tensor u = normal(a.shape(), 0.0, 1.0, kFloat64, &g);
+    auto grads_a = parameter_grads(dec, a, u);
+    drops = before;  // the same draws again
+    Tensor b = dec.forward(t.pack(y), m.pack(mem), {.memory_packing = &m, .tgt_packing = &t});
+    CHECK(b.shape() == Shape{t.count, 8});
+    CHECK(allclose(a, b, 1e-12, 1e-12));
+    auto grads_b = parameter_grads(dec, b, u);
+    for (size_t i = 0; i < grads_b.size(); i++) CHECK(allclose(grads_a[i], grads_b[i], 1e-10, 1e-12));
+    // what it needs, named
+    CHECK_THAT(error_of([&] { dec.forward(t.pack(y), m.pack(mem), {.tgt_key_padding_mask = t.padding, .memory_packing = &m, .tgt_packing = &t}); }),
+               Contains("DecoderLayer::forward") && Contains("expected no tgt_key_padding_mask"));
+    CHECK_THAT(error_of([&] { dec.forward(y, m.pack(mem), {.memory_packing = &m, .tgt_packing = &t}); }),
+               Contains("expected packed target rows [N, 8] with N = 11") && Contains("[4,4,8]"));
+    LayerCache cache;
+    CHECK_THAT(error_of([&] { dec.forward(t.pack(y), m.pack(mem), {.cache = &cache, .memory_packing = &m, .tgt_packing = &t}); }),
+               Contains("cannot be decoded with a cache"));
+  }
+}
+
+TEST_CASE("MultiHeadAttention's is_causal equals an explicit causal mask, padded and packed, values and gradients") {
+  Generator g(8);
+  MultiHeadAttention mha({.embed_dim = 8, .num_heads = 2, .gen = &g, .dtype = kFloat64});
+  Tensor ids = from_vector(std::vector<int64_t>{1, 2, 3, 4, 5, 6, 0, 0}, {2, 4});
+  Packing p = Packing::of(ids, 0);
+  Tensor x = normal({2, 4, 8}, 0.0, 1.0, kFloat64, &g).requires_grad_();
+  Tensor u = normal({2, 4, 8}, 0.0, 1.0, kFloat64, &g);
+  auto grad_of = [&](const Tensor& out, const Tensor& w) {
+    x.zero_grad();
+    sum(mul(out, w)).backward();
+    return x.grad().clone();
+  };
+  Tensor want = mha.forward(x, x, x, {.key_padding_mask = p.padding, .attn_mask = causal_mask(4, 4)}).output;
+  Tensor want_grad = grad_of(want, u);
+  Tensor got = mha.forward(x, x, x, {.key_padding_mask = p.padding, .is_causal = true}).output;
+  CHECK(allclose(got, want, 1e-12, 1e-12));
+  CHECK(allclose(grad_of(got, u), want_grad, 1e-12, 1e-12));
+  // packed rows: the kept positions of the padded result
+  Tensor rows = p.pack(x);
+  Tensor packed = mha.forward(rows, rows, rows, {.query_packing = &p, .kv_packing = &p, .is_causal = true}).output;
+  CHECK(allclose(packed, p.pack(want), 1e-12, 1e-12));
+  Tensor u_kept = p.unpack(p.pack(u));  // zeros at padding
+  Tensor packed_grad = grad_of(packed, p.pack(u));
+  Tensor again = mha.forward(x, x, x, {.key_padding_mask = p.padding, .attn_mask = causal_mask(4, 4)}).output;
+  CHECK(allclose(packed_grad, grad_of(again, u_kept), 1e-12, 1e-12));
+  // fewer queries than keys: the queries are the last positions
+  Tensor q = x.narrow(1, 2, 2);
+  Tensor last = mha.forward(q, x, x, {.is_causal = true}).output;
+  CHECK(allclose(last, mha.forward(q, x, x, {.attn_mask = causal_mask(2, 4)}).output, 1e-12, 1e-12));
+  CHECK_THAT(error_of([&] { mha.forward(x, q, q, {.is_causal = true}); }),
+             Contains("MultiHeadAttention::forward") && Contains("is_causal") && Contains("L = 4 and S = 2"));
+}
+
 TEST_CASE("Transformer's packed encoder gives the logits of the padded computation") {
   for (bool pre : {false, true}) {
     TransformerConfig c = tiny_config();
@@ -469,6 +538,9 @@ TEST_CASE("Transformer's packed encoder gives the logits of the padded computati
     Tensor expected = model.decode(tgt, memory, pad);
     INFO("norm_first " << pre);
     CHECK(allclose(logits, expected, 1e-12, 1e-12));
+    // a target without padding runs through the decoder as packed rows: the same logits
+    Tensor full_tgt = from_vector(std::vector<int64_t>{1, 2, 3, 1, 4, 5, 1, 5, 6}, {3, 3});
+    CHECK(allclose(model.forward(src, full_tgt), model.decode(full_tgt, memory, pad), 1e-12, 1e-12));
     Tensor encoded = model.encode(src);  // padded, zeros at padding
     CHECK(allclose(encoded.select(0, 0).narrow(0, 0, 3), memory.select(0, 0).narrow(0, 0, 3), 1e-12, 1e-12));
     CHECK(equal(encoded.select(0, 1).narrow(0, 1, 3), zeros({3, c.d_model}, kFloat64)));
