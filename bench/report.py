@@ -6,6 +6,8 @@ performance floors, and writes both as JSON.
 
 Ratio = ember's time / the reference's time (below 1: ember is faster); for throughputs
 (steps/s, sentences/s) the ratio is ember's / the reference's (above 1: ember is faster).
+Workloads measured in alternating rounds (MultiHeadAttention, the layer ops, the training
+step) show each side's median over the rounds and the median of the rounds' ratios.
 """
 import datetime
 import json
@@ -49,8 +51,9 @@ def main():
     work, out = sys.argv[1], sys.argv[2]
     rows, floors = [], []
 
-    def add(group, workload, shape, ours, ref, ref_name, unit="ms", gflops=None, ref_gflops=None):
-        ratio = ours / ref if ref else float("nan")
+    def add(group, workload, shape, ours, ref, ref_name, unit="ms", gflops=None, ref_gflops=None, ratio=None):
+        if ratio is None:
+            ratio = ours / ref if ref else float("nan")
         rows.append(dict(group=group, workload=workload, shape=shape, ember=ours, reference=ref, reference_name=ref_name,
                          unit=unit, ratio=ratio, ember_gflops=gflops, reference_gflops=ref_gflops))
         return ratio
@@ -98,46 +101,75 @@ def main():
         for line in f:
             L, ours, theirs = line.split()
             mem[int(L)] = (float(ours), float(theirs))
+    # The layer ops and the training step ran in alternating rounds (ember's, then
+    # PyTorch's): each side's value is its median over the rounds, a ratio the median of
+    # the rounds' ratios (the two sides of a round run minutes apart at most, so a slower
+    # stretch of the machine weighs on both).
+    def rounds_of(stem):
+        found = sorted(int(f.split(".")[1]) for f in os.listdir(work) if re.fullmatch(re.escape(stem) + r"\.\d+\.json", f))
+        runs = [load(f"{work}/{stem}.{i}.json")["results"] for i in found] or [load(f"{work}/{stem}.json")["results"]]
+        return [{(r["workload"], r["shape"]): r for r in run} for run in runs]
+
+    def merged(runs):
+        out = {}
+        for k, r in runs[0].items():
+            m = dict(r)
+            for field, v in r.items():
+                if isinstance(v, (int, float)) and not isinstance(v, bool):
+                    m[field] = median([run[k][field] for run in runs if k in run])
+            out[k] = m
+        return out
+
+    def round_ratio(ours_runs, ref_runs, k, field="ms", inverse=False):
+        rs = [(t[k][field] / o[k][field]) if inverse else (o[k][field] / t[k][field])
+              for o, t in zip(ours_runs, ref_runs) if k in o and k in t and o[k][field] and t[k][field]]
+        return median(rs) if rs else float("nan")
+
     scaling_ok = True
     for name in ("ops", "train"):
-        theirs = {(r["workload"], r["shape"]): r for r in load(f"{work}/torch_{name}.json")["results"]}
-        for r in load(f"{work}/{name}.json")["results"]:
-            t = theirs[(r["workload"], r["shape"])]
+        ours_runs, ref_runs = rounds_of(name), rounds_of(f"torch_{name}")
+        theirs, ours = merged(ref_runs), merged(ours_runs)
+        single_runs = rounds_of("train_1thread") if name == "train" and (
+            os.path.exists(f"{work}/train_1thread.json") or os.path.exists(f"{work}/train_1thread.1.json")) else None
+        for k, r in ours.items():
+            t = theirs[k]
             g = r["gflops"] or None
             ratio = add(name, r["workload"], r["shape"], r["ms"], t["ms"], "PyTorch", gflops=g,
-                        ref_gflops=t["gflops"] or None)
+                        ref_gflops=t["gflops"] or None, ratio=round_ratio(ours_runs, ref_runs, k))
             if r["workload"] == "attention L-scaling":
                 L = int(r["shape"].strip("[]").split(",")[1])
                 m = mem[L]
                 mratio = add("ops", "attention L-scaling memory", r["shape"], m[0], m[1], "PyTorch", unit="MB")
                 scaling_ok = scaling_ok and ratio <= 1 and mratio <= 1
             if r["workload"].startswith("training step"):
-                speedup = t["ms"] / r["ms"]
-                add("train", "training steps/s", r["shape"], 1e3 / r["ms"], 1e3 / t["ms"], "PyTorch", unit="steps/s")
+                speedup = round_ratio(ours_runs, ref_runs, k, inverse=True)
+                add("train", "training steps/s", r["shape"], 1e3 / r["ms"], 1e3 / t["ms"], "PyTorch", unit="steps/s",
+                    ratio=speedup)
                 add("train", "target tokens/s", r["shape"], r["tokens_per_s"], t["tokens_per_s"], "PyTorch",
-                    unit="tokens/s")
+                    unit="tokens/s", ratio=round_ratio(ours_runs, ref_runs, k, "tokens_per_s"))
                 floor("training step at least 4x PyTorch's steps/s", speedup >= 4, f"{speedup:.2f}x")
                 share = r["gflops"] / sgemm_rate if sgemm_rate else 0
                 floor("training step at no less than 70% of raw sgemm's GFLOP/s", share >= 0.7,
                       f"{r['gflops']:.0f} GFLOP/s, every matrix product counted, against sgemm's {sgemm_rate:.0f}: "
                       f"{100 * share:.1f}%")
-                one = f"{work}/train_1thread.json"
-                if os.path.exists(one):
-                    single = next(x for x in load(one)["results"] if x["workload"] == r["workload"])
+                if single_runs:
+                    single = merged(single_runs)[k]
+                    scaling = round_ratio(ours_runs, single_runs, k, inverse=True)
                     add("train", "training step, 2 threads (1 thread as reference)", r["shape"], r["ms"], single["ms"],
-                        "1 thread")
-                    floor("training step with 2 threads at least 1.85x the single-threaded step",
-                          single["ms"] / r["ms"] >= 1.85, f"{single['ms'] / r['ms']:.2f}x")
+                        "1 thread", ratio=1 / scaling)
+                    floor("training step with 2 threads at least 1.85x the single-threaded step", scaling >= 1.85,
+                          f"{scaling:.2f}x")
             if r["workload"] == "greedy decoding":
                 add("train", "decoding sentences/s", r["shape"], r["sentences_per_s"], t["sentences_per_s"],
-                    "PyTorch (no KV cache)", unit="sentences/s")
+                    "PyTorch (no KV cache)", unit="sentences/s",
+                    ratio=round_ratio(ours_runs, ref_runs, k, "sentences_per_s"))
     floor("attention time and memory at every L no worse than PyTorch's", scaling_ok, "see the table")
 
     # the allocator's policy: the default Keep (malloc tuned, large blocks cached) against
     # System (plain malloc and free), on the same training step
     if os.path.exists(f"{work}/train_system.json"):
         system = {(r["workload"], r["shape"]): r for r in load(f"{work}/train_system.json")["results"]}
-        for r in load(f"{work}/train.json")["results"]:
+        for r in merged(rounds_of("train")).values():
             s = system.get((r["workload"], r["shape"]))
             if s and r["workload"].startswith("training step"):
                 add("train", "training step, allocator Keep (System as reference)", r["shape"], r["ms"], s["ms"],

@@ -10,7 +10,7 @@
 # ../shared/bench/torch_mha_bench.py, alternating, 5 times each); LayerNorm, softmax and
 # cross-entropy forward+backward, attention time and memory for L = 64 .. 1024, one translator training
 # step (with 2 threads and 1, and the GFLOP/s of its matrix products) and greedy decoding
-# (bench_suite against bench/torch_suite.py); peak resident memory of a 300-step training
+# (bench_suite against bench/torch_suite.py, alternating, 3 times each); peak resident memory of a 300-step training
 # run and the large-buffer allocation counter (translate against
 # ../shared/bench/torch_translate_ref.py); and, unless --quick, the main job's time to
 # 99.5% validation exact match with the same recipe in PyTorch (bench/translate_vs_torch.sh,
@@ -44,6 +44,7 @@ py="env OMP_WAIT_POLICY=PASSIVE /usr/bin/python3"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mha_rounds=5  # MultiHeadAttention's times are medians over these alternating runs
+rounds=3      # and the layer ops' and the training step's over these
 mkdir -p "$(dirname "$json")"
 
 echo "== matmul against raw sgemm"
@@ -54,21 +55,25 @@ for r in $(seq "$mha_rounds"); do
   $py "$shared/torch_mha_bench.py" --threads 2 --json "$work/torch_mha.$r.json" >"$work/torch_mha.$r.txt"
 done
 cat "$work/mha.1.txt" "$work/torch_mha.1.txt"
-echo "== layer ops and attention scaling: ember, then PyTorch"
-build/bench/bench_suite ops --json "$work/ops.json"
-$py bench/torch_suite.py ops --json "$work/torch_ops.json" 2>/dev/null
+echo "== layer ops and attention scaling: ember, then PyTorch, alternating, $rounds times"
+for r in $(seq "$rounds"); do
+  build/bench/bench_suite ops --json "$work/ops.$r.json" >"$work/ops.$r.txt"
+  $py bench/torch_suite.py ops --json "$work/torch_ops.$r.json" 2>/dev/null >"$work/torch_ops.$r.txt"
+done
+cat "$work/ops.1.txt" "$work/torch_ops.1.txt"
 echo "== attention memory (a fresh process per L)"
 for L in 64 128 256 512 1024; do
   echo "$L $(build/bench/bench_suite attn-mem "$L") $($py bench/torch_suite.py attn-mem "$L")"
 done | tee "$work/attn_mem.txt"
-echo "== training step and decoding: ember, then PyTorch"
-build/bench/bench_suite train --data data/dates --json "$work/train.json"
-echo "== the training step on one thread"
-build/bench/bench_suite train --data data/dates --threads 1 --steps-only 50 --json "$work/train_1thread.json"
+echo "== training step and decoding: ember on 2 threads and on 1, then PyTorch, alternating, $rounds times"
+for r in $(seq "$rounds"); do
+  build/bench/bench_suite train --data data/dates --json "$work/train.$r.json"
+  build/bench/bench_suite train --data data/dates --threads 1 --steps-only 50 --json "$work/train_1thread.$r.json"
+  $py bench/torch_suite.py train --data data/dates --ref "$shared/torch_translate_ref.py" \
+    --json "$work/torch_train.$r.json" 2>/dev/null
+done
 echo "== the same training step with the allocator's System policy (plain malloc, no caching)"
 EMBER_ALLOCATOR=system build/bench/bench_suite train --data data/dates --json "$work/train_system.json"
-$py bench/torch_suite.py train --data data/dates --ref "$shared/torch_translate_ref.py" \
-  --json "$work/torch_train.json" 2>/dev/null
 echo "== peak memory of a 300-step training run: ember, then PyTorch"
 /usr/bin/time -v -o "$work/ember_run.time" build/examples/translate/translate train --out "$work/run" --steps 300 \
   --eval-every 300 --save-every 1000 --threads 2 >"$work/ember_run.log"
