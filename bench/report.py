@@ -106,24 +106,36 @@ def main():
     # the rounds' ratios (the two sides of a round run minutes apart at most, so a slower
     # stretch of the machine weighs on both).
     def rounds_of(stem):
+        """{round: {(workload, shape): row}}; a file without rounds is round 0"""
         found = sorted(int(f.split(".")[1]) for f in os.listdir(work) if re.fullmatch(re.escape(stem) + r"\.\d+\.json", f))
-        runs = [load(f"{work}/{stem}.{i}.json")["results"] for i in found] or [load(f"{work}/{stem}.json")["results"]]
-        return [{(r["workload"], r["shape"]): r for r in run} for run in runs]
+        if not found:
+            return {0: {(r["workload"], r["shape"]): r for r in load(f"{work}/{stem}.json")["results"]}}
+        return {i: {(r["workload"], r["shape"]): r for r in load(f"{work}/{stem}.{i}.json")["results"]} for i in found}
 
     def merged(runs):
+        """every row any round has, each number its median over the rounds that have the row"""
         out = {}
-        for k, r in runs[0].items():
-            m = dict(r)
-            for field, v in r.items():
+        for run in runs.values():
+            for k, r in run.items():
+                out.setdefault(k, dict(r))
+        for k, m in out.items():
+            for field, v in m.items():
                 if isinstance(v, (int, float)) and not isinstance(v, bool):
-                    m[field] = median([run[k][field] for run in runs if k in run])
-            out[k] = m
+                    m[field] = median([run[k][field] for run in runs.values() if k in run])
         return out
 
-    def round_ratio(ours_runs, ref_runs, k, field="ms", inverse=False):
-        rs = [(t[k][field] / o[k][field]) if inverse else (o[k][field] / t[k][field])
-              for o, t in zip(ours_runs, ref_runs) if k in o and k in t and o[k][field] and t[k][field]]
-        return median(rs) if rs else float("nan")
+    def round_ratio(ours_runs, ref_runs, k, field="ms"):
+        """the median over rounds of ours / reference, each round against the same round
+        (or against the only run a side has)"""
+        pairs = []
+        for i, o in ours_runs.items():
+            t = ref_runs.get(i) if len(ref_runs) > 1 else next(iter(ref_runs.values()))
+            if t is not None and k in o and k in t and o[k][field] and t[k][field]:
+                pairs.append(o[k][field] / t[k][field])
+        if len(ours_runs) == 1 and len(ref_runs) > 1:
+            o = next(iter(ours_runs.values()))
+            pairs = [o[k][field] / t[k][field] for t in ref_runs.values() if k in o and k in t and t[k][field]]
+        return median(pairs) if pairs else float("nan")
 
     scaling_ok = True
     for name in ("ops", "train"):
@@ -132,7 +144,10 @@ def main():
         single_runs = rounds_of("train_1thread") if name == "train" and (
             os.path.exists(f"{work}/train_1thread.json") or os.path.exists(f"{work}/train_1thread.1.json")) else None
         for k, r in ours.items():
-            t = theirs[k]
+            t = theirs.get(k)
+            if t is None:
+                floor(f"{r['workload']} {r['shape']} measured by PyTorch too", False, "no PyTorch row")
+                continue
             g = r["gflops"] or None
             ratio = add(name, r["workload"], r["shape"], r["ms"], t["ms"], "PyTorch", gflops=g,
                         ref_gflops=t["gflops"] or None, ratio=round_ratio(ours_runs, ref_runs, k))
@@ -142,7 +157,7 @@ def main():
                 mratio = add("ops", "attention L-scaling memory", r["shape"], m[0], m[1], "PyTorch", unit="MB")
                 scaling_ok = scaling_ok and ratio <= 1 and mratio <= 1
             if r["workload"].startswith("training step"):
-                speedup = round_ratio(ours_runs, ref_runs, k, inverse=True)
+                speedup = 1 / ratio  # (a rate's ratio: the time's, inverted)
                 add("train", "training steps/s", r["shape"], 1e3 / r["ms"], 1e3 / t["ms"], "PyTorch", unit="steps/s",
                     ratio=speedup)
                 add("train", "target tokens/s", r["shape"], r["tokens_per_s"], t["tokens_per_s"], "PyTorch",
@@ -154,9 +169,10 @@ def main():
                       f"{100 * share:.1f}%")
                 if single_runs:
                     single = merged(single_runs)[k]
-                    scaling = round_ratio(ours_runs, single_runs, k, inverse=True)
+                    time_ratio = round_ratio(ours_runs, single_runs, k)
+                    scaling = 1 / time_ratio
                     add("train", "training step, 2 threads (1 thread as reference)", r["shape"], r["ms"], single["ms"],
-                        "1 thread", ratio=1 / scaling)
+                        "1 thread", ratio=time_ratio)
                     floor("training step with 2 threads at least 1.85x the single-threaded step", scaling >= 1.85,
                           f"{scaling:.2f}x")
             if r["workload"] == "greedy decoding":

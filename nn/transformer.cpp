@@ -237,7 +237,7 @@ Tensor Transformer::forward(const Tensor& src, const Tensor& tgt) {
   // A target without padding runs through the decoder as rows (fused projections, no
   // masks); with padding, the padded path gives the padded positions PyTorch's logits too.
   const Packing target = Packing::of(tgt, cfg.pad_id);
-  if (target.count == target.batch * target.length) {
+  if (target.count > 0 && target.count == target.batch * target.length) {
     Tensor h = decoder->forward(target.pack(x), memory, {.memory_packing = &packing, .tgt_packing = &target});
     return hooked({src, tgt}, target.unpack(out_proj->forward(h)));
   }

@@ -552,6 +552,8 @@ TEST_CASE("Transformer maps src [B,S] and tgt [B,T] to logits [B,T,V]") {
   Tensor src = from_vector(std::vector<int64_t>{3, 4, 5, 0, 6, 7, 8, 9}, {2, 4});
   Tensor tgt = from_vector(std::vector<int64_t>{1, 2, 3, 1, 4, 0}, {2, 3});
   CHECK(model.forward(src, tgt).shape() == Shape{2, 3, 13});
+  // empty targets (and so no padding): no rows to run
+  CHECK(model.forward(src, zeros({2, 0}, kInt64)).shape() == Shape{2, 0, 13});
   CHECK_THAT(error_of([&] { model.forward(src, tgt.to(kFloat32)); }), Contains("expected int64 target ids"));
 }
 
