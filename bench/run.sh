@@ -10,7 +10,7 @@
 # ../shared/bench/torch_mha_bench.py, alternating, 5 times each); LayerNorm, softmax and
 # cross-entropy forward+backward, attention time and memory for L = 64 .. 1024, one translator training
 # step (with 2 threads and 1, and the GFLOP/s of its matrix products) and greedy decoding
-# (bench_suite against bench/torch_suite.py, alternating, 3 times each); peak resident memory of a 300-step training
+# (bench_suite against bench/torch_suite.py, alternating, 3 and 5 times); peak resident memory of a 300-step training
 # run and the large-buffer allocation counter (translate against
 # ../shared/bench/torch_translate_ref.py); and, unless --quick, the main job's time to
 # 99.5% validation exact match with the same recipe in PyTorch (bench/translate_vs_torch.sh,
@@ -44,7 +44,8 @@ py="env OMP_WAIT_POLICY=PASSIVE /usr/bin/python3"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mha_rounds=5  # MultiHeadAttention's times are medians over these alternating runs
-rounds=3      # and the layer ops' and the training step's over these
+rounds=3      # the layer ops' over these
+train_rounds=5  # and the training step's (on 2 threads, on 1, PyTorch's) over these
 mkdir -p "$(dirname "$json")"
 
 echo "== matmul against raw sgemm"
@@ -65,8 +66,8 @@ echo "== attention memory (a fresh process per L)"
 for L in 64 128 256 512 1024; do
   echo "$L $(build/bench/bench_suite attn-mem "$L") $($py bench/torch_suite.py attn-mem "$L")"
 done | tee "$work/attn_mem.txt"
-echo "== training step and decoding: ember on 2 threads and on 1, then PyTorch, alternating, $rounds times"
-for r in $(seq "$rounds"); do
+echo "== training step and decoding: ember on 2 threads and on 1, then PyTorch, alternating, $train_rounds times"
+for r in $(seq "$train_rounds"); do
   build/bench/bench_suite train --data data/dates --json "$work/train.$r.json"
   build/bench/bench_suite train --data data/dates --threads 1 --steps-only 50 --json "$work/train_1thread.$r.json"
   $py bench/torch_suite.py train --data data/dates --ref "$shared/torch_translate_ref.py" \
