@@ -126,16 +126,13 @@ def main():
 
     def round_ratio(ours_runs, ref_runs, k, field="ms"):
         """the median over rounds of ours / reference, each round against the same round
-        (or against the only run a side has)"""
-        pairs = []
-        for i, o in ours_runs.items():
-            t = ref_runs.get(i) if len(ref_runs) > 1 else next(iter(ref_runs.values()))
-            if t is not None and k in o and k in t and o[k][field] and t[k][field]:
-                pairs.append(o[k][field] / t[k][field])
-        if len(ours_runs) == 1 and len(ref_runs) > 1:
-            o = next(iter(ours_runs.values()))
-            pairs = [o[k][field] / t[k][field] for t in ref_runs.values() if k in o and k in t and t[k][field]]
-        return median(pairs) if pairs else float("nan")
+        (or, where a side ran once, every round against that run)"""
+        if len(ours_runs) > 1 and len(ref_runs) > 1:
+            pairs = [(ours_runs[i], ref_runs[i]) for i in ours_runs if i in ref_runs]
+        else:
+            pairs = [(o, t) for o in ours_runs.values() for t in ref_runs.values()]
+        rs = [o[k][field] / t[k][field] for o, t in pairs if k in o and k in t and o[k][field] and t[k][field]]
+        return median(rs) if rs else float("nan")
 
     scaling_ok = True
     for name in ("ops", "train"):

@@ -127,8 +127,6 @@ namespace {
 
 thread_local const std::shared_ptr<Node>* t_current_node = nullptr;  // the node whose backward runs
 
-// Adds g to the gradient kept in *slot. A recorded gradient (create_graph), or one
-// already holding a graph, is summed out of place so that its graph stays right.
 // Whether nothing but t can see t's memory: the only reference to a dense tensor, of a
 // storage no view shares, outside any graph. (A gradient may alias another gradient, or a
 // tensor a backward function or a hook keeps.)
@@ -147,6 +145,8 @@ void sum_into(Tensor& sum, const Tensor& g, bool create_graph) {
     sum = add(sum, g);
 }
 
+// Adds g to the gradient kept in *slot. A recorded gradient (create_graph), or one
+// already holding a graph, is summed out of place so that its graph stays right.
 void accumulate(std::shared_ptr<TensorImpl>& slot, Tensor g, bool create_graph) {
   if (!slot) {
     // g itself when nothing else can see its memory, else a copy

@@ -22,6 +22,15 @@ MultiHeadAttentionOptions attention_options(const LayerConfig& c, Generator* gen
           .gen = gen, .dropout_gen = c.dropout_gen, .dtype = dtype};
 }
 
+// A sub-layer's dropout and feed-forward on padded x, or on packed rows (which keep the
+// dropout masks of their places in the padded batch).
+Tensor drop(Dropout& d, const Tensor& h, const Packing* packing) {
+  return packing ? d.forward(h, *packing) : d.forward(h);
+}
+Tensor feed_forward(FeedForward& f, const Tensor& h, const Packing* packing) {
+  return packing ? f.forward(h, *packing) : f.forward(h);
+}
+
 }  // namespace
 
 // ------------------------------------------------------------------ EncoderLayer
@@ -44,15 +53,12 @@ Tensor EncoderLayer::sublayers(const Tensor& x, const Packing* packing,
     if (keep_weights) last_weights = r.weights;
     return r.output;
   };
-  // packed rows keep the masks of their places in the padded batch
-  auto drop = [&](Dropout& d, const Tensor& h) { return packing ? d.forward(h, *packing) : d.forward(h); };
-  auto ff = [&](const Tensor& h) { return packing ? ffn->forward(h, *packing) : ffn->forward(h); };
   if (cfg.norm_first) {
-    Tensor y = add(x, drop(*dropout1, self(norm1->forward(x))));
-    return add(y, drop(*dropout2, ff(norm2->forward(y))));
+    Tensor y = add(x, drop(*dropout1, self(norm1->forward(x)), packing));
+    return add(y, drop(*dropout2, feed_forward(*ffn, norm2->forward(y), packing), packing));
   }
-  Tensor y = norm1->forward(add(x, drop(*dropout1, self(x))));
-  return norm2->forward(add(y, drop(*dropout2, ff(y))));
+  Tensor y = norm1->forward(add(x, drop(*dropout1, self(x), packing)));
+  return norm2->forward(add(y, drop(*dropout2, feed_forward(*ffn, y, packing), packing)));
 }
 
 Tensor EncoderLayer::forward(const Tensor& x, const AttentionMask& pad, const AttentionMask& mask) {
@@ -120,17 +126,14 @@ Tensor DecoderLayer::forward(const Tensor& x, const Tensor& memory, const Decode
     if (keep_weights) last_cross_weights = r.weights;
     return r.output;
   };
-  // packed rows keep the masks of their places in the padded batch
-  auto drop = [&](Dropout& d, const Tensor& h) { return packing ? d.forward(h, *packing) : d.forward(h); };
-  auto ff = [&](const Tensor& h) { return packing ? ffn->forward(h, *packing) : ffn->forward(h); };
   if (cfg.norm_first) {
-    Tensor y = add(x, drop(*dropout1, self(norm1->forward(x))));
-    y = add(y, drop(*dropout2, cross(norm2->forward(y))));
-    return hooked({x, memory}, add(y, drop(*dropout3, ff(norm3->forward(y)))));
+    Tensor y = add(x, drop(*dropout1, self(norm1->forward(x)), packing));
+    y = add(y, drop(*dropout2, cross(norm2->forward(y)), packing));
+    return hooked({x, memory}, add(y, drop(*dropout3, feed_forward(*ffn, norm3->forward(y), packing), packing)));
   }
-  Tensor y = norm1->forward(add(x, drop(*dropout1, self(x))));
-  y = norm2->forward(add(y, drop(*dropout2, cross(y))));
-  return hooked({x, memory}, norm3->forward(add(y, drop(*dropout3, ff(y)))));
+  Tensor y = norm1->forward(add(x, drop(*dropout1, self(x), packing)));
+  y = norm2->forward(add(y, drop(*dropout2, cross(y), packing)));
+  return hooked({x, memory}, norm3->forward(add(y, drop(*dropout3, feed_forward(*ffn, y, packing), packing))));
 }
 
 // ------------------------------------------------------------------ stacks
