@@ -1,5 +1,6 @@
-// GEMM: batched products through OpenBLAS, cut into tiles fixed by the shape and shared
-// over our threads (so results never depend on the thread count), and our own kernels for
+// GEMM: batched products cut into tiles fixed by the shape and shared over our threads (so
+// results never depend on the thread count), each tile an OpenBLAS call or, for float
+// products with a short sum on AVX-512, our own panel kernel; and our own kernels for
 // skinny products (few rows of C, or a short sum) that stream one large operand.
 #include <cblas.h>
 #include <omp.h>
@@ -10,6 +11,10 @@
 #include <functional>
 #include <type_traits>
 #include <utility>
+#include <vector>
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 #include "core/kernels.h"
 
@@ -359,8 +364,127 @@ struct Skinny {
   }
 };
 
-// One product cut into the tasks it runs as: tiles (each one single-threaded BLAS call)
-// or blocks of a skinny kernel. Each task writes its own part of C, the same bits
+#if defined(__AVX512F__)
+// Float tiles with a short sum (K <= kPanelMaxK: every projection of a small model and its
+// input gradient, and the weight gradients over a batch's tokens) run in our own kernel:
+// C is computed 32 columns (a panel) at a time, kPanelRows rows at a step, each element's
+// sum over k in order by fused multiply-adds, held in registers from the first k to the
+// last. Where B's rows are contiguous the kernel reads B and A where they lie; a
+// transposed B (a Linear layer's x W^T) is copied panel by panel into the k-major layout
+// first. BLAS would copy both operands into its packed layouts, and clear C before a
+// product that does not add to it: on these shapes that is a tenth of its time.
+constexpr int64_t kPanelMaxK = 1536;
+constexpr double kPanelMinWork = 1 << 20;  // multiply-adds: below, BLAS's small-matrix kernels are faster
+constexpr int kPanelRows = 8;
+constexpr int64_t kPanelWidth = 32;
+
+struct PanelTile {
+  const float* a;
+  int64_t ar, ac;  // A(m, k) at a[m * ar + k * ac]
+  const float* p;  // B(k, n0 + j) at p[k * ldp + j], j < w
+  int64_t ldp;
+  float* c;
+  int64_t ldc, K;
+  __mmask16 lo, hi;  // the panel's columns in C: the first and the second vector's lanes
+  bool accumulate;
+
+  // rows [m0, m0 + R) of the panel
+  template <int R>
+  void rows(int64_t m0) const {
+    __m512 acc[R][2];
+    float* cr = c + m0 * ldc;
+    for (int r = 0; r < R; r++) {
+      acc[r][0] = accumulate ? _mm512_maskz_loadu_ps(lo, cr + r * ldc) : _mm512_setzero_ps();
+      acc[r][1] = accumulate ? _mm512_maskz_loadu_ps(hi, cr + r * ldc + 16) : _mm512_setzero_ps();
+    }
+    const float* ar0 = a + m0 * ar;
+    for (int64_t k = 0; k < K; k++) {
+      const __m512 b0 = _mm512_maskz_loadu_ps(lo, p + k * ldp), b1 = _mm512_maskz_loadu_ps(hi, p + k * ldp + 16);
+      for (int r = 0; r < R; r++) {
+        const __m512 x = _mm512_set1_ps(ar0[r * ar + k * ac]);
+        acc[r][0] = _mm512_fmadd_ps(x, b0, acc[r][0]);
+        acc[r][1] = _mm512_fmadd_ps(x, b1, acc[r][1]);
+      }
+    }
+    for (int r = 0; r < R; r++) {
+      _mm512_mask_storeu_ps(cr + r * ldc, lo, acc[r][0]);
+      _mm512_mask_storeu_ps(cr + r * ldc + 16, hi, acc[r][1]);
+    }
+  }
+  template <int R = kPanelRows>
+  void rest(int64_t m0, int64_t left) const {
+    if constexpr (R > 1) {
+      if (left == R - 1) return rows<R - 1>(m0);
+      return rest<R - 1>(m0, left);
+    }
+  }
+};
+
+// The 16 x 16 block at src (rows ld apart) transposed into dst (rows ldd apart): lanes
+// interleaved in pairs, then fours, then the four 128-bit quarters of four vectors.
+// (GCC 12's own headers trip -Wuninitialized on these shuffles: their unused merge source)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+inline void transpose16(const float* src, int64_t ld, float* dst, int64_t ldd) {
+  __m512 r[16], t[16];
+  for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_ps(src + i * ld);
+  for (int i = 0; i < 8; i++) {  // per quarter: (r0[0] r1[0] r0[1] r1[1]), (r0[2] r1[2] r0[3] r1[3])
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; i++) {  // r[4i + c]'s quarter q: rows 4i .. 4i + 3 of column 4q + c
+    r[4 * i] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+    r[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+    r[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+    r[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  for (int c = 0; c < 4; c++) {  // column 4q + c: quarter q of r[c], r[4 + c], r[8 + c], r[12 + c]
+    const __m512 even_lo = _mm512_shuffle_f32x4(r[c], r[4 + c], 0x88), even_hi = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0x88);
+    const __m512 odd_lo = _mm512_shuffle_f32x4(r[c], r[4 + c], 0xdd), odd_hi = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0xdd);
+    _mm512_storeu_ps(dst + c * ldd, _mm512_shuffle_f32x4(even_lo, even_hi, 0x88));
+    _mm512_storeu_ps(dst + (8 + c) * ldd, _mm512_shuffle_f32x4(even_lo, even_hi, 0xdd));
+    _mm512_storeu_ps(dst + (4 + c) * ldd, _mm512_shuffle_f32x4(odd_lo, odd_hi, 0x88));
+    _mm512_storeu_ps(dst + (12 + c) * ldd, _mm512_shuffle_f32x4(odd_lo, odd_hi, 0xdd));
+  }
+}
+#pragma GCC diagnostic pop
+
+// packed[k * kPanelWidth + j] = src[j * ld + k] for j < w, k < K: 16 x 16 blocks, then the edges
+inline void pack_panel(const float* src, int64_t ld, int64_t w, int64_t K, float* packed) {
+  int64_t j = 0;
+  for (; j + 16 <= w; j += 16) {
+    int64_t k = 0;
+    for (; k + 16 <= K; k += 16) transpose16(src + j * ld + k, ld, packed + k * kPanelWidth + j, kPanelWidth);
+    for (; k < K; k++)
+      for (int64_t i = j; i < j + 16; i++) packed[k * kPanelWidth + i] = src[i * ld + k];
+  }
+  for (; j < w; j++)
+    for (int64_t k = 0; k < K; k++) packed[k * kPanelWidth + j] = src[j * ld + k];
+}
+
+// C [M, N] (+)= A [M, K] B [K, N] on the calling thread (g's layouts, float)
+void panel_gemm(const Gemm<float>& g) {
+  thread_local std::vector<float> packed;
+  const int64_t ar = g.trans_a ? 1 : g.lda, ac = g.trans_a ? g.lda : 1;
+  for (int64_t n0 = 0; n0 < g.N; n0 += kPanelWidth) {
+    const int64_t w = std::min(kPanelWidth, g.N - n0);
+    PanelTile t{.a = g.a, .ar = ar, .ac = ac, .p = g.b + n0, .ldp = g.ldb, .c = g.c + n0, .ldc = g.ldc, .K = g.K,
+                .lo = __mmask16(w >= 16 ? 0xffff : (1u << w) - 1),
+                .hi = __mmask16(w >= 32 ? 0xffff : w > 16 ? (1u << (w - 16)) - 1 : 0), .accumulate = g.accumulate};
+    if (g.trans_b) {  // B(k, n) at b[n * ldb + k]: the panel's columns copied k-major
+      if (packed.size() < size_t(g.K * kPanelWidth)) packed.resize(g.K * kPanelWidth);
+      pack_panel(g.b + n0 * g.ldb, g.ldb, w, g.K, packed.data());
+      t.p = packed.data(), t.ldp = kPanelWidth;
+    }
+    int64_t m = 0;
+    for (; m + kPanelRows <= g.M; m += kPanelRows) t.rows<kPanelRows>(m);
+    if (m < g.M) t.rest(m, g.M - m);
+  }
+}
+#endif
+
+// One product cut into the tasks it runs as: tiles (each one single-threaded call of BLAS
+// or of the panel kernel) or blocks of a skinny kernel. Each task writes its own part of C, the same bits
 // whichever thread runs it and whatever else runs beside it.
 struct PlannedProduct {
   int64_t tasks = 0;
@@ -454,15 +578,22 @@ PlannedProduct plan_product(const Product& pr) {
         if (tiles.along_m) set_bias(i, begin, begin + extent, 0, N);
         else set_bias(i, 0, M, begin, begin + extent);
       }
+      Gemm<T> g;
       if (tiles.along_m) {
-        blas_gemm(Gemm<T>{.M = extent, .N = N, .K = K, .a = ai + at(la, begin, 0), .lda = la.ld, .trans_a = la.trans,
-                          .b = bi, .ldb = lb.ld, .trans_b = lb.trans, .c = ci + begin * N, .ldc = N,
-                          .accumulate = accumulate});
+        g = Gemm<T>{.M = extent, .N = N, .K = K, .a = ai + at(la, begin, 0), .lda = la.ld, .trans_a = la.trans,
+                    .b = bi, .ldb = lb.ld, .trans_b = lb.trans, .c = ci + begin * N, .ldc = N,
+                    .accumulate = accumulate};
       } else {
-        blas_gemm(Gemm<T>{.M = M, .N = extent, .K = K, .a = ai, .lda = la.ld, .trans_a = la.trans,
-                          .b = bi + at(lb, 0, begin), .ldb = lb.ld, .trans_b = lb.trans, .c = ci + begin, .ldc = N,
-                          .accumulate = accumulate});
+        g = Gemm<T>{.M = M, .N = extent, .K = K, .a = ai, .lda = la.ld, .trans_a = la.trans,
+                    .b = bi + at(lb, 0, begin), .ldb = lb.ld, .trans_b = lb.trans, .c = ci + begin, .ldc = N,
+                    .accumulate = accumulate};
       }
+#if defined(__AVX512F__)
+      if constexpr (std::is_same_v<T, float>) {
+        if (K <= kPanelMaxK && double(g.M) * double(g.N) * double(K) >= kPanelMinWork) return panel_gemm(g);
+      }
+#endif
+      blas_gemm(g);
     };
   });
   return plan;

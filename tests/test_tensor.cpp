@@ -1010,6 +1010,33 @@ TEST_CASE("ember's skinny products keep the sign of zero: -0 times anything adde
     }
 }
 
+TEST_CASE("float products with a short sum (ember's panel kernel on AVX-512) agree with a float64 loop") {
+  // Sums of up to 1536 terms over at least 2^20 multiply-adds a tile: 8 rows of C a step
+  // (and 1 .. 7 at the end), 32 columns a panel (and tails of 1 .. 31, below and above
+  // 16), a transposed B copied panel by panel in 16 x 16 blocks (and K's and the panel's
+  // edges one by one), operands read through row strides wider than their rows.
+  const std::vector<std::array<int64_t, 3>> shapes = {{200, 130, 300}, {129, 77, 150}, {67, 1000, 48},
+                                                      {333, 128, 512}, {41, 1536, 33}, {150, 100, 80}};
+  for (auto [M, K, N] : shapes)
+    for (int layout = 0; layout < 4; layout++) {
+      INFO("M " << M << " K " << K << " N " << N << " layout " << layout);
+      const bool ta = layout & 1, tb = layout & 2;
+      // each operand a view into a wider tensor: its rows further apart than their length
+      Tensor a = ta ? randn({K, M + 5}).narrow(1, 2, M).t() : randn({M, K + 3}).narrow(1, 1, K);
+      Tensor b = tb ? randn({N, K + 7}).narrow(1, 3, K).t() : randn({K, N + 9}).narrow(1, 4, N);
+      Tensor expected = naive_matmul(a, b);
+      const double tol = 1e-5 * std::sqrt((double)K);
+      CHECK(allclose(matmul(a, b).to(kFloat64), expected, tol, tol));
+      // C += A B, and C = bias + A B (linear)
+      Tensor c = randn({M, N});
+      Tensor before = c.to(kFloat64);
+      kernel::gemm_batched(c, a, b, /*accumulate=*/true);
+      CHECK(allclose(c.to(kFloat64), add(before, expected), tol, tol));
+      Tensor bias = randn({N});
+      CHECK(allclose(linear(a, b.t(), bias).to(kFloat64), add(expected, bias.to(kFloat64)), tol, tol));
+    }
+}
+
 TEST_CASE("matmul and linear agree with a float64 loop at skinny and regular shapes, in every layout") {
   // few rows (M <= 16) or a short sum (K <= 16) against a large other operand take
   // ember's own kernels; the rest BLAS. Odd sizes exercise the blocks' tails.
