@@ -385,6 +385,7 @@ struct PanelTile {
   int64_t ldp;
   float* c;
   int64_t ldc, K;
+  const float* bias;  // the panel's bias, or none
   __mmask16 lo, hi;  // the panel's columns in C: the first and the second vector's lanes
   bool accumulate;
 
@@ -394,8 +395,15 @@ struct PanelTile {
     __m512 acc[R][2];
     float* cr = c + m0 * ldc;
     for (int r = 0; r < R; r++) {
-      acc[r][0] = accumulate ? _mm512_maskz_loadu_ps(lo, cr + r * ldc) : _mm512_setzero_ps();
-      acc[r][1] = accumulate ? _mm512_maskz_loadu_ps(hi, cr + r * ldc + 16) : _mm512_setzero_ps();
+      if (bias) {
+        acc[r][0] = _mm512_maskz_loadu_ps(lo, bias);
+        acc[r][1] = _mm512_maskz_loadu_ps(hi, bias + 16);
+      } else if (accumulate) {
+        acc[r][0] = _mm512_maskz_loadu_ps(lo, cr + r * ldc);
+        acc[r][1] = _mm512_maskz_loadu_ps(hi, cr + r * ldc + 16);
+      } else {
+        acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+      }
     }
     const float* ar0 = a + m0 * ar;
     for (int64_t k = 0; k < K; k++) {
@@ -462,14 +470,15 @@ inline void pack_panel(const float* src, int64_t ld, int64_t w, int64_t K, float
     for (int64_t k = 0; k < K; k++) packed[k * kPanelWidth + j] = src[j * ld + k];
 }
 
-// C [M, N] (+)= A [M, K] B [K, N] on the calling thread (g's layouts, float)
-void panel_gemm(const Gemm<float>& g) {
+// C [M, N] (+)= A [M, K] B [K, N] on the calling thread (g's layouts, float); with a bias
+// [N], C = bias + A B (each sum starting from its column's bias)
+void panel_gemm(const Gemm<float>& g, const float* bias) {
   thread_local std::vector<float> packed;
   const int64_t ar = g.trans_a ? 1 : g.lda, ac = g.trans_a ? g.lda : 1;
   for (int64_t n0 = 0; n0 < g.N; n0 += kPanelWidth) {
     const int64_t w = std::min(kPanelWidth, g.N - n0);
     PanelTile t{.a = g.a, .ar = ar, .ac = ac, .p = g.b + n0, .ldp = g.ldb, .c = g.c + n0, .ldc = g.ldc, .K = g.K,
-                .lo = __mmask16(w >= 16 ? 0xffff : (1u << w) - 1),
+                .bias = bias ? bias + n0 : nullptr, .lo = __mmask16(w >= 16 ? 0xffff : (1u << w) - 1),
                 .hi = __mmask16(w >= 32 ? 0xffff : w > 16 ? (1u << (w - 16)) - 1 : 0), .accumulate = g.accumulate};
     if (g.trans_b) {  // B(k, n) at b[n * ldb + k]: the panel's columns copied k-major
       if (packed.size() < size_t(g.K * kPanelWidth)) packed.resize(g.K * kPanelWidth);
@@ -574,10 +583,6 @@ PlannedProduct plan_product(const Product& pr) {
       const T* ai = pa + offset(true, i);
       const T* bi = pb + offset(false, i);
       T* ci = pc + i * M * N;
-      if (pbias) {
-        if (tiles.along_m) set_bias(i, begin, begin + extent, 0, N);
-        else set_bias(i, 0, M, begin, begin + extent);
-      }
       Gemm<T> g;
       if (tiles.along_m) {
         g = Gemm<T>{.M = extent, .N = N, .K = K, .a = ai + at(la, begin, 0), .lda = la.ld, .trans_a = la.trans,
@@ -590,9 +595,14 @@ PlannedProduct plan_product(const Product& pr) {
       }
 #if defined(__AVX512F__)
       if constexpr (std::is_same_v<T, float>) {
-        if (K <= kPanelMaxK && double(g.M) * double(g.N) * double(K) >= kPanelMinWork) return panel_gemm(g);
+        if (K <= kPanelMaxK && double(g.M) * double(g.N) * double(K) >= kPanelMinWork)
+          return panel_gemm(g, pbias ? pbias + (tiles.along_m ? 0 : begin) : nullptr);
       }
 #endif
+      if (pbias) {
+        if (tiles.along_m) set_bias(i, begin, begin + extent, 0, N);
+        else set_bias(i, 0, M, begin, begin + extent);
+      }
       blas_gemm(g);
     };
   });
