@@ -15,7 +15,7 @@ import sys
 
 # first match wins: a symbol is counted once
 CATEGORIES = [
-    ("matrix products (OpenBLAS, ember's skinny kernels)", r"libopenblas|gemm_batched|Skinny|plan_product|gemm_serial|gemm_together"),
+    ("matrix products (ember's panel and skinny kernels, OpenBLAS)", r"libopenblas|gemm_batched|Skinny|PanelTile|panel_gemm|transpose16|plan_product|gemm_serial|gemm_together"),
     ("threads waiting at barriers (libgomp)", r"libgomp"),
     ("attention: softmax, masks, dropout masks, tiles", r"tiled_|apply_keep|masked_softmax|attention|dropout_keep|row_keys"),
     ("copies and zero-fills", r"memmove|memset|memcpy|kernel::copy|clone"),
