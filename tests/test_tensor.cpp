@@ -1015,8 +1015,11 @@ TEST_CASE("float products with a short sum (ember's panel kernel on AVX-512) agr
   // (and 1 .. 7 at the end), 32 columns a panel (and tails of 1 .. 31, below and above
   // 16), a transposed B copied panel by panel in 16 x 16 blocks (and K's and the panel's
   // edges one by one), operands read through row strides wider than their rows.
+  // (400, 128, 200) is cut in tiles along its rows, (200, 130, 300) along its columns;
+  // (400, 8, 400) copies a transposed B of fewer than 16 terms
   const std::vector<std::array<int64_t, 3>> shapes = {{200, 130, 300}, {129, 77, 150}, {67, 1000, 48},
-                                                      {333, 128, 512}, {41, 1536, 33}, {150, 100, 80}};
+                                                      {333, 128, 512}, {41, 1536, 33}, {150, 100, 80},
+                                                      {400, 128, 200}, {400, 8, 400}};
   for (auto [M, K, N] : shapes)
     for (int layout = 0; layout < 4; layout++) {
       INFO("M " << M << " K " << K << " N " << N << " layout " << layout);
@@ -1027,11 +1030,18 @@ TEST_CASE("float products with a short sum (ember's panel kernel on AVX-512) agr
       Tensor expected = naive_matmul(a, b);
       const double tol = 1e-5 * std::sqrt((double)K);
       CHECK(allclose(matmul(a, b).to(kFloat64), expected, tol, tol));
-      // C += A B, and C = bias + A B (linear)
-      Tensor c = randn({M, N});
+      // C = A B over a C that holds NaN (never read), C += A B, and C = bias + A B (linear)
+      Tensor c = full({M, N}, std::nan(""));
+      kernel::gemm_batched(c, a, b);
+      CHECK(allclose(c.to(kFloat64), expected, tol, tol));
+      c = randn({M, N});
       Tensor before = c.to(kFloat64);
       kernel::gemm_batched(c, a, b, /*accumulate=*/true);
       CHECK(allclose(c.to(kFloat64), add(before, expected), tol, tol));
+      // a batch of two
+      Tensor cb = matmul(stack({a, mul(a, -1.0)}, 0), stack({b, b}, 0)).to(kFloat64);
+      CHECK(allclose(cb.select(0, 0), expected, tol, tol));
+      CHECK(allclose(cb.select(0, 1), mul(expected, -1.0), tol, tol));
       Tensor bias = randn({N});
       CHECK(allclose(linear(a, b.t(), bias).to(kFloat64), add(expected, bias.to(kFloat64)), tol, tol));
     }
