@@ -14,12 +14,18 @@
 //   bench_suite attn-mem L            one MultiHeadAttention forward+backward at [4, L, 256, 4]
 //                                     in this fresh process; prints the peak resident memory
 //                                     it added, in MB
+//   bench_suite cores                 the time a cache line takes to go from one of two
+//                                     threads to the other and back: how far apart the
+//                                     machine has put its cores at this moment
 //
 // Times are medians over at least 5 runs and 0.3 s, after 3 untimed ones. Every command
 // takes --threads N (default: OMP_NUM_THREADS or the cores).
 #include <sys/resource.h>
 
+#include <omp.h>
+
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -301,6 +307,50 @@ int attention_memory(int64_t L) {
   return 0;
 }
 
+// A cache line passed between two threads and back, 20,000 times a batch: the median
+// batch's time per round trip. On a virtual machine whose two cores share a cache this is
+// well under 100 ns; when the host puts them further apart, several times that, and
+// everything one thread writes and the other reads (a parallel step's data) crosses too.
+int core_round_trip() {
+  constexpr int64_t kTrips = 20000;
+  constexpr int kBatches = 7;
+  alignas(64) std::atomic<int64_t> flag{0};
+  std::vector<double> ns;
+  bool two = false;
+#pragma omp parallel num_threads(2)
+  {
+#pragma omp single
+    two = omp_get_num_threads() == 2;  // (the implied barrier: both threads see it)
+    if (two) {
+      const bool first = omp_get_thread_num() == 0;
+      for (int batch = 0; batch < kBatches; batch++) {
+#pragma omp barrier
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int64_t i = 0; i < kTrips; i++) {
+          const int64_t base = (int64_t(batch) * kTrips + i) * 2;
+          if (first) {
+            flag.store(base + 1, std::memory_order_release);
+            while (flag.load(std::memory_order_acquire) != base + 2) {
+            }
+          } else {
+            while (flag.load(std::memory_order_acquire) != base + 1) {
+            }
+            flag.store(base + 2, std::memory_order_release);
+          }
+        }
+        if (first) ns.push_back(std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count() / kTrips);
+      }
+    }
+  }
+  if (!two) {
+    std::printf("cores: only one thread, no round trip\n");
+    return 0;
+  }
+  std::sort(ns.begin(), ns.end());
+  std::printf("cores: a cache line's round trip between two threads: %.0f ns\n", ns[ns.size() / 2]);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -323,8 +373,10 @@ int main(int argc, char** argv) {
                  "time this many training steps and nothing else (no decoding): for a profiler");
     CLI::App* mem = app.add_subcommand("attn-mem", "the peak memory one attention forward+backward adds, in MB");
     cli::integer(*mem, "L", L, 1, kMaxMemLength, "the sequence length")->required();
+    CLI::App* cores = app.add_subcommand("cores", "a cache line's round trip between two threads, in ns");
     cli::parse(app, argc, argv);
     set_num_threads(threads);
+    if (cores->parsed()) return core_round_trip();
     if (mem->parsed()) {
       // x, its gradient, q, k, v, the output and their gradients, tiled: linear in L
       cli::check_fits_in_memory(op, 40.0 * 4 * 4 * double(L) * 256, cat_str("attention at L = ", L));

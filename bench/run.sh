@@ -68,6 +68,7 @@ for L in 64 128 256 512 1024; do
 done | tee "$work/attn_mem.txt"
 echo "== training step and decoding: ember on 2 threads and on 1, then PyTorch, alternating, $train_rounds times"
 for r in $(seq "$train_rounds"); do
+  echo "round $r: $(build/bench/bench_suite cores)"  # how far apart the cores are now
   build/bench/bench_suite train --data data/dates --json "$work/train.$r.json"
   build/bench/bench_suite train --data data/dates --threads 1 --steps-only 50 --json "$work/train_1thread.$r.json"
   $py bench/torch_suite.py train --data data/dates --ref "$shared/torch_translate_ref.py" \
