@@ -391,32 +391,43 @@ struct PanelTile {
 
   // rows [m0, m0 + R) of the panel
   template <int R>
-  void rows(int64_t m0) const {
-    __m512 acc[R][2];
+  __attribute__((noinline)) void rows(int64_t m0) const {
+    // What the loop reads, as locals, and the loops over rows unrolled: GCC then holds
+    // every accumulator in a register. (Reading the members in the loop - which a store to
+    // C might change, for all the compiler knows - it kept the accumulators in memory too,
+    // storing all 16 at every step of the sum: half the speed, depending on whether this
+    // function was inlined where it is called. It is kept out of line, compiled once.)
+    const int64_t K = this->K, ar = this->ar, ac = this->ac, ldp = this->ldp, ldc = this->ldc;
+    const float* p = this->p;
+    const __mmask16 lo = this->lo, hi = this->hi;
+    __m512 acc0[R], acc1[R];
     float* cr = c + m0 * ldc;
+#pragma GCC unroll 16
     for (int r = 0; r < R; r++) {
       if (bias) {
-        acc[r][0] = _mm512_maskz_loadu_ps(lo, bias);
-        acc[r][1] = _mm512_maskz_loadu_ps(hi, bias + 16);
+        acc0[r] = _mm512_maskz_loadu_ps(lo, bias);
+        acc1[r] = _mm512_maskz_loadu_ps(hi, bias + 16);
       } else if (accumulate) {
-        acc[r][0] = _mm512_maskz_loadu_ps(lo, cr + r * ldc);
-        acc[r][1] = _mm512_maskz_loadu_ps(hi, cr + r * ldc + 16);
+        acc0[r] = _mm512_maskz_loadu_ps(lo, cr + r * ldc);
+        acc1[r] = _mm512_maskz_loadu_ps(hi, cr + r * ldc + 16);
       } else {
-        acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+        acc0[r] = acc1[r] = _mm512_setzero_ps();
       }
     }
     const float* ar0 = a + m0 * ar;
     for (int64_t k = 0; k < K; k++) {
       const __m512 b0 = _mm512_maskz_loadu_ps(lo, p + k * ldp), b1 = _mm512_maskz_loadu_ps(hi, p + k * ldp + 16);
+#pragma GCC unroll 16
       for (int r = 0; r < R; r++) {
         const __m512 x = _mm512_set1_ps(ar0[r * ar + k * ac]);
-        acc[r][0] = _mm512_fmadd_ps(x, b0, acc[r][0]);
-        acc[r][1] = _mm512_fmadd_ps(x, b1, acc[r][1]);
+        acc0[r] = _mm512_fmadd_ps(x, b0, acc0[r]);
+        acc1[r] = _mm512_fmadd_ps(x, b1, acc1[r]);
       }
     }
+#pragma GCC unroll 16
     for (int r = 0; r < R; r++) {
-      _mm512_mask_storeu_ps(cr + r * ldc, lo, acc[r][0]);
-      _mm512_mask_storeu_ps(cr + r * ldc + 16, hi, acc[r][1]);
+      _mm512_mask_storeu_ps(cr + r * ldc, lo, acc0[r]);
+      _mm512_mask_storeu_ps(cr + r * ldc + 16, hi, acc1[r]);
     }
   }
   template <int R = kPanelRows>
