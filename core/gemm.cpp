@@ -504,8 +504,8 @@ void panel_gemm(const Gemm<float>& g, const float* bias) {
 #endif
 
 // One product cut into the tasks it runs as: tiles (each one single-threaded call of BLAS
-// or of the panel kernel) or blocks of a skinny kernel. Each task writes its own part of C, the same bits
-// whichever thread runs it and whatever else runs beside it.
+// or of the panel kernel) or blocks of a skinny kernel. Each task writes its own part of
+// C, the same bits whichever thread runs it and whatever else runs beside it.
 struct PlannedProduct {
   int64_t tasks = 0;
   bool parallel = false;  // whether it is worth threads by itself
