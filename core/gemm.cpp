@@ -377,6 +377,7 @@ constexpr int64_t kPanelMaxK = 1536;
 constexpr double kPanelMinWork = 1 << 20;  // multiply-adds: below, BLAS's small-matrix kernels are faster
 constexpr int kPanelRows = 8;
 constexpr int64_t kPanelWidth = 32;
+constexpr int64_t kSplitMinK = 128;  // a sum cut in halves (a weight gradient's) has halves this long at least
 
 struct PanelTile {
   const float* a;
@@ -504,13 +505,15 @@ void panel_gemm(const Gemm<float>& g, const float* bias) {
 #endif
 
 // One product cut into the tasks it runs as: tiles (each one single-threaded call of BLAS
-// or of the panel kernel) or blocks of a skinny kernel. Each task writes its own part of
-// C, the same bits whichever thread runs it and whatever else runs beside it.
+// or of the panel kernel), blocks of a skinny kernel, or the two halves of a long sum
+// (then added by finish). Each task writes its own part of C, or its own half, the same
+// bits whichever thread runs it and whatever else runs beside it.
 struct PlannedProduct {
   int64_t tasks = 0;
   bool parallel = false;  // whether it is worth threads by itself
   bool blas = false;      // its tasks call BLAS (run serially, BLAS is held to one thread)
   std::function<void(int64_t)> run;
+  std::function<void()> finish;  // what is left once every task has run, if anything
 };
 
 PlannedProduct plan_product(const Product& pr) {
@@ -578,6 +581,39 @@ PlannedProduct plan_product(const Product& pr) {
       };
       return;
     }
+#if defined(__AVX512F__)
+    // A weight gradient's shape, dY^T X (A transposed, the sum over a batch's rows of
+    // tokens), is cut along its sum rather than along C: the first half of the tokens
+    // summed into C, the second into a scratch C that is added to it after the tasks. A
+    // thread then reads the rows of dY and X that the ops before it wrote on that thread
+    // (they cut the tokens in the same halves), not the other thread's: on a machine whose
+    // cores are far apart, crossing between them costs more than the extra pass. The
+    // halves are fixed by the shape and added in one order: the same bits on any threads.
+    if constexpr (std::is_same_v<T, float>) {
+      const int64_t half = K / 2 / kGemmTileAlign * kGemmTileAlign;
+      if (nb == 1 && la.trans && !lb.trans && !pbias && half >= kSplitMinK && K - half <= kPanelMaxK &&
+          double(M) * double(N) * double(half) >= kPanelMinWork &&
+          2.0 * double(M) * double(N) * double(K) >= cost::kGemmSplitFlops) {
+        Tensor scratch = empty({M, N}, c.dtype());
+        float* ps = scratch.data<float>();
+        plan.tasks = 2;
+        plan.parallel = true;
+        plan.run = [=, keep = std::make_pair(a, b)](int64_t task) {
+          const int64_t k0 = task == 0 ? 0 : half, k1 = task == 0 ? half : K;
+          panel_gemm(Gemm<T>{.M = M, .N = N, .K = k1 - k0, .a = pa + k0 * la.ld, .lda = la.ld, .trans_a = true,
+                             .b = pb + k0 * lb.ld, .ldb = lb.ld, .c = task == 0 ? pc : ps, .ldc = N,
+                             .accumulate = task == 0 && accumulate},
+                     nullptr);
+        };
+        plan.finish = [=, keep = scratch] {
+          parallel_for(M * N, cost::kCopy, [&](int64_t b0, int64_t e0) {
+            for (int64_t i = b0; i < e0; i++) pc[i] += ps[i];
+          });
+        };
+        return;
+      }
+    }
+#endif
     const GemmTiles tiles = gemm_tiles(M, N, K);
     plan.tasks = nb * tiles.count;
     const double flops = 2.0 * double(M) * double(N) * double(K) * double(nb);
@@ -660,6 +696,8 @@ void gemm_together(const std::vector<Product>& products, const ExtraTasks& extra
   } else {
     for (int64_t t = 0; t < total; t++) run(t);
   }
+  for (const PlannedProduct& p : plans)  // (a sum's second half added to its first)
+    if (p.finish) p.finish();
 }
 
 template <class T>
@@ -671,6 +709,11 @@ void gemm_serial_impl(const Gemm<T>& g) {
       for (int64_t m = 0; m < g.M; m++) std::fill(g.c + m * g.ldc, g.c + m * g.ldc + g.N, T(0));
     return;
   }
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<T, float>) {
+    if (!g.trans_b && g.K <= kPanelMaxK) return panel_gemm(g, nullptr);
+  }
+#endif
   if (in_parallel_region()) {  // OpenBLAS runs on one thread inside our parallel regions
     blas_gemm(g);
     return;

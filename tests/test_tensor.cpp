@@ -1016,10 +1016,14 @@ TEST_CASE("float products with a short sum (ember's panel kernel on AVX-512) agr
   // 16), a transposed B copied panel by panel in 16 x 16 blocks (and K's and the panel's
   // edges one by one), operands read through row strides wider than their rows.
   // (400, 128, 200) is cut in tiles along its rows, (200, 130, 300) along its columns;
-  // (400, 8, 400) copies a transposed B of fewer than 16 terms
+  // (400, 8, 400) copies a transposed B of fewer than 16 terms. With a transposed A and a
+  // long sum (a weight gradient's shape), the sum is cut in two halves at a multiple of
+  // 16, the second computed apart and added: (256, 700, 128), (100, 2000, 90) - whose
+  // whole sum is too long for one call of the kernel - and (48, 3000, 40).
   const std::vector<std::array<int64_t, 3>> shapes = {{200, 130, 300}, {129, 77, 150}, {67, 1000, 48},
                                                       {333, 128, 512}, {41, 1536, 33}, {150, 100, 80},
-                                                      {400, 128, 200}, {400, 8, 400}};
+                                                      {400, 128, 200}, {400, 8, 400}, {256, 700, 128},
+                                                      {100, 2000, 90}, {48, 3000, 40}};
   for (auto [M, K, N] : shapes)
     for (int layout = 0; layout < 4; layout++) {
       INFO("M " << M << " K " << K << " N " << N << " layout " << layout);

@@ -311,27 +311,31 @@ TEST_CASE("products run together give the bits of each run alone, with 1 and 2 t
   Tensor a3 = seeded_randn({4, 60, 70}, 15), b3 = seeded_randn({4, 70, 50}, 16);
   Tensor a4 = seeded_randn({5, 512}, 17), b4 = big_randn({512, 300}, 18).t().contiguous().t();
   Tensor bias = seeded_randn({180}, 19), start = big_randn({300, 180}, 20);
+  // and a weight gradient's shape, [256, 700] (transposed) x [700, 128]: its sum in two halves
+  Tensor a5 = big_randn({700, 256}, 21).t(), b5 = big_randn({700, 128}, 22), start5 = seeded_randn({256, 128}, 23);
   auto alone = [&] {
     std::vector<Tensor> c = {empty({300, 180}), empty({300, 150}), empty({4, 60, 50}), empty({5, 300}),
-                             empty({300, 180}), start.clone()};
+                             empty({300, 180}), start.clone(), start5.clone()};
     kernel::gemm_batched(c[0], a1, b1);
     kernel::gemm_batched(c[1], a2, b2);
     kernel::gemm_batched(c[2], a3, b3);
     kernel::gemm_batched(c[3], a4, b4);
     kernel::gemm_batched(c[4], a1, b1, false, bias);
     kernel::gemm_batched(c[5], a1, b1, true);
+    kernel::gemm_batched(c[6], a5, b5, true);
     return c;
   };
   auto together = [&] {
     std::vector<Tensor> c = {empty({300, 180}), empty({300, 150}), empty({4, 60, 50}), empty({5, 300}),
-                             empty({300, 180}), start.clone()};
+                             empty({300, 180}), start.clone(), start5.clone()};
     std::vector<int> runs(7, 0);
     kernel::gemm_together({{.c = c[0], .a = a1, .b = b1},
                            {.c = c[1], .a = a2, .b = b2},
                            {.c = c[2], .a = a3, .b = b3},
                            {.c = c[3], .a = a4, .b = b4},
                            {.c = c[4], .a = a1, .b = b1, .bias = bias},
-                           {.c = c[5], .a = a1, .b = b1, .accumulate = true}},
+                           {.c = c[5], .a = a1, .b = b1, .accumulate = true},
+                           {.c = c[6], .a = a5, .b = b5, .accumulate = true}},
                           {.tasks = 7, .work = 1e6, .run = [&](int64_t t) { runs[(size_t)t]++; }});
     for (int r : runs) CHECK(r == 1);
     return c;
@@ -340,6 +344,7 @@ TEST_CASE("products run together give the bits of each run alone, with 1 and 2 t
   // the bias form is the bias plus the product
   CHECK(allclose(expected[4], add(expected[0], bias), 1e-5, 1e-5));
   CHECK(allclose(expected[5], add(expected[0], start), 1e-5, 1e-5));
+  CHECK(allclose(expected[6], add(matmul(a5.to(kFloat64), b5.to(kFloat64)), start5.to(kFloat64)), 1e-4, 1e-4));
   for (int threads : {1, 2}) {
     NumThreadsGuard guard(threads);
     std::vector<Tensor> got = together();
