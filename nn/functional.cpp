@@ -1,7 +1,8 @@
 // Fused layer norm and cross-entropy: row kernels over raw pointers (llm.c style), then
 // one recorded node per op whose backward calls the matching backward kernels. Formulas
-// are in functional.h. Sums run in double for both dtypes (in a fixed lane order); every sum across rows runs in
-// row order inside one thread, so results do not depend on the thread count.
+// are in functional.h. Sums run in double for both dtypes (in a fixed lane order); a sum across rows runs in
+// row order inside one thread, or in chunks of rows fixed by the shape, each in row order, added in order:
+// results do not depend on the thread count.
 #include "nn/functional.h"
 
 #include <algorithm>
@@ -67,9 +68,10 @@ void layer_norm_forward(const LayerNormBuffers<T>& buf, double eps) {
   });
 }
 
-// dx <- dy, x, mean, rstd, weight, for rows [rb, re)
+// For rows [rb, re): dx <- dy, x, mean, rstd, weight (when buf.dx is not null), and the
+// rows' terms of dweight and dbias added, in row order, into dw and db (when not null).
 template <class T>
-void layer_norm_backward_input(const LayerNormBuffers<T>& buf, int64_t rb, int64_t re) {
+void layer_norm_backward_rows(const LayerNormBuffers<T>& buf, int64_t rb, int64_t re, double* dw, double* db) {
   const int64_t C = buf.C;
   const T *dy = buf.dy, *x = buf.x, *weight = buf.weight;
   const double *mean = buf.mean, *rstd = buf.rstd;
@@ -77,47 +79,60 @@ void layer_norm_backward_input(const LayerNormBuffers<T>& buf, int64_t rb, int64
   for (int64_t r = rb; r < re; r++) {
     const T* g = dy + r * C;
     const T* xr = x + r * C;
-    T* d = dx + r * C;
     const T m = (T)mean[r], s = (T)rstd[r];
-    auto dxhat = [&](int64_t c) { return weight ? g[c] * weight[c] : g[c]; };
-    const T a = (T)(vec::lane_sum<double>(C, dxhat) / (double)C);
-    const T b = (T)(vec::lane_sum<double>(C, [&](int64_t c) { return dxhat(c) * ((xr[c] - m) * s); }) / (double)C);
-    for (int64_t c = 0; c < C; c++) d[c] = s * (dxhat(c) - a - (xr[c] - m) * s * b);
-  }
-}
-
-// dweight, dbias (either null) <- dy, x, mean, rstd, for columns [cb, ce); each column
-// sums its rows 0..R-1 in order.
-template <class T>
-void layer_norm_backward_params(const LayerNormBuffers<T>& buf, int64_t cb, int64_t ce) {
-  const int64_t R = buf.R, C = buf.C;
-  const T *dy = buf.dy, *x = buf.x;
-  const double *mean = buf.mean, *rstd = buf.rstd;
-  T *dweight = buf.dweight, *dbias = buf.dbias;
-  std::vector<double> dw(ce - cb, 0.0), db(ce - cb, 0.0);
-  for (int64_t r = 0; r < R; r++) {
-    const T* g = dy + r * C + cb;
-    const T* xr = x + r * C + cb;
-    const T m = (T)mean[r], s = (T)rstd[r];
-    const int64_t n = ce - cb;
-    for (int64_t c = 0; c < n; c++) {
-      db[c] += (double)g[c];
-      dw[c] += (double)(g[c] * ((xr[c] - m) * s));
+    if (dx) {
+      T* d = dx + r * C;
+      auto dxhat = [&](int64_t c) { return weight ? g[c] * weight[c] : g[c]; };
+      const T a = (T)(vec::lane_sum<double>(C, dxhat) / (double)C);
+      const T b = (T)(vec::lane_sum<double>(C, [&](int64_t c) { return dxhat(c) * ((xr[c] - m) * s); }) / (double)C);
+      for (int64_t c = 0; c < C; c++) d[c] = s * (dxhat(c) - a - (xr[c] - m) * s * b);
+    }
+    if (dw) {
+      for (int64_t c = 0; c < C; c++) {
+        db[c] += (double)g[c];
+        dw[c] += (double)(g[c] * ((xr[c] - m) * s));
+      }
     }
   }
-  for (int64_t c = cb; c < ce; c++) {
-    if (dweight) dweight[c] = (T)dw[c - cb];
-    if (dbias) dbias[c] = (T)db[c - cb];
-  }
 }
 
-// Both in one parallel region: rows of dx, and columns of dweight and dbias.
+// The rows in chunks fixed by R alone, for the sums over rows of dweight and dbias: each
+// chunk sums its rows in order, then the chunks' sums are added in order - the same bits
+// on any thread count. A chunk's dx rows are computed in the same pass, on the thread
+// that normalised those rows in the forward (an even count of chunks: with two threads,
+// the halves of the rows parallel_for gives each).
+constexpr int64_t kLayerNormChunkRows = 64, kLayerNormMaxChunks = 8;
+int64_t layer_norm_chunks(int64_t R) {
+  const int64_t n = std::clamp<int64_t>(R / kLayerNormChunkRows, 1, kLayerNormMaxChunks);
+  return n > 1 ? n / 2 * 2 : 1;
+}
+
+// dx and/or dweight, dbias (either null) in one parallel region.
 template <class T>
 void layer_norm_backward(const LayerNormBuffers<T>& buf, bool need_dx, bool need_params) {
-  parallel_for_two(
-      need_dx ? buf.R : 0, buf.C * cost::kRowBackward,
-      [&](int64_t rb, int64_t re) { layer_norm_backward_input<T>(buf, rb, re); }, need_params ? buf.C : 0,
-      buf.R * cost::kColumnPass, [&](int64_t cb, int64_t ce) { layer_norm_backward_params<T>(buf, cb, ce); });
+  const int64_t R = buf.R, C = buf.C;
+  LayerNormBuffers<T> b = buf;
+  if (!need_dx) b.dx = nullptr;
+  if (!need_params) {
+    parallel_for(R, C * cost::kRowBackward,
+                 [&](int64_t rb, int64_t re) { layer_norm_backward_rows<T>(b, rb, re, nullptr, nullptr); });
+    return;
+  }
+  const int64_t chunks = layer_norm_chunks(R);
+  std::vector<double> sums((size_t)(chunks * 2 * C), 0.0);  // per chunk: dweight's C sums, then dbias's
+  parallel_for(chunks, (R / chunks + 1) * C * (need_dx ? cost::kRowBackward : cost::kColumnPass),
+               [&](int64_t cb, int64_t ce) {
+                 for (int64_t i = cb; i < ce; i++) {
+                   double* w = sums.data() + i * 2 * C;
+                   layer_norm_backward_rows<T>(b, i * R / chunks, (i + 1) * R / chunks, w, w + C);
+                 }
+               });
+  for (int64_t c = 0; c < C; c++) {
+    double w = 0, d = 0;
+    for (int64_t i = 0; i < chunks; i++) w += sums[(size_t)(i * 2 * C + c)], d += sums[(size_t)(i * 2 * C + C + c)];
+    if (b.dweight) b.dweight[c] = (T)w;
+    if (b.dbias) b.dbias[c] = (T)d;
+  }
 }
 
 // ------------------------------------------------------------------ cross-entropy kernels
