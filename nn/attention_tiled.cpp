@@ -189,8 +189,12 @@ void tiled_forward_block(const TiledGeometry& tg, const Buffers<T>& b, int64_t h
       l[(size_t)r] = l[(size_t)r] * alpha + vec::lane_sum<T>(nk, [&](int64_t c) { return x[c]; });
       m[(size_t)r] = m_new;
       T* orow = o.data() + r * Dv;
-      for (int64_t c = 0; c < Dv; c++) orow[c] *= alpha;
-      if (saved) std::copy(x, x + nk, saved);  // normalised below
+      if (j0 > 0)  // (o is still 0 in the first key block)
+        for (int64_t c = 0; c < Dv; c++) orow[c] *= alpha;
+      if (saved) {  // one key block: the row's sum is whole, and the weights normalised now
+        const T lr = l[(size_t)r], inv = lr > 0 ? T(1) / lr : T(0);
+        for (int64_t c = 0; c < nk; c++) saved[c] = x[c] * inv;
+      }
       if (tg.dropout) apply_keep<T>(tg, draws, h, keys[(size_t)r], j0, nk, x, nullptr);
     }
     // o += p v
@@ -202,10 +206,6 @@ void tiled_forward_block(const TiledGeometry& tg, const Buffers<T>& b, int64_t h
     T* dst = out + tg.out0[h] + (i0 + r) * tg.out_rs;
     for (int64_t c = 0; c < Dv; c++) dst[c] = o[(size_t)(r * Dv + c)] * inv;
     lse[h * g.L + i0 + r] = lr > 0 ? m[(size_t)r] + std::log(lr) : std::numeric_limits<T>::infinity();
-    if (tg.keep_weights) {
-      T* saved = b.weights + (h * g.L + i0 + r) * g.S;
-      for (int64_t c = 0; c < S; c++) saved[c] *= inv;
-    }
   }
 }
 
