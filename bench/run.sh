@@ -45,7 +45,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mha_rounds=5  # MultiHeadAttention's times are medians over these alternating runs
 rounds=3      # the layer ops' over these
-train_rounds=5  # and the training step's (on 2 threads, on 1, PyTorch's) over these
+train_rounds=7  # and the training step's (on 2 threads, on 1, PyTorch's) over these
 mkdir -p "$(dirname "$json")"
 
 echo "== matmul against raw sgemm"
