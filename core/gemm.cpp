@@ -710,6 +710,9 @@ void gemm_serial_impl(const Gemm<T>& g) {
     return;
   }
 #if defined(__AVX512F__)
+  // A row-major B (attention's o += p v, dv += pd^T dout, dq += ds k, dk += ds^T q): the
+  // panel kernel, which reads it in place, whatever the size (on these few-row products
+  // it matches OpenBLAS's small-matrix kernels); a transposed B stays with OpenBLAS.
   if constexpr (std::is_same_v<T, float>) {
     if (!g.trans_b && g.K <= kPanelMaxK) return panel_gemm(g, nullptr);
   }

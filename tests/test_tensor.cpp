@@ -1051,6 +1051,41 @@ TEST_CASE("float products with a short sum (ember's panel kernel on AVX-512) agr
     }
 }
 
+TEST_CASE("gemm_serial (attention's per-head products) agrees with a float64 loop, in every layout") {
+  // the small products a tiled attention computes per head: a row-major or transposed B
+  // (the panel kernel on AVX-512 for a row-major B, OpenBLAS otherwise), A transposed or
+  // not, rows further apart than their length, C written or added to
+  Generator gen(7);
+  for (auto [M, N, K] : {std::array<int64_t, 3>{11, 32, 11}, {16, 16, 32}, {30, 32, 30}, {7, 40, 5}, {1, 33, 64}})
+    for (int layout = 0; layout < 8; layout++) {
+      const bool ta = layout & 1, tb = layout & 2, accumulate = layout & 4;
+      INFO("M " << M << " N " << N << " K " << K << " layout " << layout);
+      const int64_t lda = (ta ? M : K) + 3, ldb = (tb ? K : N) + 5, ldc = N + 2;
+      std::vector<float> a((size_t)((ta ? K : M) * lda)), b((size_t)((tb ? N : K) * ldb)), c((size_t)(M * ldc));
+      for (auto* v : {&a, &b, &c})
+        for (float& x : *v) x = float(gen.uniform(gen.reserve(1)) * 2 - 1);
+      std::vector<double> expected((size_t)(M * N));
+      for (int64_t m = 0; m < M; m++)
+        for (int64_t n = 0; n < N; n++) {
+          double sum = accumulate ? c[(size_t)(m * ldc + n)] : 0.0;
+          for (int64_t k = 0; k < K; k++)
+            sum += double(a[(size_t)(ta ? k * lda + m : m * lda + k)]) * double(b[(size_t)(tb ? n * ldb + k : k * ldb + n)]);
+          expected[(size_t)(m * N + n)] = sum;
+        }
+      const std::vector<float> before = c;
+      kernel::gemm_serial(kernel::Gemm<float>{.M = M, .N = N, .K = K, .a = a.data(), .lda = lda, .trans_a = ta,
+                                              .b = b.data(), .ldb = ldb, .trans_b = tb, .c = c.data(), .ldc = ldc,
+                                              .accumulate = accumulate});
+      double worst = 0;
+      for (int64_t m = 0; m < M; m++) {
+        for (int64_t n = 0; n < N; n++)
+          worst = std::max(worst, std::abs(double(c[(size_t)(m * ldc + n)]) - expected[(size_t)(m * N + n)]));
+        for (int64_t n = N; n < ldc; n++) CHECK(c[(size_t)(m * ldc + n)] == before[(size_t)(m * ldc + n)]);  // untouched
+      }
+      CHECK(worst < 1e-5 * std::sqrt(double(K)) * 4);
+    }
+}
+
 TEST_CASE("matmul and linear agree with a float64 loop at skinny and regular shapes, in every layout") {
   // few rows (M <= 16) or a short sum (K <= 16) against a large other operand take
   // ember's own kernels; the rest BLAS. Odd sizes exercise the blocks' tails.
