@@ -1,11 +1,15 @@
 # Finds ember's dependencies: OpenBLAS (cblas, OpenMP build preferred so that BLAS calls
 # made inside our OpenMP regions do not start a second thread pool), OpenMP, HDF5, zlib, and
 # MPI when there (ember::dist runs on it; a world of one process without it).
-# Used both by the build and by the installed package configuration.
+# Used both by the build and by the installed package configuration, which defines
+# HDF5::HDF5 itself beforehand (FindHDF5 compiles a C program, and a project that finds
+# the package may have enabled C++ only). Every other lookup here needs C++ alone.
 include_guard(GLOBAL)
 
 find_package(OpenMP REQUIRED COMPONENTS CXX)
-find_package(HDF5 REQUIRED COMPONENTS C)
+if(NOT TARGET HDF5::HDF5)
+  find_package(HDF5 REQUIRED COMPONENTS C)
+endif()
 find_package(ZLIB REQUIRED)  # CRC-32 of checkpoint files
 find_package(MPI COMPONENTS CXX QUIET)
 

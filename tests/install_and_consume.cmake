@@ -11,4 +11,4 @@ run(${CMAKE_COMMAND} --install ${EMBER_BUILD_DIR} --prefix ${EMBER_SCRATCH}/pref
 run(${CMAKE_COMMAND} -S ${EMBER_CONSUMER_SRC} -B ${EMBER_SCRATCH}/build
     -DCMAKE_PREFIX_PATH=${EMBER_SCRATCH}/prefix -DCMAKE_BUILD_TYPE=Release)
 run(${CMAKE_COMMAND} --build ${EMBER_SCRATCH}/build)
-run(${EMBER_SCRATCH}/build/consumer)
+run(${EMBER_SCRATCH}/build/consumer ${EMBER_SCRATCH}/consumer.h5)
