@@ -13,3 +13,22 @@ run() {
 contains() {  # FILE TEXT
   grep -qF -- "$2" "$1" || { fail "$1 lacks '$2'"; sed 's/^/    /' "$1" | tail -20; }
 }
+# options_need_values NAME PROGRAM [COMMAND]: every option that PROGRAM [COMMAND] --help
+# lists with a value, given last without one, exits 2 with "--opt needs a value: " and
+# what it takes, never CLI11's wording ("--opt: 1 required TYPE missing").
+options_need_values() {
+  local name=$1 prog=$2
+  shift 2
+  "$prog" "$@" --help >"$dir/$name.help" 2>&1 || fail "$name --help: exit $?"
+  local opts opt rc
+  opts=$(sed -nE 's/^  (-[a-zA-Z],)?(--[a-z0-9-]+) [^ ].*/\2/p' "$dir/$name.help")
+  [ -n "$opts" ] || fail "$name --help lists no option with a value"
+  for opt in $opts; do
+    timeout 20 "$prog" "$@" "$opt" >"$dir/$name$opt.nothing" 2>&1
+    rc=$?
+    [ "$rc" -eq 2 ] || fail "$name $opt without a value: exit $rc, expected 2"
+    grep -qE -- "^[^:]+: $opt needs a value: [^ ]" "$dir/$name$opt.nothing" && \
+      ! grep -qE "[0-9] required .* missing|Could not convert" "$dir/$name$opt.nothing" || \
+      { fail "$name $opt without a value: expected '$opt needs a value: ...'"; head -3 "$dir/$name$opt.nothing"; }
+  done
+}

@@ -9,6 +9,7 @@
 set -uo pipefail
 bin=$1 data=$2 dir=$3
 rm -rf "$dir" && mkdir -p "$dir"
+. "$(dirname "$0")/cli_checks.sh"
 export OMP_WAIT_POLICY=PASSIVE
 failures=0
 fail() { echo "FAILED: $*"; failures=$((failures + 1)); }
@@ -215,6 +216,15 @@ mkdir -p "$dir/tag_png/self_attention.png"
 expect 1 tag_dates "${tag[@]}" "${small[@]}" --out "$dir/tag_png"
 says "$dir/tag_png/self_attention.png"
 says "is not a regular file (a directory)"
+
+# ---------------------------------------------------------------- every program's options
+for prog in softmax_lab attention_walkthrough tag_dates fit_sine gradcheck make_dates attention_probe watch_plot; do
+  options_need_values "$prog" "$bin/$prog"
+done
+expect 2 tag_dates --watch=maybe
+says 'tag_dates: --watch is a switch and takes no value, got "maybe"'
+expect 2 watch_plot
+says "watch_plot: FILE is required: watch.h5 files"
 
 if [ "$failures" -gt 0 ]; then
   echo "$failures check(s) failed"

@@ -8,6 +8,7 @@
 set -uo pipefail
 make_dates=$1 probe=$2 bench=$3 data=$4 dir=$5
 rm -rf "$dir" && mkdir -p "$dir"
+. "$(dirname "$0")/cli_checks.sh"
 failures=0
 fail() { echo "FAILED: $*"; failures=$((failures + 1)); }
 contains() { grep -qF -- "$2" "$1" || { fail "$1 lacks '$2'"; head -20 "$1"; }; }
@@ -79,7 +80,12 @@ contains "$dir/ap_help.out" "Usage: attention_probe"
 expect 0 ap_ok "$probe" "$case_file" "$dir/probe.h5" --dtype float32
 contains "$dir/ap_ok.out" "all tensors match"
 expect 2 ap_none "$probe"
-contains "$dir/ap_none.out" "CASE.h5 is required"
+contains "$dir/ap_none.out" "attention_probe: CASE.h5 is required: the case (tests/data/README.md"
+expect 2 ap_dtype_none "$probe" "$case_file" "$dir/probe.h5" --dtype
+contains "$dir/ap_dtype_none.out" "attention_probe: --dtype needs a value: float64 or float32"
+lacks "$dir/ap_dtype_none.out" "required"
+options_need_values attention_probe "$probe"
+options_need_values make_dates "$make_dates"
 expect 2 ap_dtype "$probe" "$case_file" "$dir/probe.h5" --dtype float16
 contains "$dir/ap_dtype.out" '--dtype needs float64 or float32, got "float16"'
 expect 2 ap_extra "$probe" "$case_file" "$dir/probe.h5" extra
@@ -136,6 +142,15 @@ if [ -x "$bench/bench_matmul" ] && [ -x "$bench/bench_mha" ] && [ -x "$bench/ben
   contains "$dir/bs_help.out" "attn-mem"
   expect 0 bs_help_mem "$bench/bench_suite" attn-mem --help
   expect 2 bs_none "$bench/bench_suite"
+  contains "$dir/bs_none.out" "bench_suite: a command is needed: ops, train, attn-mem or cores"
+  expect 2 bs_mem_none "$bench/bench_suite" attn-mem
+  contains "$dir/bs_mem_none.out" "bench_suite attn-mem: L is required: an integer in [1, 65536]"
+  options_need_values bench_matmul "$bench/bench_matmul"
+  options_need_values bench_mha "$bench/bench_mha"
+  options_need_values bench_suite "$bench/bench_suite"
+  for command in ops train; do
+    options_need_values "bench_suite_$command" "$bench/bench_suite" "$command"
+  done
   expect 2 bs_command "$bench/bench_suite" frobnicate
   contains "$dir/bs_command.out" "unknown command"
   for bad in 0 -3 99999999999999999999 1e3 65537 x; do

@@ -375,6 +375,15 @@ done
 run 0 help_word "$bin" help
 run 2 unknown_cmd "$bin" trian
 contains "$dir/unknown_cmd.err" 'unknown command "trian"'
+run 2 no_cmd "$bin"
+contains "$dir/no_cmd.err" "translate: a command is needed: train, eval, decode, attention or watch"
+run 2 no_checkpoint "$bin" eval --data "$dir/valid.tsv"
+contains "$dir/no_checkpoint.err" "translate eval: --checkpoint is required: the checkpoint"
+run 2 switch_value "$bin" train --watch=maybe
+contains "$dir/switch_value.err" 'translate train: --watch is a switch and takes no value, got "maybe"'
+for command in train eval decode attention watch; do
+  options_need_values "translate_$command" "$bin" "$command"
+done
 
 if [ "$failures" -gt 0 ]; then
   echo "$failures check(s) failed"

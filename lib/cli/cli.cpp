@@ -42,6 +42,14 @@ std::string real_range_text(double lo, double hi) {
   return "in [" + show(lo) + ", " + show(hi) + "]";
 }
 
+// "a", "a or b", "a, b or c"
+std::string either(const std::vector<std::string>& choices) {
+  std::string list;
+  for (size_t i = 0; i < choices.size(); i++)
+    list += (i == 0 ? "" : i + 1 == choices.size() ? " or " : ", ") + choices[i];
+  return list;
+}
+
 }  // namespace
 
 int64_t parse_int(const std::string& flag, const std::string& text, int64_t lo, int64_t hi) {
@@ -121,6 +129,73 @@ void prepare(CLI::App* app) {
   for (CLI::App* sub : app->get_subcommands([](CLI::App*) { return true; })) prepare(sub);
 }
 
+// What an option's value must be, in words, from the type names the helpers above give
+// ("INT in [1, 2^40]", "NUMBER at least 0", "float64|float32"); empty for a text.
+std::string kind_of(const CLI::Option* o) {
+  const std::string type = o->get_type_name();
+  if (type.rfind("INT in ", 0) == 0) return "an integer" + type.substr(3);
+  if (type.rfind("NUMBER ", 0) == 0) {
+    const std::string range = type.substr(7);
+    return range == "any finite number" ? range : "a number " + range;
+  }
+  if (type.find('|') == std::string::npos) return "";
+  std::vector<std::string> choices;
+  for (size_t at = 0, bar = 0; bar != std::string::npos; at = bar + 1) {
+    bar = type.find('|', at);
+    choices.push_back(type.substr(at, bar == std::string::npos ? bar : bar - at));
+  }
+  return either(choices);
+}
+
+// ": an integer in [1, 1024]", ": float64 or float32", or a text's help: ": the checkpoint"
+std::string takes(const CLI::Option* o) {
+  std::string kind = kind_of(o);
+  if (kind.empty()) kind = o->get_description();
+  return kind.empty() ? "" : ": " + kind;
+}
+
+// The option a CLI11 message is about: the one of app, or of a command above it (whose
+// options may follow a subcommand), whose name starts the message.
+const CLI::Option* named_in(const CLI::App* app, const std::string& message) {
+  for (; app; app = app->get_parent())
+    for (const CLI::Option* o : app->get_options()) {
+      const std::string name = o->get_name();
+      if (!name.empty() && message.rfind(name, 0) == 0 &&
+          (message.size() == name.size() || message[name.size()] == ':' || message[name.size()] == ' '))
+        return o;
+    }
+  return nullptr;
+}
+
+// A CLI11 parse error in the words of this project's own messages: the option, what it
+// needs (its kind and range, or its choices) and what it got.
+std::string plainly(CLI::App& where, const CLI::ParseError& e) {
+  std::string message = e.what();
+  if (dynamic_cast<const CLI::RequiredError*>(&e) && message.rfind("A subcommand", 0) == 0) {
+    std::vector<std::string> names;
+    for (const CLI::App* c : where.get_subcommands([](CLI::App*) { return true; })) names.push_back(c->get_name());
+    return "a command is needed: " + either(names);
+  }
+  const std::string unconverted = "Could not convert: ";
+  if (message.rfind(unconverted, 0) == 0) message = message.substr(unconverted.size());
+  const CLI::Option* o = named_in(&where, message);
+  if (!o) return message;
+  const std::string name = o->get_name();
+  const std::string value = o->results().empty() ? "" : o->results().back();
+  if (dynamic_cast<const CLI::ArgumentMismatch*>(&e)) return name + " needs a value" + takes(o);
+  if (dynamic_cast<const CLI::RequiredError*>(&e)) return name + " is required" + takes(o);
+  if (dynamic_cast<const CLI::ConversionError*>(&e) || dynamic_cast<const CLI::ValidationError*>(&e)) {
+    if (o->get_items_expected_max() == 0) return name + " is a switch and takes no value, got " + got(value);
+    const std::string kind = kind_of(o);
+    return kind.empty() ? name + " cannot take " + got(value) + takes(o) : name + " needs " + kind + ", got " + got(value);
+  }
+  if (dynamic_cast<const CLI::RequiresError*>(&e))
+    return name + " needs " + message.substr(name.size() + std::string(" requires ").size()) + " as well";
+  if (dynamic_cast<const CLI::ExcludesError*>(&e))
+    return name + " cannot be given with " + message.substr(name.size() + std::string(" excludes ").size());
+  return message;
+}
+
 }  // namespace
 
 void parse(CLI::App& app, int argc, char** argv) {
@@ -155,7 +230,8 @@ void parse(CLI::App& app, int argc, char** argv) {
   } catch (const CLI::CallForAllHelp& e) {
     throw Exit{app.exit(e)};
   } catch (const CLI::ParseError& e) {
-    refuse(innermost().second, e.what());
+    const auto [where, name] = innermost();
+    refuse(name, plainly(*where, e));
   } catch (const UsageError& e) {  // a value refused by integer() or real()
     refuse(innermost().second, e.message);
   }
@@ -228,9 +304,7 @@ void check_fits_in_memory(const char* op, double bytes, const std::string& what)
 
 CLI::Option* choice(CLI::App& app, const std::string& name, std::string& value, const std::vector<std::string>& choices,
                     const std::string& help) {
-  std::string list;
-  for (size_t i = 0; i < choices.size(); i++)
-    list += (i == 0 ? "" : i + 1 == choices.size() ? " or " : ", ") + choices[i];
+  const std::string list = either(choices);
   auto* o = app.add_option_function<std::string>(
       name,
       [&value, name, choices, list](const std::string& s) {

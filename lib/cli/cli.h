@@ -62,7 +62,9 @@ CLI::Option* real(CLI::App& app, const std::string& name, double& value, double 
 CLI::Option* text(CLI::App& app, const std::string& name, std::string& value, const std::string& help);
 
 // Parses the command line; throws Exit after printing --help (code 0) or a parse error
-// (code 2), the error prefixed by the app's name.
+// (code 2), the error prefixed by the app's name and said as the helpers above say
+// theirs: "--dtype needs a value: float64 or float32", "--checkpoint is required: the
+// checkpoint", "a command is needed: train, eval or decode".
 void parse(CLI::App& app, int argc, char** argv);
 
 // Runs a program's body and turns whatever it throws into a message and an exit code.
