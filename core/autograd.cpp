@@ -206,7 +206,7 @@ class GraphTask {
     captured_.assign(inputs.size(), Tensor());
     for (size_t i = 0; i < inputs.size(); i++) {
       const Tensor& t = inputs[i];
-      if (!t.defined()) fail(op_, "input ", (int64_t)i, " is an undefined tensor");
+      if (!t.defined()) fail_undefined(t, op_, cat_str("input ", (int64_t)i).c_str());
       if (!t.requires_grad())
         fail(op_, "input ", (int64_t)i, " (shape ", t.shape(), ") does not require grad, so it has no gradient");
       if (t.grad_fn()) node_targets_[t.grad_fn().get()].push_back(i);
@@ -269,7 +269,8 @@ class GraphTask {
 
  private:
   Tensor seed(const Tensor& root, const Tensor& grad, size_t i, bool single) {
-    if (!root.defined()) fail(op_, "called on an undefined tensor");
+    if (!root.defined())
+      fail_undefined(root, op_, single ? "the tensor" : cat_str("output ", (int64_t)i).c_str());
     if (!root.requires_grad())
       fail(op_, single ? std::string("the tensor") : cat_str("output ", i),
            " does not require grad and has no grad_fn (shape ", root.shape(),
@@ -541,6 +542,7 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
     if (!options.allow_unused)
       fail(op, "input ", (int64_t)i, " (shape ", inputs[i].shape(), ") was not used to compute the outputs; ",
            "pass allow_unused = true to get an undefined gradient for it");
+    r[i] = Tensor::undefined("it is the gradient grad() gives an input the outputs do not depend on (allow_unused)");
   }
   return r;
 }

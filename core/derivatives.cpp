@@ -9,7 +9,7 @@ namespace ember {
 namespace {
 
 Tensor fresh_leaf(const char* op, const Tensor& x) {
-  if (!x.defined()) fail(op, "got an undefined x");
+  check_defined(x, op, "x");
   if (!is_floating(x.dtype()))
     fail(op, "expected a float32 or float64 x, got ", dtype_name(x.dtype()), " of shape ", x.shape());
   return x.detach().clone().requires_grad_();
@@ -48,6 +48,7 @@ Tensor rows_of(const Tensor& y, const Tensor& x) {
 }  // namespace
 
 Tensor jacobian(const TensorFn& f, const Tensor& x) {
+  check_defined(x, "jacobian", "the input");
   const char* op = "jacobian";
   Tensor xl = fresh_leaf(op, x);
   GradModeGuard on(true);
@@ -55,6 +56,7 @@ Tensor jacobian(const TensorFn& f, const Tensor& x) {
 }
 
 Tensor hessian(const TensorFn& f, const Tensor& x) {
+  check_defined(x, "hessian", "the input");
   const char* op = "hessian";
   Tensor xl = fresh_leaf(op, x);
   GradModeGuard on(true);
@@ -66,6 +68,8 @@ Tensor hessian(const TensorFn& f, const Tensor& x) {
 }
 
 Tensor hvp(const TensorFn& f, const Tensor& x, const Tensor& v) {
+  check_defined(x, "hvp", "x");
+  check_defined(v, "hvp", "v");
   const char* op = "hvp";
   Tensor xl = fresh_leaf(op, x);
   if (!v.defined() || v.shape() != x.shape() || v.dtype() != x.dtype())

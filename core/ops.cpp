@@ -17,14 +17,12 @@ using kernel::map2;
 using kernel::map3;
 
 void same_dtype(const char* op, const Tensor& a, const Tensor& b) {
-  if (!a.defined() || !b.defined()) fail(op, "got an undefined tensor");
   if (a.dtype() != b.dtype())
     fail(op, "expected both operands to have the same dtype, got ", dtype_name(a.dtype()), " ", a.shape(), " and ",
          dtype_name(b.dtype()), " ", b.shape(), " (convert one with .to())");
 }
 
 void need_float(const char* op, const Tensor& a) {
-  if (!a.defined()) fail(op, "got an undefined tensor");
   if (!is_floating(a.dtype()))
     fail(op, "expected a float32 or float64 tensor, got ", dtype_name(a.dtype()), " of shape ", a.shape());
 }
@@ -113,6 +111,8 @@ Shape keep_shape(const Tensor& a, const std::vector<bool>& m) {
 
 // ------------------------------------------------------------------ binary
 Tensor add(const Tensor& a, const Tensor& b, Loc loc) {
+  check_defined(a, "add", "the first operand");
+  check_defined(b, "add", "the second operand");
   Tensor out = binary_forward("add", a, b, false, [](auto x, auto y) { return x + y; });
   return record("add", loc, out, {a, b}, wants_grad(a, b) ? BackwardFn([](const Tensor& g) {
     return std::vector<Tensor>{g, g};
@@ -120,6 +120,8 @@ Tensor add(const Tensor& a, const Tensor& b, Loc loc) {
 }
 
 Tensor sub(const Tensor& a, const Tensor& b, Loc loc) {
+  check_defined(a, "sub", "the first operand");
+  check_defined(b, "sub", "the second operand");
   Tensor out = binary_forward("sub", a, b, false, [](auto x, auto y) { return x - y; });
   bool gb = b.requires_grad();
   return record("sub", loc, out, {a, b}, wants_grad(a, b) ? BackwardFn([gb](const Tensor& g) {
@@ -128,6 +130,8 @@ Tensor sub(const Tensor& a, const Tensor& b, Loc loc) {
 }
 
 Tensor mul(const Tensor& a, const Tensor& b, Loc loc) {
+  check_defined(a, "mul", "the first operand");
+  check_defined(b, "mul", "the second operand");
   Tensor out = binary_forward("mul", a, b, false, [](auto x, auto y) { return x * y; });
   BackwardFn bw;
   Tensor sa, sb;
@@ -143,6 +147,8 @@ Tensor mul(const Tensor& a, const Tensor& b, Loc loc) {
 }
 
 Tensor div(const Tensor& a, const Tensor& b, Loc loc) {
+  check_defined(a, "div", "the first operand");
+  check_defined(b, "div", "the second operand");
   Tensor out = binary_forward("div", a, b, true, [](auto x, auto y) { return x / y; });
   BackwardFn bw;
   if (wants_grad(a, b)) {
@@ -156,6 +162,8 @@ Tensor div(const Tensor& a, const Tensor& b, Loc loc) {
 }
 
 Tensor pow(const Tensor& a, const Tensor& b, Loc loc) {
+  check_defined(a, "pow", "the first operand");
+  check_defined(b, "pow", "the second operand");
   Tensor out = binary_forward("pow", a, b, true, [](auto x, auto y) { return std::pow(x, y); });
   BackwardFn bw;
   if (wants_grad(a, b)) {
@@ -196,8 +204,16 @@ static Tensor extreme2(const char* name, const Tensor& a, const Tensor& b, const
   }
   return record(name, loc, out, {a, b}, std::move(bw), {a, b});
 }
-Tensor maximum(const Tensor& a, const Tensor& b, Loc loc) { return extreme2("maximum", a, b, loc, true); }
-Tensor minimum(const Tensor& a, const Tensor& b, Loc loc) { return extreme2("minimum", a, b, loc, false); }
+Tensor maximum(const Tensor& a, const Tensor& b, Loc loc) {
+  check_defined(a, "maximum", "the first operand");
+  check_defined(b, "maximum", "the second operand");
+  return extreme2("maximum", a, b, loc, true);
+}
+Tensor minimum(const Tensor& a, const Tensor& b, Loc loc) {
+  check_defined(a, "minimum", "the first operand");
+  check_defined(b, "minimum", "the second operand");
+  return extreme2("minimum", a, b, loc, false);
+}
 
 // ------------------------------------------------------------------ with a scalar
 static BackwardFn pass_through(const Tensor& a, double scale) {
@@ -207,26 +223,32 @@ static BackwardFn pass_through(const Tensor& a, double scale) {
 }
 
 Tensor add(const Tensor& a, double s, Loc loc) {
+  check_defined(a, "add", "the input");
   Tensor out = scalar_forward("add", a, false, [s](auto x) { return x + static_cast<decltype(x)>(s); });
   return record("add", loc, out, {a}, pass_through(a, 1.0));
 }
 Tensor sub(const Tensor& a, double s, Loc loc) {
+  check_defined(a, "sub", "the input");
   Tensor out = scalar_forward("sub", a, false, [s](auto x) { return x - static_cast<decltype(x)>(s); });
   return record("sub", loc, out, {a}, pass_through(a, 1.0));
 }
 Tensor rsub(double s, const Tensor& a, Loc loc) {
+  check_defined(a, "rsub", "the input");
   Tensor out = scalar_forward("rsub", a, false, [s](auto x) { return static_cast<decltype(x)>(s) - x; });
   return record("rsub", loc, out, {a}, pass_through(a, -1.0));
 }
 Tensor mul(const Tensor& a, double s, Loc loc) {
+  check_defined(a, "mul", "the input");
   Tensor out = scalar_forward("mul", a, false, [s](auto x) { return x * static_cast<decltype(x)>(s); });
   return record("mul", loc, out, {a}, pass_through(a, s));
 }
 Tensor div(const Tensor& a, double s, Loc loc) {
+  check_defined(a, "div", "the input");
   Tensor out = scalar_forward("div", a, true, [s](auto x) { return x / static_cast<decltype(x)>(s); });
   return record("div", loc, out, {a}, pass_through(a, 1.0 / s));
 }
 Tensor rdiv(double s, const Tensor& a, Loc loc) {
+  check_defined(a, "rdiv", "the input");
   Tensor out = scalar_forward("rdiv", a, true, [s](auto x) { return static_cast<decltype(x)>(s) / x; });
   BackwardFn bw;
   if (wants_grad(a)) {
@@ -240,6 +262,7 @@ Tensor rdiv(double s, const Tensor& a, Loc loc) {
   return record("rdiv", loc, out, {a}, std::move(bw), {a});
 }
 Tensor pow(const Tensor& a, double p, Loc loc) {
+  check_defined(a, "pow", "the input");
   return unary_op("pow", a, loc, Save::Input, [p](auto x) { return std::pow(x, static_cast<decltype(x)>(p)); },
                   [p](auto g, auto x) {
                     using T = decltype(x);
@@ -253,39 +276,47 @@ Tensor pow(const Tensor& a, double p, Loc loc) {
 
 // ------------------------------------------------------------------ unary
 Tensor neg(const Tensor& a, Loc loc) {
+  check_defined(a, "neg", "the input");
   Tensor out = scalar_forward("neg", a, false, [](auto x) { return -x; });
   return record("neg", loc, out, {a}, pass_through(a, -1.0));
 }
 Tensor exp(const Tensor& a, Loc loc) {
+  check_defined(a, "exp", "the input");
   return unary_op("exp", a, loc, Save::Output, [](auto x) { return std::exp(x); }, [](auto g, auto y) { return g * y; },
                   [](const Tensor& g, const Tensor& y) { return mul(g, y); });
 }
 Tensor log(const Tensor& a, Loc loc) {
+  check_defined(a, "log", "the input");
   return unary_op("log", a, loc, Save::Input, [](auto x) { return std::log(x); }, [](auto g, auto x) { return g / x; },
                   [](const Tensor& g, const Tensor& x) { return div(g, x); });
 }
 Tensor sqrt(const Tensor& a, Loc loc) {
+  check_defined(a, "sqrt", "the input");
   return unary_op("sqrt", a, loc, Save::Output, [](auto x) { return std::sqrt(x); },
                   [](auto g, auto y) { return g / (decltype(y)(2) * y); },
                   [](const Tensor& g, const Tensor& y) { return div(g, mul(y, 2.0)); });
 }
 Tensor rsqrt(const Tensor& a, Loc loc) {
+  check_defined(a, "rsqrt", "the input");
   return unary_op("rsqrt", a, loc, Save::Output, [](auto x) { return decltype(x)(1) / std::sqrt(x); },
                   [](auto g, auto y) { return decltype(y)(-0.5) * g * y * y * y; },
                   [](const Tensor& g, const Tensor& y) { return mul(g, mul(pow(y, 3.0), -0.5)); });
 }
 Tensor abs(const Tensor& a, Loc loc) {
+  check_defined(a, "abs", "the input");
   return unary_op("abs", a, loc, Save::Input, [](auto x) { return std::abs(x); }, [](auto g, auto x) {
     using T = decltype(x);
     return x > T(0) ? g : (x < T(0) ? -g : T(0));
   }, [](const Tensor& g, const Tensor& x) { return mul(g, sub(gt(x, 0.0).to(x.dtype()), lt(x, 0.0).to(x.dtype()))); });
 }
 Tensor tanh(const Tensor& a, Loc loc) {
+  check_defined(a, "tanh", "the input");
   return unary_op("tanh", a, loc, Save::Output, [](auto x) { return std::tanh(x); },
                   [](auto g, auto y) { return g * (decltype(y)(1) - y * y); },
                   [](const Tensor& g, const Tensor& y) { return mul(g, rsub(1.0, square(y))); });
 }
 Tensor sigmoid(const Tensor& a, Loc loc) {
+  check_defined(a, "sigmoid", "the input");
   return unary_op("sigmoid", a, loc, Save::Output, [](auto x) {
     using T = decltype(x);
     // stable for large |x|
@@ -296,6 +327,7 @@ Tensor sigmoid(const Tensor& a, Loc loc) {
                   [](const Tensor& g, const Tensor& y) { return mul(g, mul(y, rsub(1.0, y))); });
 }
 Tensor relu(const Tensor& a, Loc loc) {
+  check_defined(a, "relu", "the input");
   return unary_op("relu", a, loc, Save::Output, [](auto x) { return x > decltype(x)(0) ? x : decltype(x)(0); },
                   [](auto g, auto y) { return y > decltype(y)(0) ? g : decltype(y)(0); },
                   [](const Tensor& g, const Tensor& y) { return mul(g, gt(y, 0.0).to(y.dtype())); });
@@ -313,6 +345,7 @@ static Tensor normal_cdf(const Tensor& x) {
 }
 
 Tensor gelu(const Tensor& a, bool tanh_approx, Loc loc) {
+  check_defined(a, "gelu", "the input");
   if (tanh_approx) {
     // 0.5 x (1 + tanh(k (x + 0.044715 x^3))), k = sqrt(2/pi)
     return unary_op("gelu", a, loc, Save::Input, [](auto x) {
@@ -346,6 +379,7 @@ Tensor gelu(const Tensor& a, bool tanh_approx, Loc loc) {
   }, [](const Tensor& g, const Tensor& x) { return mul(g, add(normal_cdf(x), mul(x, normal_pdf(x)))); });
 }
 Tensor square(const Tensor& a, Loc loc) {
+  check_defined(a, "square", "the input");
   return unary_op("square", a, loc, Save::Input, [](auto x) { return x * x; },
                   [](auto g, auto x) { return decltype(x)(2) * g * x; },
                   [](const Tensor& g, const Tensor& x) { return mul(g, mul(x, 2.0)); });
@@ -366,33 +400,80 @@ static Tensor compare(const char* name, const Tensor& a, const Tensor& b, Cmp cm
 }
 static Tensor scalar_like(const Tensor& a, double s) { return full({}, s, a.dtype()); }
 
-Tensor eq(const Tensor& a, const Tensor& b) { return compare("eq", a, b, [](auto x, auto y) { return x == y; }); }
-Tensor ne(const Tensor& a, const Tensor& b) { return compare("ne", a, b, [](auto x, auto y) { return x != y; }); }
-Tensor lt(const Tensor& a, const Tensor& b) { return compare("lt", a, b, [](auto x, auto y) { return x < y; }); }
-Tensor le(const Tensor& a, const Tensor& b) { return compare("le", a, b, [](auto x, auto y) { return x <= y; }); }
-Tensor gt(const Tensor& a, const Tensor& b) { return compare("gt", a, b, [](auto x, auto y) { return x > y; }); }
-Tensor ge(const Tensor& a, const Tensor& b) { return compare("ge", a, b, [](auto x, auto y) { return x >= y; }); }
-Tensor eq(const Tensor& a, double s) { return eq(a, scalar_like(a, s)); }
-Tensor ne(const Tensor& a, double s) { return ne(a, scalar_like(a, s)); }
-Tensor lt(const Tensor& a, double s) { return lt(a, scalar_like(a, s)); }
-Tensor le(const Tensor& a, double s) { return le(a, scalar_like(a, s)); }
-Tensor gt(const Tensor& a, double s) { return gt(a, scalar_like(a, s)); }
-Tensor ge(const Tensor& a, double s) { return ge(a, scalar_like(a, s)); }
+Tensor eq(const Tensor& a, const Tensor& b) {
+  check_defined(a, "eq", "the first operand");
+  check_defined(b, "eq", "the second operand");
+  return compare("eq", a, b, [](auto x, auto y) { return x == y; });
+}
+Tensor ne(const Tensor& a, const Tensor& b) {
+  check_defined(a, "ne", "the first operand");
+  check_defined(b, "ne", "the second operand");
+  return compare("ne", a, b, [](auto x, auto y) { return x != y; });
+}
+Tensor lt(const Tensor& a, const Tensor& b) {
+  check_defined(a, "lt", "the first operand");
+  check_defined(b, "lt", "the second operand");
+  return compare("lt", a, b, [](auto x, auto y) { return x < y; });
+}
+Tensor le(const Tensor& a, const Tensor& b) {
+  check_defined(a, "le", "the first operand");
+  check_defined(b, "le", "the second operand");
+  return compare("le", a, b, [](auto x, auto y) { return x <= y; });
+}
+Tensor gt(const Tensor& a, const Tensor& b) {
+  check_defined(a, "gt", "the first operand");
+  check_defined(b, "gt", "the second operand");
+  return compare("gt", a, b, [](auto x, auto y) { return x > y; });
+}
+Tensor ge(const Tensor& a, const Tensor& b) {
+  check_defined(a, "ge", "the first operand");
+  check_defined(b, "ge", "the second operand");
+  return compare("ge", a, b, [](auto x, auto y) { return x >= y; });
+}
+Tensor eq(const Tensor& a, double s) {
+  check_defined(a, "eq", "the input");
+  return eq(a, scalar_like(a, s));
+}
+Tensor ne(const Tensor& a, double s) {
+  check_defined(a, "ne", "the input");
+  return ne(a, scalar_like(a, s));
+}
+Tensor lt(const Tensor& a, double s) {
+  check_defined(a, "lt", "the input");
+  return lt(a, scalar_like(a, s));
+}
+Tensor le(const Tensor& a, double s) {
+  check_defined(a, "le", "the input");
+  return le(a, scalar_like(a, s));
+}
+Tensor gt(const Tensor& a, double s) {
+  check_defined(a, "gt", "the input");
+  return gt(a, scalar_like(a, s));
+}
+Tensor ge(const Tensor& a, double s) {
+  check_defined(a, "ge", "the input");
+  return ge(a, scalar_like(a, s));
+}
 
 static void need_bool(const char* op, const Tensor& t) {
   if (t.dtype() != kBool) fail(op, "expected a bool tensor, got ", dtype_name(t.dtype()), " of shape ", t.shape());
 }
 Tensor logical_and(const Tensor& a, const Tensor& b) {
+  check_defined(a, "logical_and", "the first operand");
+  check_defined(b, "logical_and", "the second operand");
   need_bool("logical_and", a);
   need_bool("logical_and", b);
   return compare("logical_and", a, b, [](auto x, auto y) { return x && y; });
 }
 Tensor logical_or(const Tensor& a, const Tensor& b) {
+  check_defined(a, "logical_or", "the first operand");
+  check_defined(b, "logical_or", "the second operand");
   need_bool("logical_or", a);
   need_bool("logical_or", b);
   return compare("logical_or", a, b, [](auto x, auto y) { return x || y; });
 }
 Tensor logical_not(const Tensor& a) {
+  check_defined(a, "logical_not", "the input");
   need_bool("logical_not", a);
   Tensor out = empty(a.shape(), kBool);
   map1<uint8_t, uint8_t>(out, a.detach(), [](uint8_t x) { return (uint8_t)!x; });
@@ -400,6 +481,8 @@ Tensor logical_not(const Tensor& a) {
 }
 
 bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol) {
+  check_defined(a, "allclose", "the first operand");
+  check_defined(b, "allclose", "the second operand");
   if (a.shape() != b.shape()) fail("allclose", "shapes ", a.shape(), " and ", b.shape(), " differ");
   auto x = a.to_vector<double>(), y = b.to_vector<double>();
   for (size_t i = 0; i < x.size(); i++) {
@@ -410,15 +493,21 @@ bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol) {
 }
 
 bool equal(const Tensor& a, const Tensor& b) {
+  check_defined(a, "equal", "the first operand");
+  check_defined(b, "equal", "the second operand");
   if (a.shape() != b.shape() || a.dtype() != b.dtype()) return false;
   Tensor x = a.contiguous(), y = b.contiguous();
   return std::memcmp(x.raw_data(), y.raw_data(), x.numel() * dtype_size(x.dtype())) == 0;
 }
 
 // ------------------------------------------------------------------ reductions
-Tensor sum(const Tensor& a, Loc loc) { return sum(a, {}, false, loc); }
+Tensor sum(const Tensor& a, Loc loc) {
+  check_defined(a, "sum", "the input");
+  return sum(a, {}, false, loc);
+}
 
 Tensor sum(const Tensor& a, const Dims& dims, bool keepdim, Loc loc) {
+  check_defined(a, "sum", "the input");
   if (a.dtype() == kBool) return sum(a.to(kInt64), dims, keepdim, loc);
   auto m = dims_mask(a, dims, "sum");
   Tensor out = kernel::reduce(a.detach(), m, kernel::ReduceKind::Sum);
@@ -432,9 +521,13 @@ Tensor sum(const Tensor& a, const Dims& dims, bool keepdim, Loc loc) {
   return record("sum", loc, out, {a}, std::move(bw));
 }
 
-Tensor mean(const Tensor& a, Loc loc) { return mean(a, {}, false, loc); }
+Tensor mean(const Tensor& a, Loc loc) {
+  check_defined(a, "mean", "the input");
+  return mean(a, {}, false, loc);
+}
 
 Tensor mean(const Tensor& a, const Dims& dims, bool keepdim, Loc loc) {
+  check_defined(a, "mean", "the input");
   need_float("mean", a);
   auto m = dims_mask(a, dims, "mean");
   int64_t n = 1;
@@ -477,17 +570,28 @@ static Tensor extreme(const char* name, const Tensor& a, const Dims& dims, bool 
   }
   return record(name, loc, out, {a}, std::move(bw), {a, out});
 }
-Tensor amax(const Tensor& a, const Dims& dims, bool keepdim, Loc loc) { return extreme("amax", a, dims, keepdim, loc, true); }
-Tensor amin(const Tensor& a, const Dims& dims, bool keepdim, Loc loc) { return extreme("amin", a, dims, keepdim, loc, false); }
-Tensor max(const Tensor& a, Loc loc) { return extreme("max", a, {}, false, loc, true); }
+Tensor amax(const Tensor& a, const Dims& dims, bool keepdim, Loc loc) {
+  check_defined(a, "amax", "the input");
+  return extreme("amax", a, dims, keepdim, loc, true);
+}
+Tensor amin(const Tensor& a, const Dims& dims, bool keepdim, Loc loc) {
+  check_defined(a, "amin", "the input");
+  return extreme("amin", a, dims, keepdim, loc, false);
+}
+Tensor max(const Tensor& a, Loc loc) {
+  check_defined(a, "max", "the input");
+  return extreme("max", a, {}, false, loc, true);
+}
 
 Tensor argmax(const Tensor& a, int64_t dim, bool keepdim) {
+  check_defined(a, "argmax", "the input");
   dim = wrap_dim(dim, a.dim(), "argmax");
   if (a.dim() == 0) return zeros({}, kInt64);
   Tensor idx = kernel::arg_reduce(a.detach().contiguous(), dim, true);
   return keepdim ? idx.unsqueeze(dim) : idx;
 }
 Tensor argmin(const Tensor& a, int64_t dim, bool keepdim) {
+  check_defined(a, "argmin", "the input");
   dim = wrap_dim(dim, a.dim(), "argmin");
   if (a.dim() == 0) return zeros({}, kInt64);
   Tensor idx = kernel::arg_reduce(a.detach().contiguous(), dim, false);
@@ -495,6 +599,7 @@ Tensor argmin(const Tensor& a, int64_t dim, bool keepdim) {
 }
 
 std::pair<Tensor, Tensor> max(const Tensor& a, int64_t dim, bool keepdim, Loc loc) {
+  check_defined(a, "max", "the input");
   dim = wrap_dim(dim, a.dim(), "max");
   if (a.dim() == 0) return {a, zeros({}, kInt64)};
   Tensor idx = argmax(a, dim, true);
@@ -507,6 +612,7 @@ std::pair<Tensor, Tensor> max(const Tensor& a, int64_t dim, bool keepdim, Loc lo
 }
 
 Tensor var(const Tensor& a, const Dims& dims, int64_t correction, bool keepdim, Loc loc) {
+  check_defined(a, "var", "the input");
   need_float("var", a);
   auto m = dims_mask(a, dims, "var");
   int64_t n = 1;
@@ -522,7 +628,8 @@ Tensor var(const Tensor& a, const Dims& dims, int64_t correction, bool keepdim, 
 
 // ------------------------------------------------------------------ matmul
 Tensor matmul(const Tensor& a, const Tensor& b, Loc loc) {
-  if (!a.defined() || !b.defined()) fail("matmul", "got an undefined tensor");
+  check_defined(a, "matmul", "the first operand");
+  check_defined(b, "matmul", "the second operand");
   if (a.dim() == 0 || b.dim() == 0)
     fail("matmul", "both operands need at least 1 dim, got shapes ", a.shape(), " and ", b.shape());
   int64_t ka = a.size(-1), kb = b.dim() == 1 ? b.size(0) : b.size(-2);
@@ -580,8 +687,9 @@ Tensor matmul(const Tensor& a, const Tensor& b, Loc loc) {
 
 // ------------------------------------------------------------------ linear
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Loc loc) {
+  check_defined(x, "linear", "x");
+  check_defined(weight, "linear", "weight");
   const char* op = "linear";
-  if (!x.defined() || !weight.defined()) fail(op, "got an undefined input or weight");
   if (weight.dim() != 2) fail(op, "expected weight [out, in], got shape ", weight.shape());
   const int64_t out_f = weight.size(0), in_f = weight.size(1);
   if (x.dim() == 0 || x.size(-1) != in_f)
@@ -685,6 +793,8 @@ static Tensor softmax_impl(const char* name, const Tensor& a, int64_t dim, const
 //   log_softmax:  dg = h - sum(h * exp(y)),  dy = -h * exp(y) * sum(g)
 // with every sum along dim, kept for broadcasting.
 Tensor softmax_backward(const Tensor& g, const Tensor& y, int64_t dim, bool log, Loc loc) {
+  check_defined(g, "softmax_backward", "g");
+  check_defined(y, "softmax_backward", "y");
   const char* name = log ? "log_softmax_backward" : "softmax_backward";
   same_dtype(name, g, y);
   need_float(name, y);
@@ -717,12 +827,19 @@ Tensor softmax_backward(const Tensor& g, const Tensor& y, int64_t dim, bool log,
   }
   return record(name, loc, dx, {g, y}, std::move(bw), {g, y});
 }
-Tensor softmax(const Tensor& a, int64_t dim, Loc loc) { return softmax_impl("softmax", a, dim, loc, false); }
-Tensor log_softmax(const Tensor& a, int64_t dim, Loc loc) { return softmax_impl("log_softmax", a, dim, loc, true); }
+Tensor softmax(const Tensor& a, int64_t dim, Loc loc) {
+  check_defined(a, "softmax", "the input");
+  return softmax_impl("softmax", a, dim, loc, false);
+}
+Tensor log_softmax(const Tensor& a, int64_t dim, Loc loc) {
+  check_defined(a, "log_softmax", "the input");
+  return softmax_impl("log_softmax", a, dim, loc, true);
+}
 
 // ------------------------------------------------------------------ masking
 Tensor masked_fill(const Tensor& a, const Tensor& mask, double value, Loc loc) {
-  if (!a.defined() || !mask.defined()) fail("masked_fill", "got an undefined tensor");
+  check_defined(a, "masked_fill", "a");
+  check_defined(mask, "masked_fill", "mask");
   if (mask.dtype() != kBool)
     fail("masked_fill", "expected a bool mask, got ", dtype_name(mask.dtype()), " of shape ", mask.shape());
   Shape s = broadcast_shapes(a.shape(), mask.shape(), "masked_fill");
@@ -741,7 +858,9 @@ Tensor masked_fill(const Tensor& a, const Tensor& mask, double value, Loc loc) {
 }
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b, Loc loc) {
-  if (!cond.defined()) fail("where", "got an undefined condition");
+  check_defined(cond, "where", "cond");
+  check_defined(a, "where", "a");
+  check_defined(b, "where", "b");
   if (cond.dtype() != kBool)
     fail("where", "expected a bool condition, got ", dtype_name(cond.dtype()), " of shape ", cond.shape());
   same_dtype("where", a, b);
@@ -764,11 +883,21 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b, Loc loc) {
   return record("where", loc, out, {cond, a, b}, std::move(bw), {ce});
 }
 
-Tensor where(const Tensor& cond, const Tensor& a, double b, Loc loc) { return where(cond, a, full({}, b, a.dtype()), loc); }
+Tensor where(const Tensor& cond, const Tensor& a, double b, Loc loc) {
+  check_defined(cond, "where", "cond");
+  check_defined(a, "where", "a");
+  return where(cond, a, full({}, b, a.dtype()), loc);
+}
 
 // ------------------------------------------------------------------ joining, splitting
+static void check_all_defined(const std::vector<Tensor>& ts, const char* op) {
+  for (size_t i = 0; i < ts.size(); i++)
+    if (!ts[i].defined()) fail_undefined(ts[i], op, cat_str("tensor ", (int64_t)i, " of the list").c_str());
+}
+
 Tensor cat(const std::vector<Tensor>& ts, int64_t dim, Loc loc) {
   if (ts.empty()) fail("cat", "expected a non-empty list of tensors");
+  check_all_defined(ts, "cat");
   const Tensor& t0 = ts[0];
   dim = wrap_dim(dim, t0.dim(), "cat");
   if (t0.dim() == 0) fail("cat", "zero-dim tensors cannot be concatenated; use stack");
@@ -813,6 +942,7 @@ Tensor cat(const std::vector<Tensor>& ts, int64_t dim, Loc loc) {
 
 Tensor stack(const std::vector<Tensor>& ts, int64_t dim, Loc loc) {
   if (ts.empty()) fail("stack", "expected a non-empty list of tensors");
+  check_all_defined(ts, "stack");
   for (size_t i = 1; i < ts.size(); i++)
     if (ts[i].shape() != ts[0].shape())
       fail("stack", "expected all tensors to have shape ", ts[0].shape(), ", but tensor ", (int64_t)i, " has shape ",
@@ -824,6 +954,7 @@ Tensor stack(const std::vector<Tensor>& ts, int64_t dim, Loc loc) {
 }
 
 std::vector<Tensor> split(const Tensor& a, const std::vector<int64_t>& sizes, int64_t dim) {
+  check_defined(a, "split", "the input");
   dim = wrap_dim(dim, a.dim(), "split");
   int64_t total = 0;
   for (int64_t s : sizes) {
@@ -843,6 +974,7 @@ std::vector<Tensor> split(const Tensor& a, const std::vector<int64_t>& sizes, in
 }
 
 std::vector<Tensor> split(const Tensor& a, int64_t split_size, int64_t dim) {
+  check_defined(a, "split", "the input");
   dim = wrap_dim(dim, a.dim(), "split");
   if (split_size <= 0) fail("split", "split_size must be positive, got ", split_size);
   std::vector<int64_t> sizes;
@@ -852,6 +984,7 @@ std::vector<Tensor> split(const Tensor& a, int64_t split_size, int64_t dim) {
 }
 
 std::vector<Tensor> chunk(const Tensor& a, int64_t chunks, int64_t dim) {
+  check_defined(a, "chunk", "the input");
   if (chunks <= 0) fail("chunk", "chunks must be positive, got ", chunks);
   dim = wrap_dim(dim, a.dim(), "chunk");
   int64_t n = a.size(dim);
@@ -883,6 +1016,8 @@ static Tensor scatter_rows(const Tensor& g, const Shape& in, int64_t dim, const 
 }
 
 Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index_in, Loc loc) {
+  check_defined(a, "index_select", "a");
+  check_defined(index_in, "index_select", "index");
   dim = wrap_dim(dim, a.dim(), "index_select");
   if (index_in.dim() > 1) fail("index_select", "expected a 1-D index, got shape ", index_in.shape());
   Tensor index = index_in.contiguous().reshape({-1});
@@ -901,6 +1036,8 @@ Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index_in, Loc lo
 }
 
 Tensor gather(const Tensor& a, int64_t dim, const Tensor& index_in, Loc loc) {
+  check_defined(a, "gather", "a");
+  check_defined(index_in, "gather", "index");
   dim = wrap_dim(dim, a.dim(), "gather");
   bool ok = index_in.dim() == a.dim();
   for (int64_t d = 0; ok && d < a.dim(); d++)
@@ -922,6 +1059,8 @@ Tensor gather(const Tensor& a, int64_t dim, const Tensor& index_in, Loc loc) {
 }
 
 Tensor embedding_lookup(const Tensor& weight, const Tensor& ids, Loc loc) {
+  check_defined(weight, "embedding_lookup", "weight");
+  check_defined(ids, "embedding_lookup", "ids");
   if (weight.dim() != 2) fail("embedding_lookup", "expected a 2-D weight [V, E], got shape ", weight.shape());
   check_index("embedding_lookup", ids.contiguous(), weight.size(0), 0, weight);  // errors name this op
   Shape s = ids.shape();
@@ -1064,6 +1203,7 @@ void check_packed(const char* op, const Tensor& rows, const Tensor& grid_rows, i
 }  // namespace
 
 Tensor dropout(const Tensor& a, double p, bool training, Generator* gen, Loc loc) {
+  check_defined(a, "dropout", "the input");
   need_float("dropout", a);
   if (!(p >= 0.0 && p <= 1.0)) fail("dropout", "probability must be in [0, 1], got ", p);
   if (!training || p == 0.0) return a;
@@ -1072,6 +1212,7 @@ Tensor dropout(const Tensor& a, double p, bool training, Generator* gen, Loc loc
 }
 
 Tensor relu_dropout(const Tensor& a, double p, bool training, Generator* gen, Loc loc) {
+  check_defined(a, "relu_dropout", "the input");
   need_float("relu_dropout", a);
   if (!(p >= 0.0 && p <= 1.0)) fail("relu_dropout", "probability must be in [0, 1], got ", p);
   if (!training || p == 0.0) return relu(a, loc);
@@ -1081,6 +1222,8 @@ Tensor relu_dropout(const Tensor& a, double p, bool training, Generator* gen, Lo
 
 Tensor dropout_packed(const Tensor& rows, const Tensor& grid_rows, int64_t grid_len, double p, bool training,
                       Generator* gen, Loc loc) {
+  check_defined(rows, "dropout_packed", "rows");
+  check_defined(grid_rows, "dropout_packed", "grid_rows");
   const char* op = "dropout_packed";
   check_packed(op, rows, grid_rows, grid_len, p);
   if (!training || p == 0.0) return rows;
@@ -1090,6 +1233,8 @@ Tensor dropout_packed(const Tensor& rows, const Tensor& grid_rows, int64_t grid_
 
 Tensor relu_dropout_packed(const Tensor& rows, const Tensor& grid_rows, int64_t grid_len, double p, bool training,
                            Generator* gen, Loc loc) {
+  check_defined(rows, "relu_dropout_packed", "rows");
+  check_defined(grid_rows, "relu_dropout_packed", "grid_rows");
   const char* op = "relu_dropout_packed";
   check_packed(op, rows, grid_rows, grid_len, p);
   if (!training || p == 0.0) return relu(rows, loc);

@@ -135,12 +135,38 @@ static std::optional<Shape> view_strides(const Tensor& t, const Shape& shape) {
   return out;
 }
 
+// ---------------------------------------------------------------- undefined tensors
+namespace why {
+const char* const kDefault = "it holds no data (a default-constructed Tensor, like None)";
+const char* const kNoBackwardYet = "it is the grad() of a leaf that no backward has reached yet";
+const char* const kCleared = "it is the grad() of a leaf that no backward has reached since zero_grad()";
+const char* const kNoGrad =
+    "it is the grad() of a tensor that does not require grad (call requires_grad_() on the leaf "
+    "before the forward pass)";
+const char* const kNonLeaf =
+    "it is the grad() of a non-leaf tensor, which keeps its gradient only when retain_grad() is called "
+    "on it before backward";
+const char* const kRetainedNotReached = "it is the grad() of a non-leaf that no backward has reached yet";
+}  // namespace why
+
+const char* Tensor::why_undefined() const {
+  if (impl_) return nullptr;
+  return why_undefined_ ? why_undefined_ : why::kDefault;
+}
+
+void fail_undefined(const Tensor& t, const char* op, const char* what) {
+  fail(op, what, " is undefined: ", t.defined() ? "(defined)" : t.why_undefined());
+}
+
 // ---------------------------------------------------------------- metadata
-int64_t Tensor::size(int64_t d) const { return impl_->shape[wrap_dim(d, dim(), "Tensor::size")]; }
-int64_t Tensor::stride(int64_t d) const { return impl_->strides[wrap_dim(d, dim(), "Tensor::stride")]; }
-int64_t Tensor::numel() const { return numel_of(impl_->shape); }
+int64_t Tensor::size(int64_t d) const { return live("Tensor::size").shape[wrap_dim(d, dim(), "Tensor::size")]; }
+int64_t Tensor::stride(int64_t d) const {
+  return live("Tensor::stride").strides[wrap_dim(d, dim(), "Tensor::stride")];
+}
+int64_t Tensor::numel() const { return numel_of(live("Tensor::numel").shape); }
 
 bool Tensor::is_contiguous() const {
+  live("Tensor::is_contiguous");
   int64_t expect = 1;
   for (int64_t d = dim() - 1; d >= 0; d--) {
     if (impl_->shape[d] == 1) continue;
@@ -151,16 +177,18 @@ bool Tensor::is_contiguous() const {
 }
 
 void* Tensor::raw_data() const {
+  live("Tensor::raw_data");
   return static_cast<char*>(impl_->storage->data) + impl_->offset * dtype_size(impl_->dtype);
 }
 
 double Tensor::item() const {
-  if (!defined()) fail("item", "the tensor is undefined");
+  live("item");
   if (numel() != 1) fail("item", "expected a tensor with one element, got shape ", shape());
   return dispatch_all(dtype(), [&](auto tag) { return (double)*data<decltype(tag)>(); });
 }
 
 double Tensor::at(std::initializer_list<int64_t> index) const {
+  live("at");
   if ((int64_t)index.size() != dim())
     fail("at", "expected ", dim(), " indices for shape ", shape(), ", got ", (int64_t)index.size());
   int64_t off = 0, d = 0;
@@ -174,6 +202,7 @@ double Tensor::at(std::initializer_list<int64_t> index) const {
 
 template <class T>
 std::vector<T> Tensor::to_vector() const {
+  live("to_vector");
   Tensor c = contiguous();
   std::vector<T> out(numel());
   dispatch_all(dtype(), [&](auto tag) {
@@ -191,7 +220,7 @@ template std::vector<uint8_t> Tensor::to_vector<uint8_t>() const;
 
 // ---------------------------------------------------------------- autograd surface
 Tensor& Tensor::requires_grad_(bool on) {
-  if (impl_->grad_fn)
+  if (live("requires_grad_").grad_fn)
     fail("requires_grad_", "can only be set on leaf tensors; this tensor was produced by ", "an op (",
          "use detach() to make a new leaf)");
   if (on && !is_floating(dtype()))
@@ -200,20 +229,32 @@ Tensor& Tensor::requires_grad_(bool on) {
   return *this;
 }
 
-bool Tensor::is_leaf() const { return impl_->grad_fn == nullptr; }
+bool Tensor::is_leaf() const { return live("is_leaf").grad_fn == nullptr; }
 
-Tensor Tensor::grad() const { return impl_->grad ? Tensor(impl_->grad) : Tensor(); }
+Tensor Tensor::grad() const {
+  const TensorImpl& p = live("grad");
+  if (p.grad) return Tensor(p.grad);
+  if (!p.requires_grad) return undefined(why::kNoGrad);
+  if (p.grad_fn) return undefined(retains_grad() ? why::kRetainedNotReached : why::kNonLeaf);
+  return undefined(p.grad_cleared ? why::kCleared : why::kNoBackwardYet);
+}
 
 void Tensor::set_grad(const Tensor& g) {
+  live("set_grad");
+  impl_->grad_cleared = !g.defined();
   if (g.defined() && (g.shape() != shape() || g.dtype() != dtype()))
     fail("set_grad", "expected a gradient of shape ", shape(), " and dtype ", dtype_name(dtype()),
          ", got shape ", g.shape(), " and dtype ", dtype_name(g.dtype()));
   impl_->grad = g.impl_ptr();
 }
 
-void Tensor::zero_grad() { impl_->grad.reset(); }
+void Tensor::zero_grad() {
+  live("zero_grad").grad.reset();
+  impl_->grad_cleared = true;
+}
 
 void Tensor::retain_grad() const {
+  live("retain_grad");
   if (!requires_grad())
     fail("retain_grad", "the tensor (shape ", shape(), ") does not require grad, so no gradient reaches it");
   if (is_leaf()) return;
@@ -221,7 +262,7 @@ void Tensor::retain_grad() const {
 }
 
 bool Tensor::retains_grad() const {
-  return impl_->grad_fn && impl_->grad_fn->retained.lock() == impl_;
+  return live("retains_grad").grad_fn && impl_->grad_fn->retained.lock() == impl_;
 }
 
 namespace {
@@ -244,6 +285,7 @@ HookHandle add_hook(std::shared_ptr<GradHooks>& slot, std::vector<std::pair<int6
 }  // namespace
 
 HookHandle Tensor::register_hook(GradHook fn) const {
+  live("register_hook");
   if (!requires_grad())
     fail("register_hook", "the tensor (shape ", shape(), ") does not require grad, so no gradient reaches it");
   if (!fn) fail("register_hook", "got an empty function");
@@ -251,6 +293,7 @@ HookHandle Tensor::register_hook(GradHook fn) const {
 }
 
 HookHandle Tensor::register_post_accumulate_grad_hook(PostAccumulateHook fn) const {
+  live("register_post_accumulate_grad_hook");
   if (!requires_grad() || !is_leaf())
     fail("register_post_accumulate_grad_hook", "expected a leaf tensor that requires grad, got ",
          is_leaf() ? "a leaf that does not require grad" : "a tensor produced by an op", " (shape ", shape(), ")");
@@ -259,10 +302,12 @@ HookHandle Tensor::register_post_accumulate_grad_hook(PostAccumulateHook fn) con
 }
 
 void Tensor::backward(const Tensor& grad, std::optional<bool> retain_graph, bool create_graph) const {
+  live("backward");
   run_backward({*this}, {grad}, retain_graph.value_or(create_graph), create_graph);
 }
 
 Tensor Tensor::detach() const {
+  live("detach");
   auto p = std::make_shared<TensorImpl>();
   p->storage = impl_->storage;
   p->shape = impl_->shape;
@@ -287,6 +332,7 @@ static Tensor make_view(const Tensor& t, Shape shape, Shape strides, int64_t off
 static const Loc kNoLoc{};
 
 Tensor Tensor::view(Shape shape) const {
+  live("view");
   shape = infer_shape(std::move(shape), numel(), "view", this->shape());
   const std::optional<Shape> st = view_strides(*this, shape);
   if (!st)
@@ -302,12 +348,14 @@ Tensor Tensor::view(Shape shape) const {
 }
 
 Tensor Tensor::reshape(Shape shape) const {
+  live("reshape");
   shape = infer_shape(std::move(shape), numel(), "reshape", this->shape());
   if (view_strides(*this, shape)) return view(shape);
   return contiguous().view(shape);
 }
 
 Tensor Tensor::flatten(int64_t start, int64_t end) const {
+  live("flatten");
   if (dim() == 0) return reshape({1});
   start = wrap_dim(start, dim(), "flatten");
   end = wrap_dim(end, dim(), "flatten");
@@ -321,6 +369,7 @@ Tensor Tensor::flatten(int64_t start, int64_t end) const {
 }
 
 Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
+  live("transpose");
   d0 = wrap_dim(d0, dim(), "transpose");
   d1 = wrap_dim(d1, dim(), "transpose");
   if (dim() == 0) return *this;
@@ -336,16 +385,19 @@ Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
 }
 
 Tensor Tensor::t() const {
+  live("t");
   if (dim() > 2) fail("t", "expects a tensor with at most 2 dims, got shape ", shape());
   return dim() < 2 ? *this : transpose(0, 1);
 }
 
 Tensor Tensor::mT() const {
+  live("mT");
   if (dim() < 2) fail("mT", "expects a tensor with at least 2 dims, got shape ", shape());
   return transpose(-2, -1);
 }
 
 Tensor Tensor::permute(std::vector<int64_t> dims) const {
+  live("permute");
   if ((int64_t)dims.size() != dim())
     fail("permute", "expected ", dim(), " dims for a tensor of shape ", shape(), ", got ", (Shape)dims);
   std::vector<bool> seen(dim(), false);
@@ -383,6 +435,7 @@ static BackwardFn embed_back(const Tensor& in, std::function<Tensor(const Tensor
 }
 
 Tensor Tensor::slice(int64_t d, const Slice& range) const {
+  live("slice");
   int64_t start = range.start, end = range.end;
   const int64_t step = range.step;
   d = wrap_dim(d, dim(), "slice");
@@ -402,6 +455,7 @@ Tensor Tensor::slice(int64_t d, const Slice& range) const {
 }
 
 Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
+  live("narrow");
   d = wrap_dim(d, dim(), "narrow");
   int64_t n = size(d);
   if (start < 0) start += n;
@@ -412,6 +466,7 @@ Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
 }
 
 Tensor Tensor::select(int64_t d, int64_t index) const {
+  live("select");
   d = wrap_dim(d, dim(), "select");
   int64_t n = size(d);
   if (index < -n || index >= n)
@@ -427,6 +482,7 @@ Tensor Tensor::select(int64_t d, int64_t index) const {
 }
 
 Tensor Tensor::unsqueeze(int64_t d) const {
+  live("unsqueeze");
   d = wrap_dim(d, dim() + 1, "unsqueeze");
   Shape s = shape(), st = strides();
   int64_t new_stride = d < dim() ? size(d) * stride(d) : 1;
@@ -458,6 +514,7 @@ static Tensor squeeze_dims(const Tensor& t, const std::vector<bool>& drop) {
 }
 
 Tensor Tensor::squeeze(int64_t d) const {
+  live("squeeze");
   if (dim() == 0) return *this;
   d = wrap_dim(d, dim(), "squeeze");
   std::vector<bool> drop(dim(), false);
@@ -466,12 +523,14 @@ Tensor Tensor::squeeze(int64_t d) const {
 }
 
 Tensor Tensor::squeeze() const {
+  live("squeeze");
   std::vector<bool> drop(dim());
   for (int64_t d = 0; d < dim(); d++) drop[d] = size(d) == 1;
   return squeeze_dims(*this, drop);
 }
 
 Tensor Tensor::expand(Shape shape) const {
+  live("expand");
   if ((int64_t)shape.size() < dim())
     fail("expand", "the target shape ", shape, " has fewer dims than the tensor's shape ", this->shape());
   const int64_t lead = (int64_t)shape.size() - dim();
@@ -496,11 +555,13 @@ Tensor Tensor::expand(Shape shape) const {
 }
 
 Tensor Tensor::contiguous() const {
+  live("contiguous");
   if (is_contiguous()) return *this;
   return clone();
 }
 
 Tensor Tensor::clone() const {
+  live("clone");
   Tensor out = empty(shape(), dtype());
   kernel::copy(out, *this);
   return record("clone", kNoLoc, out, {*this},
@@ -508,6 +569,7 @@ Tensor Tensor::clone() const {
 }
 
 Tensor Tensor::to(DType dt) const {
+  live("to");
   if (dt == dtype()) return *this;
   Tensor out = empty(shape(), dt);
   kernel::copy(out, *this);
@@ -518,11 +580,14 @@ Tensor Tensor::to(DType dt) const {
 }
 
 Tensor& Tensor::fill_(double v) {
+  live("fill_");
   kernel::fill(*this, v);
   return *this;
 }
 
 Tensor& Tensor::copy_(const Tensor& src) {
+  live("copy_");
+  check_defined(src, "copy_", "the source");
   Shape bs = broadcast_shapes(shape(), src.shape(), "copy_");
   if (bs != shape()) fail("copy_", "cannot copy a tensor of shape ", src.shape(), " into shape ", shape());
   kernel::copy(*this, src.expand(shape()).detach());
@@ -553,9 +618,18 @@ Tensor full(const Shape& shape, double v, DType dtype) {
   t.fill_(v);
   return t;
 }
-Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), t.dtype()); }
-Tensor ones_like(const Tensor& t) { return ones(t.shape(), t.dtype()); }
-Tensor full_like(const Tensor& t, double v) { return full(t.shape(), v, t.dtype()); }
+Tensor zeros_like(const Tensor& t) {
+  check_defined(t, "zeros_like");
+  return zeros(t.shape(), t.dtype());
+}
+Tensor ones_like(const Tensor& t) {
+  check_defined(t, "ones_like");
+  return ones(t.shape(), t.dtype());
+}
+Tensor full_like(const Tensor& t, double v) {
+  check_defined(t, "full_like");
+  return full(t.shape(), v, t.dtype());
+}
 Tensor scalar_tensor(double v, DType dtype) { return full({}, v, dtype); }
 
 Tensor arange(double start, double end, double step, DType dtype) {

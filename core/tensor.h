@@ -90,6 +90,9 @@ class HookHandle {
   std::function<void()> remove_;
 };
 
+// Throws Error: "<op>: <what> is undefined: <t.why_undefined()>".
+[[noreturn]] void fail_undefined(const Tensor& t, const char* op, const char* what);
+
 struct TensorImpl {
   std::shared_ptr<Storage> storage;
   Shape shape;
@@ -97,6 +100,7 @@ struct TensorImpl {
   int64_t offset = 0;
   DType dtype = DType::Float32;
   bool requires_grad = false;
+  bool grad_cleared = false;          // zero_grad() or set_grad(undefined) dropped the gradient
   std::shared_ptr<TensorImpl> grad;   // accumulated gradient of a leaf (or of a non-leaf that retains it)
   std::shared_ptr<Node> grad_fn;      // the op that produced this tensor, if recorded
   std::shared_ptr<GradHooks> hooks;   // a leaf's hooks, when any
@@ -104,25 +108,32 @@ struct TensorImpl {
 
 class Tensor {
  public:
-  Tensor() = default;  // an undefined tensor (like None)
-  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+  Tensor() : why_undefined_(nullptr) {}  // an undefined tensor (like None)
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)), why_undefined_(nullptr) {}
+  // An undefined tensor that remembers why it is undefined (a static string, such as
+  // "it is the grad() of a leaf that no backward has reached yet"); every error about it
+  // repeats the reason.
+  static Tensor undefined(const char* why);
 
+  // Every member but defined(), impl(), same(), to_string() and the printing operator
+  // throws Error on an undefined tensor, naming the member and why the tensor is undefined.
   bool defined() const { return impl_ != nullptr; }
+  const char* why_undefined() const;  // nullptr when defined
   TensorImpl* impl() const { return impl_.get(); }
   const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
   bool same(const Tensor& o) const { return impl_ == o.impl_; }
 
   // --- metadata
-  const Shape& shape() const { return impl_->shape; }
-  const Shape& strides() const { return impl_->strides; }
+  const Shape& shape() const { return live("Tensor::shape").shape; }
+  const Shape& strides() const { return live("Tensor::strides").strides; }
   int64_t size(int64_t dim) const;
   int64_t stride(int64_t dim) const;
-  int64_t offset() const { return impl_->offset; }
-  int64_t dim() const { return (int64_t)impl_->shape.size(); }
+  int64_t offset() const { return live("Tensor::offset").offset; }
+  int64_t dim() const { return (int64_t)live("Tensor::dim").shape.size(); }
   int64_t numel() const;
-  DType dtype() const { return impl_->dtype; }
+  DType dtype() const { return live("Tensor::dtype").dtype; }
   bool is_contiguous() const;
-  const std::shared_ptr<Storage>& storage() const { return impl_->storage; }
+  const std::shared_ptr<Storage>& storage() const { return live("Tensor::storage").storage; }
 
   // --- element access. data<T>() points at element [0,...,0]; T must match dtype.
   template <class T> T* data() const;
@@ -133,13 +144,13 @@ class Tensor {
   double at(std::initializer_list<int64_t> index) const;  // one element, as double
 
   // --- autograd
-  bool requires_grad() const { return impl_->requires_grad; }
+  bool requires_grad() const { return live("Tensor::requires_grad").requires_grad; }
   Tensor& requires_grad_(bool on = true);  // only on leaves
   bool is_leaf() const;
-  Tensor grad() const;  // undefined until a backward reaches this leaf
+  Tensor grad() const;  // undefined until a backward reaches this leaf (the reason kept)
   void set_grad(const Tensor& g);
   void zero_grad();     // drops the gradient (PyTorch's set_to_none)
-  const std::shared_ptr<Node>& grad_fn() const { return impl_->grad_fn; }
+  const std::shared_ptr<Node>& grad_fn() const { return live("Tensor::grad_fn").grad_fn; }
   // A non-leaf keeps the gradient that reaches it in .grad() (accumulated over backward
   // calls, after its hooks); a no-op on a leaf, which always does.
   void retain_grad() const;
@@ -188,8 +199,25 @@ class Tensor {
   std::string to_string() const;
 
  private:
+  TensorImpl& live(const char* op) const {
+    if (!impl_) [[unlikely]] fail_undefined(*this, op, "the tensor");
+    return *impl_;
+  }
+
   std::shared_ptr<TensorImpl> impl_;
+  const char* why_undefined_;
 };
+
+inline Tensor Tensor::undefined(const char* why) {
+  Tensor t;
+  t.why_undefined_ = why;
+  return t;
+}
+
+// Ops call this on each tensor argument first: "sum: the input is undefined: ...".
+inline void check_defined(const Tensor& t, const char* op, const char* what = "the input") {
+  if (!t.defined()) [[unlikely]] fail_undefined(t, op, what);
+}
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t);
 
@@ -234,6 +262,7 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
 // --- template definitions
 template <class T>
 T* Tensor::data() const {
+  live("Tensor::data");
   if (dtype_of<T>::value != impl_->dtype)
     fail("Tensor::data", "requested ", dtype_name(dtype_of<T>::value), " but the tensor is ",
          dtype_name(impl_->dtype));

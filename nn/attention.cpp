@@ -80,6 +80,9 @@ Composed composed_attention(const Tensor& q, const Tensor& k, const Tensor& v, c
 AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                              const AttentionMask& mask, double dropout_p, bool training,
                                              Generator* gen, double scale, Loc loc) {
+  check_defined(q, "scaled_dot_product_attention", "q");
+  check_defined(k, "scaled_dot_product_attention", "k");
+  check_defined(v, "scaled_dot_product_attention", "v");
   const Geometry g = check_inputs(kOp, q, k, v, mask);
   if (!(dropout_p >= 0.0 && dropout_p <= 1.0)) fail(kOp, "dropout_p must be in [0, 1], got ", dropout_p);
   const double sc = default_scale(scale, g.D);
@@ -167,6 +170,9 @@ AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
 // ------------------------------------------------------------------ the reference
 AttentionResult scaled_dot_product_attention_reference(const Tensor& q, const Tensor& k, const Tensor& v,
                                                        const AttentionMask& mask, double scale) {
+  check_defined(q, "scaled_dot_product_attention_reference", "q");
+  check_defined(k, "scaled_dot_product_attention_reference", "k");
+  check_defined(v, "scaled_dot_product_attention_reference", "v");
   const char* op = "scaled_dot_product_attention_reference";
   const Geometry g = check_inputs(op, q, k, v, mask);
   detail::Composed c = detail::composed_attention(q, k, v, mask, default_scale(scale, g.D), Tensor());

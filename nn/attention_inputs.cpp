@@ -11,7 +11,9 @@ Shape leading(const Tensor& t) { return Shape(t.shape().begin(), t.shape().end()
 }  // namespace
 
 Geometry check_inputs(const char* op, const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) {
-  if (!q.defined() || !k.defined() || !v.defined()) fail(op, "got an undefined q, k or v");
+  check_defined(q, op, "q");
+  check_defined(k, op, "k");
+  check_defined(v, op, "v");
   if (q.dim() < 2 || k.dim() < 2 || v.dim() < 2)
     fail(op, "expected q [..., L, D], k [..., S, D] and v [..., S, Dv] with at least 2 dims each, got q ", q.shape(),
          ", k ", k.shape(), ", v ", v.shape());

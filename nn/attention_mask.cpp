@@ -5,7 +5,7 @@ namespace ember::nn {
 
 AttentionMask AttentionMask::blocked(const Tensor& blocked_bool) {
   const char* op = "AttentionMask::blocked";
-  if (!blocked_bool.defined()) fail(op, "got an undefined tensor");
+  check_defined(blocked_bool, op, "the mask");
   if (blocked_bool.dtype() != kBool)
     fail(op, "expected a bool tensor (true = blocked), got ", dtype_name(blocked_bool.dtype()), " of shape ",
          blocked_bool.shape());
@@ -16,7 +16,7 @@ AttentionMask AttentionMask::blocked(const Tensor& blocked_bool) {
 
 AttentionMask AttentionMask::allowed(const Tensor& allowed_bool) {
   const char* op = "AttentionMask::allowed";
-  if (!allowed_bool.defined()) fail(op, "got an undefined tensor");
+  check_defined(allowed_bool, op, "the mask");
   if (allowed_bool.dtype() != kBool)
     fail(op, "expected a bool tensor (true = may attend), got ", dtype_name(allowed_bool.dtype()), " of shape ",
          allowed_bool.shape());
@@ -41,6 +41,7 @@ AttentionMask AttentionMask::reshape(const Shape& shape) const {
 }
 
 AttentionMask padding_mask(const Tensor& tokens, int64_t pad_id) {
+  check_defined(tokens, "padding_mask", "the input");
   const char* op = "padding_mask";
   if (!tokens.defined()) fail(op, "got undefined tokens");
   if (tokens.dtype() != kInt64 || tokens.dim() != 2)

@@ -326,6 +326,9 @@ Tensor rows_contiguous(const Tensor& t) {
 
 Tensor scaled_dot_product_attention_tiled(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask,
                                           double dropout_p, bool training, Generator* gen, double scale, Loc loc) {
+  check_defined(q, "scaled_dot_product_attention_tiled", "q");
+  check_defined(k, "scaled_dot_product_attention_tiled", "k");
+  check_defined(v, "scaled_dot_product_attention_tiled", "v");
   const char* op = "scaled_dot_product_attention_tiled";
   TiledGeometry tg;
   tg.g = check_inputs(op, q, k, v, mask);
@@ -486,7 +489,7 @@ Tensor attention_rows(const AttentionRows& q, const AttentionRows& k, const Atte
   for (int i = 0; i < 3; i++) {
     const Tensor& t = operand[(size_t)i]->rows;
     const int64_t want = i == 0 ? NQ : NK, c = operand[(size_t)i]->col;
-    if (!t.defined()) fail(op, "got an undefined ", names[i]);
+    check_defined(t, op, names[i]);
     if (t.dim() != 2 || t.size(0) != want || c < 0 || c + E > t.size(1))
       fail(op, "expected ", names[i], " rows [", want, ", >= ", c + E, "] (", H, " heads of ", D, " from column ", c,
            "), got shape ", t.shape());

@@ -186,8 +186,8 @@ T* data_or_null(const Tensor& t) {
 
 // ------------------------------------------------------------------ layer_norm
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, Loc loc) {
+  check_defined(x, "layer_norm", "the input");
   const char* op = "layer_norm";
-  if (!x.defined()) fail(op, "got an undefined input");
   if (!is_floating(x.dtype()))
     fail(op, "expected a float32 or float64 input, got ", dtype_name(x.dtype()), " of shape ", x.shape());
   if (x.dim() == 0) fail(op, "expected an input of shape [..., C], got a 0-dim tensor");
@@ -261,8 +261,9 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
 // ------------------------------------------------------------------ cross_entropy
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index, double label_smoothing,
                      Loc loc) {
+  check_defined(logits, "cross_entropy", "logits");
+  check_defined(target, "cross_entropy", "target");
   const char* op = "cross_entropy";
-  if (!logits.defined() || !target.defined()) fail(op, "got an undefined tensor");
   if (!is_floating(logits.dtype()))
     fail(op, "expected float32 or float64 logits, got ", dtype_name(logits.dtype()), " of shape ", logits.shape());
   if (logits.dim() == 0) fail(op, "expected logits of shape [..., V], got a 0-dim tensor");

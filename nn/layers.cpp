@@ -23,6 +23,7 @@ Linear::Linear(int64_t in, int64_t out, bool with_bias, Generator* gen, DType dt
 }
 
 Tensor Linear::forward(const Tensor& x) {
+  check_defined(x, "Linear::forward", "the input");
   if (x.dim() == 0 || x.size(-1) != in_features)
     fail("Linear::forward", "expected input [..., ", in_features, "], got shape ", x.shape());
   return hooked({x}, linear(x, weight, bias));
@@ -40,6 +41,7 @@ Embedding::Embedding(int64_t num, int64_t dim, int64_t pad, Generator* gen, DTyp
 }
 
 Tensor Embedding::forward(const Tensor& ids) {
+  check_defined(ids, "Embedding::forward", "the input");
   if (ids.dtype() != kInt64)
     fail("Embedding::forward", "expected int64 ids, got ", dtype_name(ids.dtype()), " of shape ", ids.shape());
   if (padding_idx < 0 || !weight.requires_grad() || !grad_enabled()) return hooked({ids}, embedding_lookup(weight, ids));
@@ -59,8 +61,12 @@ Dropout::Dropout(double p_, Generator* g) : p(p_), gen(g) {
   if (!(p >= 0.0 && p <= 1.0)) fail("Dropout", "probability must be in [0, 1], got ", p);
 }
 
-Tensor Dropout::forward(const Tensor& x) { return hooked({x}, dropout(x, p, is_training(), gen)); }
+Tensor Dropout::forward(const Tensor& x) {
+  check_defined(x, "Dropout::forward", "the input");
+  return hooked({x}, dropout(x, p, is_training(), gen));
+}
 Tensor Dropout::forward(const Tensor& rows, const Packing& packing) {
+  check_defined(rows, "Dropout::forward", "the input");
   return hooked({rows}, dropout_packed(rows, packing.rows, packing.length, p, is_training(), gen));
 }
 
@@ -75,6 +81,7 @@ LayerNorm::LayerNorm(int64_t n, double eps_, bool affine, DType dtype) : normali
 }
 
 Tensor LayerNorm::forward(const Tensor& x) {
+  check_defined(x, "LayerNorm::forward", "the input");
   if (x.dim() == 0 || x.size(-1) != normalized_shape)
     fail("LayerNorm::forward", "expected input [..., ", normalized_shape, "], got shape ", x.shape());
   return hooked({x}, layer_norm(x, weight, bias, eps));
@@ -94,6 +101,7 @@ PositionalEncoding::PositionalEncoding(int64_t d, int64_t max_len_, DType dtype)
 }
 
 Tensor PositionalEncoding::forward(const Tensor& x, int64_t start) {
+  check_defined(x, "PositionalEncoding::forward", "the input");
   if (x.dim() < 2 || x.size(-1) != d_model)
     fail("PositionalEncoding::forward", "expected input [..., L, ", d_model, "], got shape ", x.shape());
   int64_t L = x.size(-2);
@@ -112,6 +120,7 @@ FeedForward::FeedForward(int64_t d_model, int64_t d_ff, double p, Activation act
 // ReLU and dropout run as one op (one pass each way) unless a hook on the dropout wants
 // to see its input.
 Tensor FeedForward::forward(const Tensor& x) {
+  check_defined(x, "FeedForward::forward", "the input");
   Tensor h = linear1->forward(x);
   if (activation == Activation::ReLU && !dropout->has_forward_hooks())
     return hooked({x}, linear2->forward(relu_dropout(h, dropout->p, dropout->is_training(), dropout->gen)));
@@ -119,6 +128,7 @@ Tensor FeedForward::forward(const Tensor& x) {
   return hooked({x}, linear2->forward(dropout->forward(h)));
 }
 Tensor FeedForward::forward(const Tensor& rows, const Packing& packing) {
+  check_defined(rows, "FeedForward::forward", "the input");
   Tensor h = linear1->forward(rows);
   if (activation == Activation::ReLU && !dropout->has_forward_hooks())
     return hooked({rows}, linear2->forward(relu_dropout_packed(h, packing.rows, packing.length, dropout->p,

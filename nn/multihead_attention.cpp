@@ -57,6 +57,9 @@ HookHandle MultiHeadAttention::register_attention_hook(AttentionHook fn) {
 
 MultiHeadAttentionOutput MultiHeadAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value,
                                                      const AttentionCall& call) {
+  check_defined(query, "MultiHeadAttention::forward", "query");
+  check_defined(key, "MultiHeadAttention::forward", "key");
+  check_defined(value, "MultiHeadAttention::forward", "value");
   const AttentionMask& key_padding_mask = call.key_padding_mask;
   const AttentionMask& attn_mask = call.attn_mask;
   const AttnWeights need_weights = call.need_weights;

@@ -62,6 +62,7 @@ Tensor EncoderLayer::sublayers(const Tensor& x, const Packing* packing,
 }
 
 Tensor EncoderLayer::forward(const Tensor& x, const AttentionMask& pad, const AttentionMask& mask) {
+  check_defined(x, "EncoderLayer::forward", "the input");
   AttnWeights w = keep_weights ? AttnWeights::PerHead : AttnWeights::None;
   return hooked({x}, sublayers(x, nullptr, [&](const Tensor& h) {
                   return self_attn->forward(h, h, h, {.key_padding_mask = pad, .attn_mask = mask, .need_weights = w});
@@ -69,6 +70,7 @@ Tensor EncoderLayer::forward(const Tensor& x, const AttentionMask& pad, const At
 }
 
 Tensor EncoderLayer::forward(const Tensor& rows, const Packing& packing) {
+  check_defined(rows, "EncoderLayer::forward", "the input");
   AttnWeights w = keep_weights ? AttnWeights::PerHead : AttnWeights::None;
   return hooked({rows}, sublayers(rows, &packing, [&](const Tensor& h) {
                   return self_attn->forward(h, h, h, {.need_weights = w, .query_packing = &packing, .kv_packing = &packing});
@@ -92,6 +94,8 @@ DecoderLayer::DecoderLayer(const LayerConfig& c, Generator* gen, DType dtype) : 
 }
 
 Tensor DecoderLayer::forward(const Tensor& x, const Tensor& memory, const DecoderLayerCall& call) {
+  check_defined(x, "DecoderLayer::forward", "x");
+  check_defined(memory, "DecoderLayer::forward", "memory");
   const AttentionMask &tgt_pad = call.tgt_key_padding_mask, &mem_pad = call.memory_key_padding_mask;
   LayerCache* cache = call.cache;
   const Packing* packing = call.tgt_packing;
@@ -145,12 +149,14 @@ Encoder::Encoder(const LayerConfig& c, int64_t n, Generator* gen, DType dtype) {
 }
 
 Tensor Encoder::forward(const Tensor& x, const AttentionMask& pad, const AttentionMask& mask) {
+  check_defined(x, "Encoder::forward", "the input");
   Tensor h = x;
   for (size_t i = 0; i < layers->size(); i++) h = layer(i)->forward(h, pad, mask);
   return hooked({x}, norm ? norm->forward(h) : h);
 }
 
 Tensor Encoder::forward(const Tensor& rows, const Packing& packing) {
+  check_defined(rows, "Encoder::forward", "the input");
   Tensor h = rows;
   for (size_t i = 0; i < layers->size(); i++) h = layer(i)->forward(h, packing);
   return hooked({rows}, norm ? norm->forward(h) : h);
@@ -164,6 +170,8 @@ Decoder::Decoder(const LayerConfig& c, int64_t n, Generator* gen, DType dtype) {
 }
 
 Tensor Decoder::forward(const Tensor& x, const Tensor& memory, const DecoderCall& call) {
+  check_defined(x, "Decoder::forward", "x");
+  check_defined(memory, "Decoder::forward", "memory");
   std::vector<LayerCache>* caches = call.caches;
   if (caches && caches->size() != layers->size()) caches->resize(layers->size());
   Tensor h = x;
@@ -229,6 +237,8 @@ Tensor Transformer::decode(const Tensor& tgt, const Tensor& memory, const Attent
 }
 
 Tensor Transformer::forward(const Tensor& src, const Tensor& tgt) {
+  check_defined(src, "Transformer::forward", "src");
+  check_defined(tgt, "Transformer::forward", "tgt");
   if (src.dim() != 2 || tgt.dim() != 2 || src.size(0) != tgt.size(0))
     fail("Transformer::forward", "expected src [B, S] and tgt [B, T] with the same B, got ", src.shape(), " and ",
          tgt.shape());
