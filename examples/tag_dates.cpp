@@ -179,8 +179,18 @@ struct Settings {
   int64_t steps = 1500, batch = 64, limit = 0, d_model = 64, heads = 4, layers = 2, ffn = 128, warmup = 100,
           eval_every = 100, seed = 1, watch_every = 50, watch_rows = 64;
   double dropout = 0.1, lr = 2e-3, target = 0.995, require = 0.0, score_scale = 1.0;
-  bool watch = false;
+  bool watch = false, warmup_given = false;
 };
+
+// What is wrong between options that must agree ("" when nothing is).
+std::string disagreement(const Settings& o) {
+  if (o.d_model % o.heads != 0)
+    return cat_str("--heads ", o.heads, " must divide --d-model ", o.d_model,
+                   " (each head gets d-model / heads dimensions)");
+  if (o.warmup >= o.steps)
+    return cat_str("--warmup ", o.warmup, o.warmup_given ? "" : " (the default)", " must be less than --steps ", o.steps);
+  return "";
+}
 
 // Bytes training and evaluation need, before the model is built: parameters with their
 // gradients and AdamW's two moments, and the activations a step keeps for backward
@@ -206,14 +216,27 @@ int run(const Settings& o) {
   const uint64_t seed = (uint64_t)o.seed;
   const double dropout = o.dropout, peak_lr = o.lr, target = o.target, require = o.require;
 
-  std::vector<std::string> sources;
-  std::vector<Example> train = load(train_path, nullptr, "", &sources, limit);
-  text::CharVocab vocab = text::CharVocab::build(sources);
-  for (auto& e : train) e.ids = vocab.encode(e.text);
-  const std::string vocab_from =
-      train_path +
-      (limit > 0 ? " (its first " + std::to_string(train.size()) + " pairs, --limit " + std::to_string(limit) + ")" : "");
-  std::vector<Example> test = load(test_path, &vocab, vocab_from, nullptr, 0);
+  // A bad data file is named first, with the options' disagreement after it if there is
+  // one: the file's line is what a user needs to see.
+  const std::string disagree = disagreement(o);
+  std::vector<Example> train, test;
+  text::CharVocab vocab;
+  try {
+    std::vector<std::string> sources;
+    train = load(train_path, nullptr, "", &sources, limit);
+    vocab = text::CharVocab::build(sources);
+    for (auto& e : train) e.ids = vocab.encode(e.text);
+    const std::string vocab_from =
+        train_path + (limit > 0 ? " (its first " + std::to_string(train.size()) + " pairs, --limit " +
+                                      std::to_string(limit) + ")"
+                                : "");
+    test = load(test_path, &vocab, vocab_from, nullptr, 0);
+  } catch (const Error& e) {
+    if (disagree.empty()) throw;
+    throw Error(cat_str(e.what(), "\ntag_dates: and ", disagree));
+  }
+  if (!disagree.empty()) throw UsageError{disagree};
+  cli::make_output_dir("--out", out);
   size_t longest = 0;
   for (const auto* set : {&train, &test})
     for (const Example& e : *set) longest = std::max(longest, e.ids.size());
@@ -400,16 +423,10 @@ int main(int argc, char** argv) {
     cli::integer(app, "--watch-every", o.watch_every, 1, cli::kMaxSteps, "with --watch: measure every N steps");
     cli::integer(app, "--watch-rows", o.watch_rows, 1, 100000, "with --watch: the probe batch, the first N test dates");
     cli::parse(app, argc, argv);
-    if (o.d_model % o.heads != 0)
-      throw UsageError{"--heads " + std::to_string(o.heads) + " must divide --d-model " + std::to_string(o.d_model) +
-                       " (each head gets d-model / heads dimensions)"};
-    if (o.warmup >= o.steps)
-      throw UsageError{"--warmup " + std::to_string(o.warmup) + (app.count("--warmup") ? "" : " (the default)") +
-                       " must be less than --steps " + std::to_string(o.steps)};
+    o.warmup_given = app.count("--warmup") > 0;
     if (o.train.empty() || o.test.empty())
       throw UsageError{std::string(o.train.empty() ? "--train" : "--test") + " needs a file name, got \"\""};
     set_num_threads(threads);
-    cli::make_output_dir("--out", o.out);
     return run(o);
   });
 }

@@ -186,10 +186,19 @@ expect 1 tag_dates --train "$dir/no_such.tsv" --out "$dir/tag_bad"
 says "No such file or directory"
 expect 1 tag_dates "${tag[@]}" --limit 5 --steps 2 --warmup 1 --out "$dir/tag_bad"
 says "is not in the vocabulary of $data/train.tsv (its first 5 pairs, --limit 5)"
-expect 2 tag_dates --d-model 64 --heads 5
+expect 2 tag_dates "${tag[@]}" --d-model 64 --heads 5 --out "$dir/tag_disagree"
 says "--heads 5 must divide --d-model 64"
-expect 2 tag_dates --steps 50
+expect 2 tag_dates "${tag[@]}" --steps 50 --out "$dir/tag_disagree"
 says "--warmup 100 (the default) must be less than --steps 50"
+[ -e "$dir/tag_disagree" ] && fail "tag_dates made its --out though its options disagree"
+# a bad data file is named first, with its line, and the options' disagreement after it
+printf '22/11/2026\n' >"$dir/notab.tsv"
+expect 1 tag_dates --train "$dir/notab.tsv" --steps 1 --out "$dir/tag_bad"
+head -1 "$out" | grep -qF "$dir/notab.tsv:1: no tab in \"22/11/2026\"" || fail "tag_dates: not the file first: $(head -1 "$out")"
+says "tag_dates: and --warmup 100 (the default) must be less than --steps 1"
+expect 1 tag_dates --train "$data/train.tsv" --limit 50 --test "$dir/notab.tsv" --heads 5 --out "$dir/tag_bad"
+head -1 "$out" | grep -qF "$dir/notab.tsv:1: no tab in" || fail "tag_dates: not the test file first: $(head -1 "$out")"
+says "tag_dates: and --heads 5 must divide --d-model 64"
 expect 2 tag_dates --d-model 100000000000
 says '--d-model needs an integer in [1, 2^20], got "100000000000"'
 expect 2 tag_dates --heads 2147483648
