@@ -30,6 +30,8 @@ std::vector<Tensor> FunctionCtx::saved_tensors() const {
 Tensor Function::apply(const std::vector<Tensor>& inputs, Loc loc) const {
   const char* op = interned(name.empty() ? std::string("Function") : name);
   if (!forward || !backward) fail(op, "a Function needs both a forward and a backward");
+  for (size_t i = 0; i < inputs.size(); i++)
+    if (!inputs[i].defined()) fail_undefined(inputs[i], op, cat_str("input ", (int64_t)i).c_str());
   auto ctx = std::make_shared<FunctionCtx>();
   const bool record_node = wants_grad_list(inputs);
   for (const Tensor& t : inputs) ctx->needs_.push_back(record_node && t.defined() && t.requires_grad());

@@ -4,6 +4,7 @@
 namespace ember::nn {
 
 Packing Packing::of(const Tensor& ids, int64_t pad_id) {
+  check_defined(ids, "Packing::of", "ids");
   AttentionMask padding = padding_mask(ids, pad_id);  // checks int64 [B, S]
   Packing p;
   p.batch = ids.size(0), p.length = ids.size(1);
@@ -27,6 +28,7 @@ Packing Packing::of(const Tensor& ids, int64_t pad_id) {
 }
 
 Tensor Packing::pack(const Tensor& padded) const {
+  check_defined(padded, "Packing::pack");
   if (padded.dim() < 2 || padded.size(0) != batch || padded.size(1) != length)
     fail("Packing::pack", "expected [B, S, ...] = [", batch, ", ", length, ", ...], got shape ", padded.shape());
   Shape rest(padded.shape().begin() + 2, padded.shape().end()), flat{batch * length}, out{count};
@@ -37,6 +39,7 @@ Tensor Packing::pack(const Tensor& padded) const {
 }
 
 Tensor Packing::unpack(const Tensor& packed) const {
+  check_defined(packed, "Packing::unpack");
   if (packed.dim() < 1 || packed.size(0) != count)
     fail("Packing::unpack", "expected [N, ...] with N = ", count, " kept positions, got shape ", packed.shape());
   Shape rest(packed.shape().begin() + 1, packed.shape().end()), out{batch, length}, pad{1};

@@ -42,7 +42,7 @@ Optimizer::Optimizer(NamedParams params, const char* op) : params_(std::move(par
     if (name.empty() || name.find('/') != std::string::npos)
       fail(op, "parameter names must be non-empty and contain no '/', got '", name, "'");
     if (!seen.insert(name).second) fail(op, "the parameter name '", name, "' appears twice");
-    if (!p.defined()) fail(op, "parameter '", name, "' is undefined");
+    if (!p.defined()) fail_undefined(p, op, cat_str("parameter '", name, "'").c_str());
     if (!is_float(p.dtype()))
       fail(op, "parameter '", name, "' must be float32 or float64, got ", dtype_name(p.dtype()));
     if (!p.is_leaf() || !p.requires_grad())
@@ -440,6 +440,8 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double
   const char* op = "clip_grad_norm";
   if (!(max_norm >= 0)) fail(op, "max_norm must be non-negative, got ", max_norm);
   if (!(norm_type > 0)) fail(op, "norm_type must be positive (or inf), got ", norm_type);
+  for (size_t i = 0; i < params.size(); i++)
+    if (!params[i].defined()) fail_undefined(params[i], op, cat_str("parameter ", (int64_t)i).c_str());
   bool inf_norm = std::isinf(norm_type);
   // a fixed order and double accumulation: the same norm for any thread count
   double acc = 0;

@@ -15,7 +15,9 @@
 #include "nn/init.h"
 #include "nn/layers.h"
 #include "nn/multihead_attention.h"
+#include "nn/packing.h"
 #include "nn/transformer.h"
+#include "optim/optimizer.h"
 #include "test_util.h"
 
 using namespace ember;
@@ -256,4 +258,34 @@ TEST_CASE("grad's undefined result for an unused input (allow_unused) says why")
   auto g = grad({sum(x)}, {x, unused}, {}, {.allow_unused = true});
   REQUIRE_FALSE(g[1].defined());
   CHECK_THAT(error_of([&] { (void)g[1].shape(); }), Contains("the outputs do not depend on (allow_unused)"));
+}
+
+TEST_CASE("modules, optimizers, packings, custom functions and gradcheck refuse an undefined tensor") {
+  using T = const Tensor&;
+  const std::vector<std::pair<std::string, std::function<void(T)>>> calls = {
+      {"Packing::of", [](T u) { (void)nn::Packing::of(u, 0); }},
+      {"Packing::pack", [](T u) {
+         nn::Packing p = nn::Packing::of(from_vector(std::vector<int64_t>{1, 0}, {1, 2}), 0);
+         (void)p.pack(u);
+       }},
+      {"Packing::unpack", [](T u) {
+         nn::Packing p = nn::Packing::of(from_vector(std::vector<int64_t>{1, 0}, {1, 2}), 0);
+         (void)p.unpack(u);
+       }},
+      {"SGD", [](T u) { optim::SGD sgd({{"w", u}}, {.lr = 0.1}); }},
+      {"Adam", [](T u) { optim::Adam adam({{"w", u}}); }},
+      {"clip_grad_norm", [](T u) { (void)optim::clip_grad_norm({u}, 1.0); }},
+      {"cube", [](T u) {
+         const Function cube{.name = "cube",
+                             .forward = [](FunctionCtx&, const std::vector<Tensor>& in) { return mul(in[0], in[0]); },
+                             .backward = [](FunctionCtx&, const Tensor& g) { return std::vector<Tensor>{g}; }};
+         (void)cube.apply({u});
+       }},
+  };
+  for (const auto& [op, f] : calls) expect_refused(op, f);
+  // gradcheck passes an undefined input through to the function (an absent bias, say)
+  const GradcheckFn first = [](const std::vector<Tensor>& in) { return in[0]; };
+  CHECK_THAT(error_of([&] { (void)gradcheck(first, {cleared_grad()}); }), Equals("gradcheck: no input requires grad"));
+  CHECK_THAT(error_of([&] { (void)gradgradcheck(first, {cleared_grad()}); }),
+             Equals("gradgradcheck: no input requires grad"));
 }
