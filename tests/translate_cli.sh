@@ -379,6 +379,8 @@ run 2 no_cmd "$bin"
 contains "$dir/no_cmd.err" "translate: a command is needed: train, eval, decode, attention or watch"
 run 2 no_checkpoint "$bin" eval --data "$dir/valid.tsv"
 contains "$dir/no_checkpoint.err" "translate eval: --checkpoint is required: the checkpoint"
+run 2 decay_before_warmup "$bin" train "${small[@]}" --out "$dir/decay" --schedule cosine --decay-steps 10 --warmup 100
+contains "$dir/decay_before_warmup.err" "translate train: --decay-steps (10) must be larger than --warmup (100)"
 run 2 switch_value "$bin" train --watch=maybe
 contains "$dir/switch_value.err" 'translate train: --watch is a switch and takes no value, got "maybe"'
 for command in train eval decode attention watch; do

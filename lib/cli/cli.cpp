@@ -274,8 +274,10 @@ int run(const std::string& program, const std::function<int()>& body) {
   } catch (const Exit& e) {
     return e.code;
   } catch (const UsageError& e) {
-    say(e.message);
     const std::string where = e.command.empty() ? program : program + " " + e.command;
+    std::fflush(stdout);
+    if (e.message.rfind(program, 0) == 0) std::fprintf(stderr, "%s\n", e.message.c_str());
+    else std::fprintf(stderr, "%s: %s\n", where.c_str(), e.message.c_str());
     std::fprintf(stderr, "Run '%s --help' for the options.\n", where.c_str());
     return 2;
   } catch (const std::bad_alloc&) {

@@ -71,7 +71,8 @@ void parse(CLI::App& app, int argc, char** argv);
 // Before it, SIGXFSZ is ignored (a write past `ulimit -f` fails with its reason), stdout
 // is line-buffered, and OMP_NUM_THREADS is checked like --threads. Exit codes:
 // Exit as given, UsageError 2, ember::Error, out of memory and any other exception 1.
-// Messages are prefixed by program unless they already start with it.
+// Messages are prefixed by program (and a UsageError's command) unless they already
+// start with it.
 int run(const std::string& program, const std::function<int()>& body);
 
 // This machine's physical memory in bytes (0 when unknown).
