@@ -87,5 +87,13 @@ uint64_t checksum(const std::vector<Tensor>& tensors);
 // Fails, naming the ranks that differ from rank 0, unless every rank's checksum of
 // `tensors` is the same. `what` names them in the message ("parameters").
 void check_same_on_all_ranks(const std::vector<Tensor>& tensors, const std::string& what);
+// The same for several parts in one collective; the message names each part that differs
+// and the ranks it differs on ("the parameters and optimizer state of rank(s) 1 differ
+// from rank 0's"), then `context`. Every rank fails alike.
+struct Part {
+  std::string name;
+  std::vector<Tensor> tensors;
+};
+void check_same_on_all_ranks(const std::vector<Part>& parts, const std::string& context = "");
 
 }  // namespace ember::dist

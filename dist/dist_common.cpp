@@ -44,14 +44,36 @@ uint64_t checksum(const std::vector<Tensor>& tensors) {
 }
 
 void check_same_on_all_ranks(const std::vector<Tensor>& tensors, const std::string& what) {
-  const uint64_t mine = checksum(tensors);
-  Tensor all = allgather(from_vector(std::vector<int64_t>{(int64_t)mine}, {1}));
-  const std::vector<int64_t> sums = all.to_vector<int64_t>();
-  std::string differ;
-  for (size_t r = 1; r < sums.size(); r++)
-    if (sums[r] != sums[0]) differ += cat_str(differ.empty() ? "" : ", ", r);
-  if (!differ.empty())
-    fail("dist::check_same_on_all_ranks", "the ", what, " of rank(s) ", differ, " differ from rank 0's");
+  check_same_on_all_ranks({Part{what, tensors}});
+}
+
+void check_same_on_all_ranks(const std::vector<Part>& parts, const std::string& context) {
+  std::vector<int64_t> mine;
+  for (const Part& p : parts) mine.push_back((int64_t)checksum(p.tensors));
+  const int64_t n = (int64_t)parts.size();
+  if (n == 0) return;
+  const std::vector<int64_t> all = allgather(from_vector(mine, {n})).to_vector<int64_t>();  // [world, parts]
+  // the parts that differ on the same ranks are named together
+  std::vector<std::pair<std::string, std::vector<std::string>>> groups;  // ranks, parts
+  for (int64_t i = 0; i < n; i++) {
+    std::string ranks;
+    for (size_t r = 1; r < all.size() / (size_t)n; r++)
+      if (all[r * (size_t)n + (size_t)i] != all[(size_t)i]) ranks += cat_str(ranks.empty() ? "" : ", ", r);
+    if (ranks.empty()) continue;
+    auto g = std::find_if(groups.begin(), groups.end(), [&](const auto& x) { return x.first == ranks; });
+    if (g == groups.end()) groups.push_back({ranks, {}}), g = groups.end() - 1;
+    g->second.push_back(parts[(size_t)i].name);
+  }
+  if (groups.empty()) return;
+  std::string message;
+  for (size_t k = 0; k < groups.size(); k++) {
+    const auto& names = groups[k].second;
+    std::string list;
+    for (size_t j = 0; j < names.size(); j++)
+      list += (j == 0 ? "" : j + 1 == names.size() ? " and " : ", ") + names[j];
+    message += cat_str(k == 0 ? "" : k + 1 == groups.size() ? " and " : ", ", "the ", list, " of rank(s) ", groups[k].first);
+  }
+  fail("dist::check_same_on_all_ranks", message, " differ from rank 0's", context.empty() ? "" : " ", context);
 }
 
 }  // namespace ember::dist

@@ -120,6 +120,13 @@ int main(int argc, char** argv) {
     const std::string e = error_of([&] { dist::check_same_on_all_ranks({odd}, "weights"); });
     expect(e.rfind("dist::check_same_on_all_ranks: the weights of rank(s) " + std::to_string(n - 1) + " differ", 0) == 0,
            "a rank that differs is named: got '" + e + "'");
+    const std::string parts = error_of([&] {
+      dist::check_same_on_all_ranks({{"weights", {mine}}, {"moments", {odd}}, {"order", {odd, mine}}}, "(here)");
+    });
+    expect(parts.rfind("dist::check_same_on_all_ranks: the moments and order of rank(s) " + std::to_string(n - 1) +
+                           " differ from rank 0's (here)",
+                       0) == 0,
+           "the parts that differ are named, those that agree are not: got '" + parts + "'");
   }
   dist::barrier();
   if (r == 0 && failures == 0) std::printf("collectives: all checks passed on %d ranks\n", n);
