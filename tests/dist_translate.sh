@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # translate train under mpirun, at a tiny size: 2 ranks train as one process does; a
-# checkpoint saved by 2 ranks resumes with 1 and with 3; ranks given other options or
-# another checkpoint stop before training; a rank killed mid-step or a rank
-# that fails ends the job within seconds, naming the rank, with the last checkpoint intact;
-# SIGTERM to the job saves once and stops every rank.
+# checkpoint saved by 2 ranks resumes with 1 and with 3; ranks given other options, a
+# checkpoint only some see, or two runs' checkpoints of one step stop before training; a
+# rank killed mid-step or a rank that fails ends the job within seconds, naming the rank,
+# with the last checkpoint intact; SIGTERM to the job saves once and stops every rank
+# (translate_stop_output.sh: SIGTERM to mpirun).
 #   dist_translate.sh MPIEXEC TRANSLATE DDP_TRAIN DATA_DIR SCRATCH_DIR
 set -uo pipefail
 mpiexec=$1 bin=$2 ddp=$3 data=$4 dir=$5
@@ -55,6 +56,14 @@ mkdir -p "$dir/seen" "$dir/unseen" && cp "$dir/two/ckpt-00000015.h5" "$dir/seen/
 run 1 unseen timeout 60 "$mpiexec" --oversubscribe -np 1 "$bin" train "${small[@]}" --out "$dir/seen" --steps 30 --resume auto \
   : -np 1 "$bin" train "${small[@]}" --out "$dir/unseen" --steps 30 --resume auto
 contains "$dir/unseen.err" "options, data files or checkpoint (here: none) of rank(s) 1 differ from rank 0's"
+# two runs' checkpoints of one step (another --seed): options, data and step agree, the
+# contents do not; the ranks refuse before the first step, naming what differs
+for seed in 1 2; do run 0 "seed$seed" "$bin" train "${small[@]}" --out "$dir/seed$seed" --steps 5 --seed $seed; done
+run 1 mixed timeout 60 "$mpiexec" --oversubscribe \
+  -np 1 "$bin" train "${small[@]}" --out "$dir/seed1" --steps 10 --resume "$dir/seed1/ckpt-00000005.h5" \
+  : -np 1 "$bin" train "${small[@]}" --out "$dir/seed2" --steps 10 --resume "$dir/seed2/ckpt-00000005.h5"
+contains "$dir/mixed.err" "the parameters, optimizer state, data order and dropout stream of rank(s) 1 differ from rank 0's"
+[ -z "$(ls "$dir"/seed[12]/ckpt-00000010.h5 2>/dev/null)" ] || fail "ranks that resumed other checkpoints trained"
 
 # --- a rank killed mid-step: the job ends within seconds, the checkpoints read back
 long=("${small[@]}" --steps 100000 --save-every 10)

@@ -42,6 +42,7 @@
 #include "nn/functional.h"
 #include "io/checkpoint.h"
 #include "optim/schedule.h"
+#include "optim/stdout_writer.h"
 #include "optim/training_run.h"
 #include "plot/plot.h"
 #include "seq2seq/seq2seq.h"
@@ -431,6 +432,43 @@ std::pair<double, int> exchange(double loss_share, int signal) {
   return {loss, first};
 }
 
+// What a resumed process starts from, in the parts dist::check_same_on_all_ranks names:
+// two checkpoints of one step (ckpt-00000020.h5 of two runs) pass the check of options,
+// data and step, and differ here.
+std::vector<dist::Part> resumed_state(const optim::NamedParams& params, const optim::Optimizer& opt,
+                                      const optim::Schedule& sched, const io::Progress& progress,
+                                      const std::vector<int64_t>& order, const Generator& data_gen,
+                                      const Generator& dropout_gen, const CharVocab& src_vocab,
+                                      const CharVocab& tgt_vocab) {
+  auto int64s = [](const std::vector<uint64_t>& v) {
+    return from_vector(std::vector<int64_t>(v.begin(), v.end()), {(int64_t)v.size()});
+  };
+  auto numbers = [](const std::map<std::string, double>& m) {
+    std::vector<double> v;
+    for (const auto& [name, x] : m) v.push_back(x);
+    return from_vector(v, {(int64_t)v.size()});
+  };
+  std::vector<Tensor> weights, moments;
+  for (const auto& [name, p] : params) weights.push_back(p.detach());
+  const optim::OptimizerState state = opt.state();
+  moments.push_back(numbers(state.hyper));
+  for (const auto& [name, p] : state.params) {
+    moments.push_back(from_vector(std::vector<int64_t>{p.step}, {1}));
+    for (const auto& [slot, t] : p.slots) moments.push_back(t);
+  }
+  std::string tokens;
+  for (const CharVocab* v : {&src_vocab, &tgt_vocab})
+    for (const std::string& t : v->tokens()) tokens += t + '\0';
+  return {{"parameters", weights},
+          {"optimizer state", moments},
+          {"schedule", {numbers(sched.settings()), int64s({(uint64_t)sched.last_step()})}},
+          {"data order",
+           {from_vector(order, {(int64_t)order.size()}), int64s(data_gen.get_state()),
+            int64s({(uint64_t)progress.epoch, (uint64_t)progress.position})}},
+          {"dropout stream", {int64s(dropout_gen.get_state())}},
+          {"vocabularies", {from_vector(std::vector<int64_t>(tokens.begin(), tokens.end()), {(int64_t)tokens.size()})}}};
+}
+
 // ---------------------------------------------------------------- watching attention
 
 // Every attention module of the translator, by role and layer.
@@ -492,6 +530,10 @@ int train(const TrainOptions& o) {
   if (leader) run_dir.emplace(o.out, "translate train");
   dist::barrier();
   optim::StopSignals signals;  // from here on a stop signal is answered by the loop
+  // progress that a reader who stops reading (mpirun shutting the job down, a full pipe)
+  // cannot hold up: a stop is saved whatever becomes of standard output
+  std::optional<optim::StdoutWriter> output;
+  if (leader) output.emplace();
   if (leader && !run_dir->removed().empty())
     std::printf("removed %zu temporary file(s) left by interrupted saves in %s\n", run_dir->removed().size(),
                 o.out.c_str());
@@ -620,6 +662,13 @@ int train(const TrainOptions& o) {
     std::printf("resumed from %s at step %lld (epoch %lld, pair %lld of the epoch%s)\n", resume->c_str(),
                 (long long)progress.step, (long long)progress.epoch, (long long)progress.position, ranks.c_str());
   }
+  // A checkpoint named alike on every machine may hold another run's state on one of them:
+  // refused, on every rank, before DDP hands out rank 0's parameters and before any step.
+  if (world > 1 && previous)
+    dist::check_same_on_all_ranks(resumed_state(params, opt, *sched, progress, order, data_gen, dropout_gen, src_vocab,
+                                                tgt_vocab),
+                                  cat_str("after loading step ", progress.step, " of ", *resume,
+                                          ": every process must resume the same checkpoint"));
   // every rank starts from rank 0's parameters; gradients are summed over the ranks, each
   // rank's loss being its share of the batch's mean (see the step)
   std::optional<dist::DistributedDataParallel> ddp;

@@ -1,13 +1,12 @@
 // The shared training loop: timing, progress, evaluation, checkpoints and stops.
 #include "train/trainer.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 
 #include "core/error.h"
+#include "optim/stdout_writer.h"
 #include "optim/training_run.h"
 
 namespace training {
@@ -29,7 +28,7 @@ Trainer::Trainer(Settings settings) : s_(std::move(settings)) {
   saved_step_ = s_.last_saved.empty() ? -1 : s_.first_step;
   last_saved_ = s_.last_saved;
   reached_ = s_.already_reached;
-  tty_ = ::isatty(1) && !s_.plain;
+  tty_ = ember::optim::stdout_is_terminal() && !s_.plain;
 }
 
 void Trainer::save_now(const std::string& why) {
