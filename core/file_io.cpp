@@ -1,5 +1,5 @@
-// Whole-file writes through POSIX calls, each one's result checked, errno carried into
-// the message.
+// Checked opens and whole-file reads and writes through POSIX calls, each one's result
+// checked, errno carried into the message.
 #include "core/file_io.h"
 
 #include <fcntl.h>
@@ -42,17 +42,6 @@ int write_all(int fd, const void* data, size_t size) {
   return 0;
 }
 
-// Refuses a target that exists and is not a regular file: a device (/dev/null), a FIFO
-// or a directory must never be replaced by a file, nor a FIFO written into (it could
-// block forever).
-void check_regular_or_missing(const std::string& path, const char* op) {
-  struct stat st;
-  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
-    fail(op, "'", path, "' exists and is not a regular file (",
-         S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO" : "a device or socket",
-         "); choose another name");
-}
-
 // Creates path and writes the bytes, flushed; on failure removes it and throws, naming
 // the file as shown (the target, when path is its temporary file).
 void write_new(const std::string& path, const std::string& shown, const void* data, size_t size, const char* op,
@@ -76,7 +65,84 @@ std::string dir_of(const std::string& path) {
 
 constexpr const char* kTmpTag = ".tmp-";
 
+[[noreturn]] void not_regular(const std::string& path, mode_t mode, const char* op, const std::string& expected) {
+  fail(op, "'", path, "' is ", file_kind(mode), ", not a regular file", expected.empty() ? "" : "; expected ",
+       expected);
+}
+
 }  // namespace
+
+const char* file_kind(mode_t mode) {
+  if (S_ISREG(mode)) return "a regular file";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "of an unknown kind";
+}
+
+void check_regular_file(const std::string& path, const char* op, const std::string& expected) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) os_fail(op, "cannot open", path, errno);
+  if (!S_ISREG(st.st_mode)) not_regular(path, st.st_mode, op, expected);
+}
+
+// A device (/dev/null), a FIFO or a directory must never be replaced by a file, nor a
+// FIFO written into (it could block forever).
+void check_regular_or_missing(const std::string& path, const char* op) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+    fail(op, "'", path, "' exists and is ", file_kind(st.st_mode), ", not a regular file; choose another name");
+}
+
+int open_regular_file(const std::string& path, int flags, const char* op, const std::string& expected) {
+  if (flags & O_CREAT) check_regular_or_missing(path, op);
+  else check_regular_file(path, op, expected);
+  const int fd = ::open(path.c_str(), flags | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, 0644);
+  if (fd < 0) os_fail(op, (flags & O_CREAT) ? "cannot create" : "cannot open", path, errno);
+  struct stat st {};
+  const int err = ::fstat(fd, &st) != 0 ? errno : 0;
+  if (err || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    if (err) os_fail(op, "cannot inspect", path, err);
+    not_regular(path, st.st_mode, op, expected);
+  }
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  return fd;
+}
+
+std::vector<uint8_t> read_file(const std::string& path, const char* op, const std::string& expected,
+                               int64_t max_bytes) {
+  const int fd = open_regular_file(path, O_RDONLY, op, expected);
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  auto too_large = [&](int64_t bytes, const char* how) {
+    fail(op, "'", path, "' holds ", how, bytes, " bytes, more than the ", max_bytes, " bytes ", op, " reads");
+  };
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) os_fail(op, "cannot inspect", path, errno);
+  if (st.st_size > max_bytes) too_large((int64_t)st.st_size, "");
+  std::vector<uint8_t> bytes((size_t)st.st_size);
+  size_t got = 0;
+  uint8_t more[1 << 12];  // past the size fstat gave: the file grew
+  for (;;) {
+    const bool inside = got < bytes.size();
+    const ssize_t n = ::read(fd, inside ? bytes.data() + got : more, inside ? bytes.size() - got : sizeof more);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      os_fail(op, "cannot read", path, errno);
+    }
+    if (n == 0) break;
+    if (!inside) bytes.insert(bytes.end(), more, more + n);
+    got += (size_t)n;
+    if ((int64_t)got > max_bytes) too_large((int64_t)got, "at least ");
+  }
+  bytes.resize(got);
+  return bytes;
+}
 
 void write_file(const std::string& path, const void* data, size_t size, const char* op) {
   check_regular_or_missing(path, op);

@@ -1,13 +1,43 @@
-// Writing whole files with every system call checked: a failure throws ember::Error
-// naming the file and the operating system's reason ("No space left on device"), and
-// leaves no partial file behind.
+// Files named by users, opened with every system call checked. Reading: what is not a
+// regular file is refused before anything opens it. Writing whole files: a failure
+// throws ember::Error naming the file and the operating system's reason ("No space left
+// on device"), and leaves no partial file behind.
 #pragma once
+#include <sys/types.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 namespace ember::io {
+
+// What a file of this mode is, for messages: "a regular file", "a directory", "a FIFO",
+// "a character device", "a block device", "a socket".
+const char* file_kind(mode_t mode);
+
+// The one check every reader of a path a user gives makes before opening it: opening a
+// FIFO waits for a writer (in HDF5's H5Fopen, where no signal ends the wait), a device
+// such as /dev/zero never ends, and a directory is no file at all. Throws Error
+//   "op: 'x.h5' is a FIFO, not a regular file; expected <expected>"
+// or "op: cannot open 'x.h5': No such file or directory". expected may be empty.
+void check_regular_file(const std::string& path, const char* op, const std::string& expected = "");
+
+// The same check for a writer: a path that does not exist passes, one that exists must be
+// a regular file ("op: 'x' exists and is a directory, not a regular file; choose another
+// name").
+void check_regular_or_missing(const std::string& path, const char* op);
+
+// Opens path with flags (O_RDONLY, O_RDWR | O_CREAT, ...) as a regular file: checked as
+// above (check_regular_or_missing when flags hold O_CREAT), opened without waiting
+// (O_NONBLOCK, cleared once open) and checked again on the descriptor, so that a file
+// swapped for a FIFO in between is refused too. Returns the descriptor, to be closed.
+int open_regular_file(const std::string& path, int flags, const char* op, const std::string& expected = "");
+
+// The whole of a regular file (open_regular_file), at most max_bytes of it: a larger one
+// is refused naming its size.
+std::vector<uint8_t> read_file(const std::string& path, const char* op, const std::string& expected = "",
+                               int64_t max_bytes = INT64_MAX);
 
 // Writes bytes to path (created or truncated), flushed to the disk. On failure the
 // partial file is removed. op names the caller in messages. A path that exists and is not

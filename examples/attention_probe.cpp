@@ -16,12 +16,9 @@
 // Every attribute and dataset of the case is checked before use (an integer in range, the
 // shape the schema gives, finite numbers, masks of 0 and 1); an error names the file and
 // the key, what was expected and what was found. OUT.h5 is replaced whole or not at all.
-#include <sys/stat.h>
 
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -117,10 +114,7 @@ class Case {
 
  private:
   static h5::Reader open(const std::string& path) {
-    struct stat st {};
-    if (::stat(path.c_str(), &st) != 0) fail(kOp, "cannot open '", path, "': ", std::strerror(errno));
-    if (S_ISDIR(st.st_mode)) fail(kOp, "'", path, "' is a directory; expected an HDF5 case file");
-    if (!S_ISREG(st.st_mode)) fail(kOp, "'", path, "' is not a regular file; expected an HDF5 case file");
+    io::check_regular_file(path, kOp, "an HDF5 case file");
     return h5::Reader(path);
   }
 

@@ -10,7 +10,6 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <set>
 #include <sstream>
 
@@ -342,22 +341,7 @@ Checkpoint read_checkpoint_bytes(const std::string& name, const std::vector<uint
 }
 
 Checkpoint read_checkpoint(const std::string& path) {
-  const char* op = "read_checkpoint";
-  std::error_code ec;
-  const auto status = fs::status(path, ec);
-  if (ec || !fs::exists(status))
-    fail(op, "cannot open '", path, "': ", ec ? ec.message() : std::string("No such file or directory"));
-  if (fs::is_directory(status)) fail(op, "'", path, "' is a directory, not a checkpoint file");
-  // a device, a FIFO or a socket could feed bytes forever
-  if (!fs::is_regular_file(status)) fail(op, "'", path, "' is not a regular file, so not a checkpoint");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(op, "cannot open '", path, "': ", std::strerror(errno));
-  const uintmax_t size = fs::file_size(path, ec);
-  if (ec) fail(op, "cannot read the size of '", path, "': ", ec.message());
-  std::vector<uint8_t> bytes((size_t)size);
-  if (size > 0) in.read(reinterpret_cast<char*>(bytes.data()), (std::streamsize)size);
-  if (in.gcount() != (std::streamsize)size)
-    fail(op, "cannot read '", path, "': ", size, " bytes expected, ", in.gcount(), " read");
+  const std::vector<uint8_t> bytes = read_file(path, "read_checkpoint", "a checkpoint file");
   return read_checkpoint_bytes(path, bytes);
 }
 

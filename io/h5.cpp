@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <cmath>
 #include <cstring>
 
@@ -54,6 +53,8 @@ H5O_type_t object_type(hid_t f, const std::string& path) {
 
 Reader::Reader(const std::string& file) : file_(file) {
   quiet();
+  // H5Fopen opens a FIFO and waits for a writer, where no signal ends the wait
+  io::check_regular_file(file, "h5::Reader", "an HDF5 file");
   id_ = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   if (id_ < 0) fail("h5::Reader", "cannot open '", file, "' as an HDF5 file");
 }
@@ -325,9 +326,7 @@ std::string attr_string(const std::string& file, const std::string& object, cons
 // holding a file it could not close (its exit handler would retry, and crash).
 Writer::Writer(const std::string& file, size_t userblock) : Writer(in_memory(file, userblock)) {
   in_memory_ = false;
-  int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);  // fail early, not at close
-  if (fd < 0) fail("h5::Writer", "cannot create '", file, "': ", std::strerror(errno));
-  ::close(fd);
+  ::close(io::open_regular_file(file, O_WRONLY | O_CREAT | O_TRUNC, "h5::Writer"));  // fail early, not at close
 }
 
 Writer Writer::in_memory(const std::string& name, size_t userblock) {

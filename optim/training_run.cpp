@@ -41,8 +41,7 @@ RunDirectory::RunDirectory(const std::string& dir, const char* op) : dir_(dir) {
   ::unlink(probe.c_str());
 
   const std::string lock = (fs::path(dir) / ".lock").string();
-  lock_fd_ = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (lock_fd_ < 0) fail(op, "cannot open the lock file '", lock, "': ", std::strerror(errno));
+  lock_fd_ = io::open_regular_file(lock, O_RDWR | O_CREAT, op);
   if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;
     char pid[32] = {0};

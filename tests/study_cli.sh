@@ -94,7 +94,7 @@ says '--out needs a non-empty value'
 mkdir -p "$dir/lab_csv/saturation.csv"
 expect 1 softmax_lab --out "$dir/lab_csv" --trials 5
 says "$dir/lab_csv/saturation.csv"
-says "is not a regular file (a directory)"
+says "is a directory, not a regular file"
 
 # A directory this shell cannot write into: as root, run the program as nobody.
 as_user=()
@@ -143,7 +143,7 @@ says "cannot create the directory \"$dir/a_file\" (--out): Not a directory"
 mkdir -p "$dir/walk_png/heads_sentence1.png"
 expect 1 attention_walkthrough --out "$dir/walk_png"
 says "$dir/walk_png/heads_sentence1.png"
-says "is not a regular file (a directory)"
+says "is a directory, not a regular file"
 
 # ---------------------------------------------------------------- fit_sine
 expect 0 fit_sine --steps 50
@@ -224,7 +224,7 @@ says "tag_dates: cannot create the directory \"$dir/a_file/sub\" (--out): Not a 
 mkdir -p "$dir/tag_png/self_attention.png"
 expect 1 tag_dates "${tag[@]}" "${small[@]}" --out "$dir/tag_png"
 says "$dir/tag_png/self_attention.png"
-says "is not a regular file (a directory)"
+says "is a directory, not a regular file"
 
 # ---------------------------------------------------------------- every program's options
 for prog in softmax_lab attention_walkthrough tag_dates fit_sine gradcheck make_dates attention_probe watch_plot; do

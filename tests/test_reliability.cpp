@@ -2,6 +2,7 @@
 // out-of-memory errors that name the tensor, files written with every system call
 // checked, the run directory's lock, stale temporary files, stop signals, and user text
 // made printable in messages.
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -15,8 +16,9 @@
 
 #include "core/error.h"
 #include "core/file_io.h"
-#include "io/h5.h"
 #include "core/ops.h"
+#include "io/checkpoint.h"
+#include "io/h5.h"
 #include "optim/training_run.h"
 #include "test_util.h"
 
@@ -71,6 +73,32 @@ pid_t ended_process() {
   if (pid == 0) _exit(0);
   waitpid(pid, nullptr, 0);
   return pid;
+}
+
+// The message of the Error f throws, got in a child process that SIGALRM ends after 5
+// seconds: a call that would wait for ever (opening a FIFO) fails the test instead of
+// hanging it.
+std::string error_within_seconds(const std::function<void()>& f) {
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  std::fflush(nullptr);
+  const pid_t child = fork();
+  if (child == 0) {
+    ::close(fds[0]);
+    ::alarm(5);
+    const std::string message = error_of(f);
+    if (::write(fds[1], message.data(), message.size()) < 0) _exit(1);
+    _exit(0);
+  }
+  ::close(fds[1]);
+  std::string message;
+  char buf[512];
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) message.append(buf, (size_t)n);
+  ::close(fds[0]);
+  int status = 0;
+  waitpid(child, &status, 0);
+  if (WIFSIGNALED(status)) return "<ended by signal " + std::to_string(WTERMSIG(status)) + ": it waited>";
+  return message;
 }
 
 }  // namespace
@@ -251,12 +279,13 @@ TEST_CASE("replace_file and write_file refuse a target that is a device, a FIFO 
   ScratchDir dir;
   const std::string fifo = dir.file("fifo");
   REQUIRE(::mkfifo(fifo.c_str(), 0644) == 0);
-  CHECK_THAT(error_of([&] { io::replace_file(fifo, "x", 1, "op"); }), Catch::Contains("is not a regular file (a FIFO)"));
+  CHECK_THAT(error_of([&] { io::replace_file(fifo, "x", 1, "op"); }),
+             Catch::Contains("op: '" + fifo + "' exists and is a FIFO, not a regular file; choose another name"));
   CHECK_THAT(error_of([&] { io::write_file(fifo, "x", 1, "op"); }), Catch::Contains("a FIFO"));
   struct stat st;
   REQUIRE(::stat(fifo.c_str(), &st) == 0);
   CHECK(S_ISFIFO(st.st_mode));
-  CHECK_THAT(error_of([&] { io::replace_file("/dev/null", "x", 1, "op"); }), Catch::Contains("a device"));
+  CHECK_THAT(error_of([&] { io::replace_file("/dev/null", "x", 1, "op"); }), Catch::Contains("a character device"));
   REQUIRE(::stat("/dev/null", &st) == 0);
   CHECK(S_ISCHR(st.st_mode));
   CHECK_THAT(error_of([&] { io::replace_file(dir.path.string(), "x", 1, "op"); }), Catch::Contains("directory"));
@@ -272,4 +301,65 @@ TEST_CASE("replace_file removes the temporary files of its target left by writer
   io::replace_file(dir.file("out.png"), "png", 3, "op");
   CHECK(!fs::exists(left));
   CHECK(fs::exists(other));  // another file's: its own next write removes it
+}
+
+TEST_CASE("check_regular_file names what a path is when it is not a regular file, and the reason when it is missing") {
+  ScratchDir dir;
+  const std::string fifo = dir.file("fifo.h5"), plain = dir.file("plain.h5"), link = dir.file("link.h5");
+  REQUIRE(::mkfifo(fifo.c_str(), 0644) == 0);
+  std::ofstream(plain) << "x";
+  REQUIRE(::symlink(fifo.c_str(), link.c_str()) == 0);
+  CHECK(error_of([&] { io::check_regular_file(fifo, "op", "a watch file"); }) ==
+        "op: '" + fifo + "' is a FIFO, not a regular file; expected a watch file");
+  CHECK(error_of([&] { io::check_regular_file(link, "op"); }) == "op: '" + link + "' is a FIFO, not a regular file");
+  CHECK(error_of([&] { io::check_regular_file(dir.path.string(), "op"); }) ==
+        "op: '" + dir.path.string() + "' is a directory, not a regular file");
+  CHECK(error_of([&] { io::check_regular_file("/dev/zero", "op"); }) ==
+        "op: '/dev/zero' is a character device, not a regular file");
+  CHECK(error_of([&] { io::check_regular_file("/dev/null", "op"); }) ==
+        "op: '/dev/null' is a character device, not a regular file");
+  CHECK(error_of([&] { io::check_regular_file(dir.file("none"), "op"); }) ==
+        "op: cannot open '" + dir.file("none") + "': No such file or directory");
+  CHECK_NOTHROW(io::check_regular_file(plain, "op"));
+  // a writer's target may not exist yet
+  CHECK_NOTHROW(io::check_regular_or_missing(dir.file("none"), "op"));
+  CHECK_NOTHROW(io::check_regular_or_missing(plain, "op"));
+  CHECK(error_of([&] { io::check_regular_or_missing(fifo, "op"); }) ==
+        "op: '" + fifo + "' exists and is a FIFO, not a regular file; choose another name");
+}
+
+TEST_CASE("open_regular_file and read_file refuse a FIFO without waiting for a writer, and read a regular file whole") {
+  ScratchDir dir;
+  const std::string fifo = dir.file("fifo"), plain = dir.file("plain");
+  REQUIRE(::mkfifo(fifo.c_str(), 0644) == 0);
+  std::ofstream(plain) << "0123456789";
+  CHECK_THAT(error_within_seconds([&] { io::read_file(fifo, "op"); }), Catch::Contains("is a FIFO, not a regular file"));
+  CHECK_THAT(error_within_seconds([&] { ::close(io::open_regular_file(fifo, O_WRONLY | O_CREAT, "op")); }),
+             Catch::Contains("exists and is a FIFO"));
+  CHECK_THAT(error_of([] { io::read_file("/dev/zero", "op"); }), Catch::Contains("a character device"));
+  const std::vector<uint8_t> bytes = io::read_file(plain, "op");
+  CHECK(std::string(bytes.begin(), bytes.end()) == "0123456789");
+  CHECK(error_of([&] { io::read_file(plain, "op", "", 4); }) ==
+        "op: '" + plain + "' holds 10 bytes, more than the 4 bytes op reads");
+  const int fd = io::open_regular_file(dir.file("new"), O_RDWR | O_CREAT, "op");
+  CHECK((::fcntl(fd, F_GETFL) & O_NONBLOCK) == 0);
+  ::close(fd);
+  CHECK(fs::is_regular_file(dir.file("new")));
+}
+
+TEST_CASE("HDF5 files, checkpoints and the run's lock refuse a FIFO instead of waiting on it") {
+  ScratchDir dir;
+  const std::string fifo = dir.file("x.h5");
+  REQUIRE(::mkfifo(fifo.c_str(), 0644) == 0);
+  CHECK(error_within_seconds([&] { h5::Reader r(fifo); }) ==
+        "h5::Reader: '" + fifo + "' is a FIFO, not a regular file; expected an HDF5 file");
+  CHECK_THAT(error_within_seconds([&] { h5::Writer w(fifo); }),
+             Catch::Contains("h5::Writer: '" + fifo + "' exists and is a FIFO"));
+  CHECK(error_within_seconds([&] { io::read_checkpoint(fifo); }) ==
+        "read_checkpoint: '" + fifo + "' is a FIFO, not a regular file; expected a checkpoint file");
+  CHECK_THAT(error_of([] { io::read_checkpoint("/dev/zero"); }), Catch::Contains("is a character device"));
+  CHECK_THAT(error_of([&] { io::read_checkpoint(dir.path.string()); }), Catch::Contains("is a directory"));
+  REQUIRE(::mkfifo(dir.file(".lock").c_str(), 0644) == 0);
+  CHECK_THAT(error_within_seconds([&] { optim::RunDirectory run(dir.path.string(), "train"); }),
+             Catch::Contains("train: '" + dir.file(".lock") + "' exists and is a FIFO, not a regular file"));
 }

@@ -1,15 +1,10 @@
 // Pair files and the character vocabulary of text.h.
 #include "text/text.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
 #include <set>
 
 #include "core/error.h"
+#include "core/file_io.h"
 
 namespace text {
 
@@ -82,15 +77,6 @@ std::string show(char32_t c) {
 
 bool is_control(char32_t c) { return c < 0x20 || c == 0x7F || (c >= 0x80 && c < 0xA0); }
 
-const char* file_kind(mode_t mode) {
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISSOCK(mode)) return "a socket";
-  return "not a regular file";
-}
-
 }  // namespace
 
 std::vector<Pair> parse_pairs(const std::string& name, const std::string& contents) {
@@ -137,39 +123,9 @@ std::vector<Pair> parse_pairs(const std::string& name, const std::string& conten
 }
 
 std::vector<Pair> read_pairs(const std::string& path) {
-  const char* op = "read_pairs";
-  const char* expected = "expected a file of 'source<TAB>target' lines";
-  // Look before opening: opening a FIFO would wait for a writer, and a device may never end.
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) fail(op, "cannot open '", path, "': ", std::strerror(errno));
-  if (!S_ISREG(st.st_mode)) fail(op, "'", path, "' is ", file_kind(st.st_mode), "; ", expected);
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-  if (fd < 0) fail(op, "cannot open '", path, "': ", std::strerror(errno));
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
-  if (::fstat(fd, &st) != 0) fail(op, "cannot inspect '", path, "': ", std::strerror(errno));
-  if (!S_ISREG(st.st_mode)) fail(op, "'", path, "' is ", file_kind(st.st_mode), "; ", expected);
-  auto too_large = [&](int64_t bytes, const char* how) {
-    fail(op, "'", path, "' holds ", how, bytes, " bytes, more than the ", kMaxPairFileBytes,
-         " (1 GiB) a pair file may hold");
-  };
-  if (st.st_size > kMaxPairFileBytes) too_large((int64_t)st.st_size, "");
-  std::string contents;
-  contents.reserve((size_t)st.st_size);
-  char buf[1 << 16];
-  for (;;) {
-    const ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      fail(op, "cannot read '", path, "': ", std::strerror(errno));
-    }
-    if (n == 0) break;
-    contents.append(buf, (size_t)n);
-    if ((int64_t)contents.size() > kMaxPairFileBytes) too_large((int64_t)contents.size(), "at least ");  // it grew
-  }
-  return parse_pairs(path, contents);
+  const std::vector<uint8_t> bytes =
+      ember::io::read_file(path, "read_pairs", "a file of 'source<TAB>target' lines", kMaxPairFileBytes);
+  return parse_pairs(path, std::string(bytes.begin(), bytes.end()));
 }
 
 CharVocab CharVocab::build(const std::vector<std::string>& texts) {
