@@ -1,12 +1,18 @@
 // The figures of the examples: PNG files of the requested size, heatmap cells shaded
-// by value with exact zeros white, and clear errors.
+// by value with exact zeros white, ranges no finite data can break (constant, huge,
+// overflowing, finer than the numbers resolve), text that is not UTF-8, and clear errors.
 #include <catch2/catch.hpp>
 
 #include "test_util.h"
 
 #include <cairo.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cstdio>
+#include <fstream>
+#include <limits>
 
 #include "plot/plot.h"
 
@@ -28,6 +34,41 @@ uint32_t pixel(const std::string& png, int x, int y, int* width = nullptr, int* 
   cairo_surface_destroy(s);
   return v;
 }
+
+// Draws in a child process that SIGALRM ends after 10 seconds; returns the Error's
+// message, "" when the figure was written, or how the child ended (a drawing that loops
+// fails the test instead of hanging it).
+std::string save_within_seconds(const std::string& path, const std::vector<plot::Panel>& panels, int width = 400,
+                                int height = 300, const std::string& title = "") {
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  std::fflush(nullptr);
+  const pid_t child = fork();
+  if (child == 0) {
+    ::close(fds[0]);
+    ::alarm(10);
+    std::string message;
+    try {
+      plot::save_png(path, panels, 1, width, height, title);
+    } catch (const ember::Error& e) {
+      message = e.what();
+    }
+    if (::write(fds[1], message.data(), message.size()) < 0) _exit(1);
+    _exit(0);
+  }
+  ::close(fds[1]);
+  std::string message;
+  char buf[512];
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) message.append(buf, (size_t)n);
+  ::close(fds[0]);
+  int status = 0;
+  waitpid(child, &status, 0);
+  if (WIFSIGNALED(status)) return "<ended by signal " + std::to_string(WTERMSIG(status)) + ">";
+  return message;
+}
+
+// The first line colour of the palette (0, 0.45, 0.70): blue well above red.
+bool first_series_colour(uint32_t rgb) { return (rgb & 0xFF) > 0x90 && ((rgb >> 16) & 0xFF) < 0x40; }
 
 }  // namespace
 
@@ -78,4 +119,72 @@ TEST_CASE("figures that cannot be drawn or written are clear errors") {
              Contains("plot::save_png") && Contains("cannot write '/nonexistent-dir/x.png'"));
   CHECK_THAT(error_of([] { plot::save_png("/tmp/x.png", {}); }), Contains("no panels"));
   CHECK_THAT(error_of([&] { plot::save_png("/tmp/x.png", {l}, 0); }), Contains("columns must be >= 1"));
+}
+
+TEST_CASE("line charts of constant, huge, overflowing or finely split ranges are drawn where the values are") {
+  // panels of 400x300: the plot area spans x 64..384 and y 34..254, its middle (224, 144)
+  const std::string png = "/tmp/ember-test-ranges.png";
+  const double largest = std::numeric_limits<double>::max();
+  auto lines = [](std::vector<double> x, std::vector<double> y) {
+    plot::Lines l;
+    l.title = "q";
+    l.series = {{"a", std::move(x), std::move(y)}};
+    return l;
+  };
+  struct Case {
+    const char* what;
+    plot::Lines panel;
+    bool through_middle;
+  };
+  const Case cases[] = {
+      {"a constant 1e308", lines({1, 2, 3, 4}, {1e308, 1e308, 1e308, 1e308}), true},
+      {"a constant -1e308", lines({1, 3}, {-1e308, -1e308}), true},
+      {"from the lowest to the largest double (the range overflows)", lines({1, 3}, {-largest, largest}), true},
+      {"1e17 and 1e17 + 16 (steps of 2 are lost in rounding)", lines({1, 3}, {1e17, 1e17 + 16}), true},
+      {"a constant 5", lines({1, 3}, {5, 5}), true},
+      {"a constant step", lines({7, 7}, {0, 2}), true},
+      {"a constant at the largest double (on the top edge: nothing lies above it)", lines({1, 3}, {largest, largest}),
+       false},
+  };
+  for (const Case& c : cases) {
+    INFO(c.what);
+    std::remove(png.c_str());
+    CHECK(save_within_seconds(png, {c.panel}) == "");
+    if (c.through_middle && std::ifstream(png)) CHECK(first_series_colour(pixel(png, 224, 144)));
+  }
+  std::remove(png.c_str());
+}
+
+TEST_CASE("points that are not finite, far outside a fixed range or on an impossible log axis leave the rest drawn") {
+  const std::string png = "/tmp/ember-test-outside.png";
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  plot::Lines fixed;  // an entropy panel of a watch file whose values are all 1e308
+  fixed.ymin = 0, fixed.ymax = 1;
+  fixed.series = {{"head 1", {0, 10, 20}, {1e308, 1e308, 1e308}}, {"head 2", {0, 10}, {-1e308, 1e308}}};
+  plot::Lines holes;
+  holes.series = {{"a", {1, 2, 3, 4, 5}, {nan, 1, inf, -inf, 2}}, {"b", {nan, inf}, {1, 2}}};
+  plot::Lines log;
+  log.log_y = true;
+  log.ymin = 0, log.ymax = 1;  // log(0) has no place: the data's range instead
+  log.series = {{"a", {1, 2}, {1e-300, 1e300}}};
+  plot::Heatmap heat;
+  heat.values = {{nan, inf, -inf}, {1e308, std::numeric_limits<double>::max(), 0}};
+  CHECK(save_within_seconds(png, {fixed}) == "");
+  CHECK(save_within_seconds(png, {holes}) == "");
+  CHECK(save_within_seconds(png, {log}) == "");
+  CHECK(save_within_seconds(png, {heat}) == "");
+  std::remove(png.c_str());
+}
+
+TEST_CASE("text that is not UTF-8 is drawn with '?' for its bad bytes") {
+  const std::string png = "/tmp/ember-test-text.png";
+  plot::Lines l;
+  l.title = "run \xff\xfe";
+  l.series = {{"label \xc3", {1, 2}, {1, 2}}};
+  plot::Heatmap h;
+  h.col_labels = {"\x80", "b"};
+  h.row_labels = {"\xed\xa0\x80"};  // a surrogate
+  h.values = {{0.5, 1}};
+  CHECK(save_within_seconds(png, {l, h}, 400, 300, "title \xff") == "");
+  std::remove(png.c_str());
 }

@@ -1,7 +1,8 @@
 // What keeps work from being lost and programs from crashing: sizes checked for overflow,
 // out-of-memory errors that name the tensor, files written with every system call
-// checked, the run directory's lock, stale temporary files, stop signals, and user text
-// made printable in messages.
+// checked, files that are not regular (FIFOs, devices, directories) refused before they
+// are opened, the run directory's lock, stale temporary files, stop signals, and user
+// text made printable in messages.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/resource.h>

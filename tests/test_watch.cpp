@@ -420,3 +420,60 @@ TEST_CASE("a resumed watch keeps the measurements up to the checkpoint's step an
   CHECK(fresh.log().snapshots.empty());
   fs::remove_all(dir);
 }
+
+namespace {
+
+// A measured log whose first module is renamed (as a crafted or foreign file may name it).
+watch::Log renamed_log(Tiny& t, const std::string& name) {
+  watch::Log log = watch::Log::for_sites(t.sites);
+  log.add(watch::measure(t.probe(), 0));
+  const std::string old = log.modules[0];
+  log.modules[0] = name;
+  for (watch::Snapshot& s : log.snapshots) {
+    s.values[name] = s.values.at(old);
+    s.values.erase(old);
+  }
+  return log;
+}
+
+}  // namespace
+
+TEST_CASE("a module name from a watch file that could name a file outside the output directory is refused") {
+  Tiny t;
+  const std::string dir = scratch("names");
+  for (const std::string name : {"a/b", "../up", "..", ".hidden", "x y"}) {
+    INFO(name);
+    const std::string path = dir + "/watch.h5";
+    renamed_log(t, name).write_h5(path);  // well-formed: its datasets are where the name puts them
+    CHECK(error_of([&] { watch::Log::read_h5(path); }) ==
+          "watch::Log::read_h5: '" + path + "': attribute 'modules' names module \"" + name +
+              "\", which cannot name a figure file (expected up to 64 letters, digits, '_', '-' and '.', not starting "
+              "with '.')");
+    fs::create_directories(dir + "/out");
+    CHECK_THAT(error_of([&] { renamed_log(t, name).draw(dir + "/out"); }),
+               Catch::StartsWith("watch::Log::draw: the log names module \"" + name + "\""));
+  }
+  CHECK(fs::is_empty(dir + "/out"));
+  CHECK(!fs::exists(dir + "/up.png"));
+  CHECK(!fs::exists(dir + "/watch_up.png"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("a watch file of huge finite values draws its figures") {
+  Tiny t;
+  watch::Log log = watch::Log::for_sites(t.sites);
+  log.add(watch::measure(t.probe(), 0));
+  log.add(watch::measure(t.probe(), 10));
+  for (watch::Snapshot& s : log.snapshots)
+    for (auto& [m, qs] : s.values)
+      for (auto& [q, v] : qs) std::fill(v.begin(), v.end(), 1e308);
+  const std::string dir = scratch("huge_values");
+  log.write_h5(dir + "/watch.h5");
+  const watch::Log back = watch::Log::read_h5(dir + "/watch.h5");
+  std::vector<std::string> written;
+  CHECK(error_of([&] { written = back.draw(dir); }) == "<no ember::Error was thrown>");
+  CHECK(written.size() == 5);
+  CHECK(error_of([&] { watch::draw_comparison({back, back}, {"a", "b"}, dir + "/both.png"); }) ==
+        "<no ember::Error was thrown>");
+  fs::remove_all(dir);
+}

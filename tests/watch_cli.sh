@@ -4,8 +4,8 @@
 # watch.h5, watch.csv and the figures; watch_plot draws the same figures from watch.h5
 # alone; h5py reads the documented layout (when python3 has h5py); a resumed run continues
 # the watch; translate watch prints a per-head table; --score-scale is kept in the
-# checkpoint and cannot change on resume; tag_dates --watch; bad options and damaged
-# files.
+# checkpoint and cannot change on resume; tag_dates --watch; bad options, damaged and
+# crafted files, and FIFOs, directories and devices where a watch file should be.
 #   watch_cli.sh TRANSLATE TAG_DATES WATCH_PLOT DATA_DIR SCRATCH_DIR
 set -uo pipefail
 bin=$1 tagger=$2 plot=$3 data=$4 dir=$5
@@ -51,6 +51,18 @@ run 2 plot_usage "$plot" "$dir/watched/watch.h5"
 contains "$dir/plot_usage.err" "give either --out DIR (one run) or --compare PREFIX"
 run 1 plot_not_watch "$plot" "$dir/plain/ckpt-00000020.h5" --out "$dir/x"
 contains "$dir/plot_not_watch.err" "is not an attention watch file"
+# what is not a regular file is refused before it is opened: a FIFO would wait for ever
+mkfifo "$dir/fifo.h5"
+run 1 plot_fifo timeout -s KILL 20 "$plot" "$dir/fifo.h5" --out "$dir/x"
+contains "$dir/plot_fifo.err" "watch::Log::read_h5: '$dir/fifo.h5' is a FIFO, not a regular file; expected an attention watch file"
+run 1 plot_fifo_compare timeout -s KILL 20 "$plot" "$dir/watched/watch.h5" "$dir/fifo.h5" --compare "$dir/x"
+contains "$dir/plot_fifo_compare.err" "'$dir/fifo.h5' is a FIFO, not a regular file"
+run 1 plot_dir "$plot" "$dir/watched" --out "$dir/x"
+contains "$dir/plot_dir.err" "'$dir/watched' is a directory, not a regular file"
+for device in /dev/zero /dev/null; do
+  run 1 "plot_${device#/dev/}" timeout -s KILL 20 "$plot" "$device" --out "$dir/x"
+  contains "$dir/plot_${device#/dev/}.err" "'$device' is a character device, not a regular file"
+done
 
 # --- the documented layout, read with h5py; the same numbers as the CSV
 python=${PYTHON:-/usr/bin/python3}
@@ -88,6 +100,38 @@ with h5py.File(path, "r") as f:
     assert ((e > 0) & (e <= 1)).all(), e
 print("h5py reads the layout")
 EOF
+  # a well-formed file whose module names would put figures outside --out is refused,
+  # naming the file and the name; nothing is written outside --out
+  for name in "a/b" "../escaped"; do
+    tag=$(printf '%s' "$name" | tr -c 'a-z' _)
+    "$python" - "$dir/watched/watch.h5" "$dir/names_$tag.h5" "$name" <<'EOF' >"$dir/h5py_names.out" 2>&1 || fail "h5py: $(tail -3 "$dir/h5py_names.out")"
+import shutil, sys, h5py
+source, target, name = sys.argv[1], sys.argv[2], sys.argv[3]
+shutil.copy(source, target)
+with h5py.File(target, "r+") as f:
+    f.copy(f["encoder_self"], name)
+    del f["encoder_self"]
+    f.attrs["modules"] = ",".join([name, "decoder_self", "decoder_cross"])
+EOF
+    mkdir -p "$dir/names_out_$tag/sub"
+    run 1 "plot_name_$tag" "$plot" "$dir/names_$tag.h5" --out "$dir/names_out_$tag/sub"
+    contains "$dir/plot_name_$tag.err" "watch::Log::read_h5: '$dir/names_$tag.h5': attribute 'modules' names module \"$name\", which cannot name a figure file"
+    [ "$(ls -A "$dir/names_out_$tag")" = sub ] || fail "files were written beside --out"
+    [ -z "$(ls -A "$dir/names_out_$tag/sub")" ] || fail "figures were written for a file with a bad module name"
+  done
+  # a file whose values are all 1e308 (finite) draws its figures
+  "$python" - "$dir/watched/watch.h5" "$dir/huge.h5" <<'EOF' >"$dir/h5py_huge.out" 2>&1 || fail "h5py: $(tail -3 "$dir/h5py_huge.out")"
+import shutil, sys, h5py
+shutil.copy(sys.argv[1], sys.argv[2])
+with h5py.File(sys.argv[2], "r+") as f:
+    for m in f.attrs["modules"].split(","):
+        for q in f[m]:
+            f[m][q][...] = 1e308
+EOF
+  run 0 plot_huge "$plot" "$dir/huge.h5" --out "$dir/huge"
+  for f in encoder_self decoder_self decoder_cross grad_ratio score_spread; do png "$dir/huge/watch_$f.png"; done
+  run 0 plot_huge_compare "$plot" "$dir/huge.h5" "$dir/watched/watch.h5" --compare "$dir/huge_both"
+  png "$dir/huge_both_attention.png"
 else
   echo "h5py not available: the layout check with h5py is skipped"
 fi
@@ -104,6 +148,16 @@ head -c 300 "$dir/watched/watch.h5" >"$dir/damaged/watch.h5"
 run 0 damaged "$bin" train "${small[@]}" --out "$dir/damaged" --steps 40 --resume auto --watch --watch-every 10
 contains "$dir/damaged.out" "a new watch begins"
 [ "$(steps "$dir/damaged/watch.csv")" = "20 30 40 " ] || fail "the new watch's steps: $(steps "$dir/damaged/watch.csv")"
+
+# a FIFO where the watch file should be is refused at once, never waited on (timeout: a
+# regression fails rather than hangs); training goes on and the FIFO stays
+mkdir -p "$dir/fifo" && cp "$dir/watched/ckpt-00000020.h5" "$dir/fifo/" && mkfifo "$dir/fifo/watch.h5"
+run 0 fifo_resume timeout -s KILL 60 "$bin" train "${small[@]}" --out "$dir/fifo" --steps 30 --resume auto --watch \
+  --watch-every 10
+contains "$dir/fifo_resume.out" "a new watch begins, the old one cannot be read: watch::Log::read_h5: '$dir/fifo/watch.h5' is a FIFO, not a regular file"
+contains "$dir/fifo_resume.err" "'$dir/fifo/watch.h5' exists and is a FIFO, not a regular file"
+[ -p "$dir/fifo/watch.h5" ] || fail "the FIFO in the run's directory was replaced"
+[ -s "$dir/fifo/ckpt-00000030.h5" ] || fail "the run with a FIFO for its watch file did not save step 30"
 
 # a resumed run watched on another probe batch starts a new watch rather than splice two
 mkdir -p "$dir/rows" && cp "$dir/watched/ckpt-00000020.h5" "$dir/watched/watch.h5" "$dir/rows/"

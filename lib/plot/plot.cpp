@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <limits>
 
 #include "core/error.h"
 #include "core/file_io.h"
@@ -39,7 +41,30 @@ struct TextStyle {
   double angle = 0;
 };
 
-void text_at(cairo_t* cr, double x, double y, const std::string& s, const TextStyle& style) {
+// The text with every byte that is not part of valid UTF-8 replaced by '?': Cairo refuses
+// to draw anything else (a title may hold a directory's name or a label from a file).
+std::string valid_utf8(const std::string& s) {
+  std::string out;
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  for (size_t i = 0, n = s.size(); i < n;) {
+    const unsigned char c = p[i];
+    const size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    bool ok = len > 0 && i + len <= n;
+    uint32_t cp = len == 1 ? c : c & (0x7F >> len);
+    for (size_t k = 1; ok && k < len; k++) {
+      ok = (p[i + k] & 0xC0) == 0x80;
+      cp = cp << 6 | (p[i + k] & 0x3F);
+    }
+    const uint32_t least[5] = {0, 0, 0x80, 0x800, 0x10000};
+    ok = ok && cp >= least[len] && cp <= 0x10FFFF && !(cp >= 0xD800 && cp <= 0xDFFF) && cp != 0;
+    if (ok) out.append(s, i, len), i += len;
+    else out += '?', i++;
+  }
+  return out;
+}
+
+void text_at(cairo_t* cr, double x, double y, const std::string& text, const TextStyle& style) {
+  const std::string s = valid_utf8(text);
   const double align_x = style.align_x, align_y = style.align_y, angle = style.angle;
   cairo_select_font_face(cr, "DejaVu Sans", CAIRO_FONT_SLANT_NORMAL,
                          style.bold ? CAIRO_FONT_WEIGHT_BOLD : CAIRO_FONT_WEIGHT_NORMAL);
@@ -57,22 +82,53 @@ void text_at(cairo_t* cr, double x, double y, const std::string& s, const TextSt
 std::string number(double v) {
   char b[32];
   if (v == 0) return "0";
-  double a = std::fabs(v);
-  if (a >= 1e5 || a < 1e-3) std::snprintf(b, sizeof b, "%.0e", v);
-  else if (a >= 100 || std::fabs(v - std::round(v)) < 1e-9) std::snprintf(b, sizeof b, "%.0f", v);
+  const double a = std::fabs(v);
+  if (std::isfinite(v) && (a >= 1e5 || a < 1e-3)) {  // 1e+05, 1.5e+05, 1.25e+05
+    std::snprintf(b, sizeof b, "%.2e", v);
+    std::string s = b;
+    const size_t e = s.find('e');
+    size_t end = e;
+    while (s[end - 1] == '0') end--;
+    if (s[end - 1] == '.') end--;
+    return s.erase(end, e - end);
+  }
+  if (a >= 100 || std::fabs(v - std::round(v)) < 1e-9) std::snprintf(b, sizeof b, "%.0f", v);
   else std::snprintf(b, sizeof b, "%.3g", v);
   return b;
 }
+
+constexpr double kLargest = std::numeric_limits<double>::max();
+
+// hi - lo, halved so that it cannot overflow (1e308 - -1e308); exact otherwise.
+double half_span(double lo, double hi) { return hi / 2 - lo / 2; }
 
 // About n round tick values covering [lo, hi].
 std::vector<double> ticks(double lo, double hi, int n) {
   std::vector<double> t;
   if (!(hi > lo)) return {lo};
-  double step = (hi - lo) / n, mag = std::pow(10, std::floor(std::log10(step))), f = step / mag;
+  double step = half_span(lo, hi) / n * 2, mag = std::pow(10, std::floor(std::log10(step))), f = step / mag;
   step = (f < 1.5 ? 1 : f < 3 ? 2 : f < 7 ? 5 : 10) * mag;
-  for (double v = std::ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) t.push_back(std::fabs(v) < step * 1e-9 ? 0 : v);
+  for (double v = std::ceil(lo / step) * step; v <= hi + step * 1e-9 && t.size() < 4 * size_t(n); v += step)
+    t.push_back(std::fabs(v) < step * 1e-9 ? 0 : v);
   return t;
 }
+
+// An axis' range [lo, hi] of finite data (lo > hi when there is none) made fit to draw:
+// ends finite and apart by more than the numbers resolve there. A single value v (a
+// constant series, or 1e17 and 1e17 + 16) gets v - 0.5 .. v + 0.5, wider where 0.5 would
+// be lost in rounding.
+void drawable_range(double& lo, double& hi) {
+  if (!(lo <= hi)) lo = 0, hi = 1;
+  const double mid = lo / 2 + hi / 2;
+  if (half_span(lo, hi) < std::max(1e-12, std::fabs(mid) * 1e-12) / 2) {
+    const double half = std::max(0.5, std::fabs(mid) * 1e-9);
+    lo = std::max(mid - half, -kLargest), hi = std::min(mid + half, kLargest);
+  }
+}
+
+// Cairo's coordinates are fixed-point numbers of 24 integer bits: a point far outside
+// the figure (a value of 1e308 on an axis from 0 to 1) is drawn at a distance it can hold.
+double on_canvas(double v) { return std::clamp(v, -1e6, 1e6); }
 
 void draw_lines(cairo_t* cr, const Lines& p, double W, double H) {
   const double left = 64, right = 16, top = 34, bottom = 46;
@@ -88,23 +144,27 @@ void draw_lines(cairo_t* cr, const Lines& p, double W, double H) {
       x0 = std::min(x0, fx(s.x[i])), x1 = std::max(x1, fx(s.x[i]));
       y0 = std::min(y0, fy(s.y[i])), y1 = std::max(y1, fy(s.y[i]));
     }
-  if (p.ymin < p.ymax) y0 = fy(p.ymin), y1 = fy(p.ymax);
-  if (!(x0 <= x1)) x0 = 0, x1 = 1;
-  if (!(y0 <= y1)) y0 = 0, y1 = 1;
-  if (x1 - x0 < 1e-12) x0 -= 0.5, x1 += 0.5;
-  if (y1 - y0 < 1e-12) y0 -= 0.5, y1 += 0.5;
-  if (!(p.ymin < p.ymax)) {
-    const double pad = (y1 - y0) * 0.05;
-    y0 -= pad, y1 += pad;
+  const bool fixed_y = p.ymin < p.ymax && std::isfinite(fy(p.ymin)) && std::isfinite(fy(p.ymax));
+  if (fixed_y) y0 = fy(p.ymin), y1 = fy(p.ymax);
+  drawable_range(x0, x1);
+  drawable_range(y0, y1);
+  if (!fixed_y) {
+    const double pad = half_span(y0, y1) * 0.1;
+    y0 = std::max(y0 - pad, -kLargest), y1 = std::min(y1 + pad, kLargest);
   }
-  auto X = [&](double x) { return left + (fx(x) - x0) / (x1 - x0) * pw; };
-  auto Y = [&](double y) { return top + ph - (fy(y) - y0) / (y1 - y0) * ph; };
+  auto X = [&](double x) { return on_canvas(left + (fx(x) / 2 - x0 / 2) / half_span(x0, x1) * pw); };
+  auto Y = [&](double y) { return on_canvas(top + ph - (fy(y) / 2 - y0 / 2) / half_span(y0, y1) * ph); };
 
   cairo_set_line_width(cr, 1);
   auto axis_ticks = [&](bool horizontal) {
     const double lo = horizontal ? x0 : y0, hi = horizontal ? x1 : y1;
     const bool log = horizontal ? p.log_x : p.log_y;
     std::vector<double> ts = log ? std::vector<double>{} : ticks(lo, hi, horizontal ? 6 : 5);
+    for (size_t i = 1; i < ts.size(); i++)
+      if (number(ts[i - 1]) == number(ts[i])) {  // a range too narrow for its labels: its middle, once
+        ts = {lo / 2 + hi / 2};
+        break;
+      }
     if (log) {  // powers of ten, or 1-2-5 steps when the range spans less than two decades
       const bool fine = hi - lo < 2;
       for (double e = std::floor(lo); e <= hi + 1e-9; e++)
@@ -187,16 +247,17 @@ void draw_heatmap(cairo_t* cr, const Heatmap& p, double W, double H) {
   const double left = 56, right = 14, top = 34, bottom = 70;
   const double cell = std::min((W - left - right) / cols, (H - top - bottom) / rows);
   const double gx = left + ((W - left - right) - cell * cols) / 2, gy = top;
-  double vmax = p.vmax;
-  if (vmax <= 0)
+  double vmax = p.vmax > 0 && std::isfinite(p.vmax) ? p.vmax : 0;
+  if (vmax == 0)
     for (auto& r : p.values)
-      for (double v : r) vmax = std::max(vmax, v);
-  if (vmax <= 0) vmax = 1;
+      for (double v : r)
+        if (std::isfinite(v)) vmax = std::max(vmax, v);
+  if (vmax == 0) vmax = 1;
   const double font = std::clamp(cell * 0.55, 6.0, 12.0);
   for (size_t r = 0; r < rows; r++)
     for (size_t c = 0; c < cols && c < p.values[r].size(); c++) {
       const double v = p.values[r][c];
-      const Rgb col = ramp(v / vmax);
+      const Rgb col = std::isnan(v) ? Rgb{0.8, 0.8, 0.8} : ramp(v / vmax);  // NaN grey
       cairo_set_source_rgb(cr, col.r, col.g, col.b);
       cairo_rectangle(cr, gx + c * cell, gy + r * cell, cell, cell);
       cairo_fill(cr);
@@ -219,7 +280,7 @@ void draw_heatmap(cairo_t* cr, const Heatmap& p, double W, double H) {
   cairo_set_font_size(cr, font);
   for (auto& label : p.col_labels) {
     cairo_text_extents_t e;
-    cairo_text_extents(cr, label.c_str(), &e);
+    cairo_text_extents(cr, valid_utf8(label).c_str(), &e);
     upright = upright || e.x_advance > cell * 0.95;
   }
   for (size_t c = 0; c < cols && c < p.col_labels.size(); c++) {

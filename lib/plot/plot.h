@@ -18,9 +18,13 @@ struct Lines {
   bool log_x = false, log_y = false;  // logarithmic axes (values must be positive)
   double ymin = 0, ymax = 0;          // fixed y range when ymin < ymax, else from the data
 };
+// Points that are not finite (or not positive on a logarithmic axis) are left out, the
+// line broken there; a constant series, a range that overflows (-1e308 to 1e308) and
+// points far outside a fixed range are drawn all the same. Text that is not UTF-8 shows
+// '?' for its bad bytes.
 
-// values[r][c] drawn from white (0) to dark blue (vmax; the largest value when 0), so
-// exactly-zero weights - blocked or padded positions - show white.
+// values[r][c] drawn from white (0) to dark blue (vmax; the largest finite value when 0),
+// so exactly-zero weights - blocked or padded positions - show white; NaN shows grey.
 struct Heatmap {
   std::string title, xlabel, ylabel;
   std::vector<std::vector<double>> values;

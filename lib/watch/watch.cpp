@@ -3,6 +3,7 @@
 #include "watch/watch.h"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -74,6 +75,16 @@ double rows_norm(const Tensor& m, int64_t first, int64_t count) {
   double s = 0;
   for (double x : v) s += x * x;
   return std::sqrt(s);
+}
+
+// A module's name is part of its figure's file name (prefix_<name>.png): a plain name
+// keeps every figure inside the directory chosen for it. where says whose name it is.
+void check_module_name(const std::string& name, const char* op, const std::string& where) {
+  bool plain = !name.empty() && name.size() <= 64 && name[0] != '.';
+  for (char c : name) plain = plain && (std::isalnum((unsigned char)c) || c == '_' || c == '-' || c == '.');
+  if (!plain)
+    fail(op, where, "names module ", ember::printable(name),
+         ", which cannot name a figure file (expected up to 64 letters, digits, '_', '-' and '.', not starting with '.')");
 }
 
 std::string label(const std::string& module) {
@@ -313,6 +324,7 @@ void Log::write_h5(const std::string& path) const {
 
 Log Log::read_h5(const std::string& path) {
   const char* op = "watch::Log::read_h5";
+  ember::io::check_regular_file(path, op, "an attention watch file");
   ember::h5::Reader r(path);
   if (!r.has_attr("/", "format") || !r.attr_is_string("/", "format") || r.attr_string("/", "format") != kFormat)
     fail(op, "'", path, "' is not an attention watch file (attribute '/format' should be \"", kFormat, "\")");
@@ -332,6 +344,11 @@ Log Log::read_h5(const std::string& path) {
     a = b + 1;
   }
   if (log.modules.empty()) fail(op, "'", path, "': attribute 'modules' names no module");
+  for (size_t i = 0; i < log.modules.size(); i++) {
+    check_module_name(log.modules[i], op, cat_str("'", path, "': attribute 'modules' "));
+    if (std::count(log.modules.begin(), log.modules.begin() + (ptrdiff_t)i, log.modules[i]))
+      fail(op, "'", path, "': attribute 'modules' names module ", ember::printable(log.modules[i]), " twice");
+  }
   for (const std::string& name : r.attr_names("/"))
     if (name.rfind("info_", 0) == 0 && r.attr_is_string("/", name)) log.info[name.substr(5)] = r.attr_string("/", name);
   const Tensor steps = r.read("/step");
@@ -405,6 +422,7 @@ std::vector<std::string> Log::draw(const std::string& dir, const std::string& pr
   std::vector<std::string> written;
   const std::string base = dir + "/" + prefix + "_";
   const int width = 520, height = 340;
+  for (const std::string& m : modules) check_module_name(m, "watch::Log::draw", "the log ");
   for (const std::string& m : modules) {
     std::vector<plot::Panel> panels;
     for (int64_t l = 0; l < shown; l++) {

@@ -101,6 +101,9 @@ struct Log {
   bool same_shape(const Log& other) const;
 
   // The HDF5 file and the CSV, each replaced whole or not at all (errors name the file).
+  // read_h5 refuses, naming the file, what is not a regular file (a FIFO, a device)
+  // before opening it, and a module whose name could not name a figure file ("a/b",
+  // "..": letters, digits, '_', '-' and '.' only).
   void write_h5(const std::string& path) const;
   void write_csv(const std::string& path) const;
   static Log read_h5(const std::string& path);
