@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <mutex>
 #include <optional>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -70,22 +71,31 @@ StdoutWriter::StdoutWriter() {
   const int real = ::fcntl(1, F_DUPFD_CLOEXEC, 3);
   if (real < 0) return;  // no standard output: nothing to protect
   int p[2];
-  if (::pipe2(p, O_CLOEXEC) != 0) {
+  if (::pipe(p) != 0) {
     ::close(real);
     return;  // standard output stays as it is
   }
+  for (int fd : p) ::fcntl(fd, F_SETFD, FD_CLOEXEC);
+#ifdef F_SETPIPE_SZ
   ::fcntl(p[1], F_SETPIPE_SZ, 1 << 20);  // or the system's default, 64 KB
+#endif
+  auto shared = std::make_shared<Shared>();
+  shared->from = p[0];
+  shared->to = real;
+  try {
+    std::thread(copy_out, shared).detach();
+  } catch (const std::system_error&) {  // no thread to be had: standard output stays as it is
+    for (int fd : {p[0], p[1], real}) ::close(fd);
+    return;
+  }
   ::dup2(p[1], 1);
   ::close(p[1]);
   ::fcntl(1, F_SETFL, ::fcntl(1, F_GETFL) | O_NONBLOCK);
   // a line at a time: a write of at most PIPE_BUF bytes goes in whole or not at all, so
   // what is dropped is whole lines
   std::setvbuf(stdout, nullptr, _IOLBF, BUFSIZ);
-  shared_ = std::make_shared<Shared>();
-  shared_->from = p[0];
-  shared_->to = real;
+  shared_ = shared;
   g_real_stdout = real;
-  std::thread(copy_out, shared_).detach();
 }
 
 StdoutWriter::~StdoutWriter() {
