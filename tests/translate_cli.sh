@@ -68,6 +68,10 @@ run 1 bad_data "$bin" eval --checkpoint "$ckpt" --data "$dir/bad.tsv"
 contains "$dir/bad_data.err" "bad.tsv:2"
 run 1 bad_train "$bin" train "${small[@]}" --train "$dir/bad.tsv" --out "$dir/run2" --steps 2
 contains "$dir/bad_train.err" "bad.tsv:2"
+# the bad file is named before options that disagree (and no run directory is made)
+run 1 bad_train_first "$bin" train "${small[@]}" --train "$dir/bad.tsv" --out "$dir/run2b" --steps 2 --warmup 5
+contains "$dir/bad_train_first.err" "bad.tsv:2"
+[ ! -e "$dir/run2b" ] || fail "a run refused for its data made $dir/run2b"
 printf '22/11/2026\t2026-11-22\n22 \xc3\xa9t\xc3\xa9 2026\t2026-06-22\n' >"$dir/unknown.tsv"
 run 1 unknown_char "$bin" eval --checkpoint "$ckpt" --data "$dir/unknown.tsv"
 contains "$dir/unknown_char.err" "unknown.tsv:2"

@@ -524,6 +524,9 @@ int train(const TrainOptions& o) {
   if (!leader) std::freopen("/dev/null", "w", stdout);
   if (given(o, "--threads")) set_num_threads(o.threads);
   else if (world > 1 && !std::getenv("OMP_NUM_THREADS")) set_num_threads(threads_per_rank());
+  // the data files first: a bad line is named before options that disagree
+  auto train_pairs = text::read_pairs(o.train);
+  auto valid_pairs = text::read_pairs(o.valid);
   if (!(o.lr > 0)) throw UsageError{"--lr must be positive, got 0", "train"};
   if (!given(o, "--resume")) check_new_schedule(o);  // a resumed run's schedule is its checkpoint's
   std::optional<optim::RunDirectory> run_dir;  // created, writable, locked, swept: by rank 0
@@ -561,9 +564,6 @@ int train(const TrainOptions& o) {
     previous = io::read_checkpoint(*resume);
     check_resume_place(ckpts, o.out, *resume, previous->progress.step);
   }
-
-  auto train_pairs = text::read_pairs(o.train);
-  auto valid_pairs = text::read_pairs(o.valid);
 
   nn::TransformerConfig cfg;
   CharVocab src_vocab, tgt_vocab;
