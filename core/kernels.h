@@ -1,5 +1,5 @@
 // Raw kernels, separate from autograd: strided loops over typed pointers, BLAS calls,
-// and the fused row kernels (softmax). Ops in ops.cpp call these and attach gradients.
+// and the fused row kernels (softmax). Ops in core/ops/ call these and attach gradients.
 //
 // The strided machinery: for_each_strided walks N operands that share one shape, each
 // with its own strides (0 for a broadcast dim), after merging dims that are contiguous

@@ -38,7 +38,7 @@
 // | linear(x, w, bias)     | x, w                   | dx = g@w, dw = g^T@x (over all rows), dbias = sum(g) |
 // | softmax(a, dim)        | out                    | da = out*(g - sum(g*out, dim))                       |
 // | log_softmax(a, dim)    | out                    | da = g - exp(out)*sum(g, dim)                        |
-// | softmax_backward(g, y) | g, y                   | dg = the same map of h, dy (see ops.cpp)             |
+// | softmax_backward(g, y) | g, y                   | dg = the same map of h, dy (ops/softmax_dropout.cpp) |
 // | masked_fill(a, m, v)   | m                      | da = g where !m, 0 where m                           |
 // | where(c, a, b)         | c                      | da = g where c, db = g where !c                      |
 // | cat(ts, dim)           | sizes                  | each input gets its slice of g                       |

@@ -1,0 +1,493 @@
+// Elementwise ops: binary (broadcasting), with a scalar, unary, comparisons and logic, and the
+// arithmetic operators. Forward through kernels, backward recorded only when needed;
+// backward functions run with grad mode off and may use other ops.
+#include "core/ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/kernels.h"
+#include "core/ops/helpers.h"
+
+namespace ember {
+
+using ops_detail::need_float;
+using ops_detail::same_dtype;
+
+namespace {
+
+using kernel::map1;
+using kernel::map2;
+
+// Elementwise binary forward over the broadcast shape.
+template <class Op>
+Tensor binary_forward(const char* name, const Tensor& a, const Tensor& b, bool float_only, Op op) {
+  same_dtype(name, a, b);
+  if (float_only) need_float(name, a);
+  Shape s = broadcast_shapes(a.shape(), b.shape(), name);
+  Tensor out = empty(s, a.dtype());
+  Tensor ae = a.detach().expand(s), be = b.detach().expand(s);
+  dispatch_numeric(a.dtype(), name, [&](auto tag) {
+    using T = decltype(tag);
+    map2<T, T, T>(out, ae, be, [&](T x, T y) { return op(x, y); });
+  });
+  return out;
+}
+
+template <class Op>
+Tensor scalar_forward(const char* name, const Tensor& a, bool float_only, Op op) {
+  if (float_only) need_float(name, a);
+  Tensor out = empty(a.shape(), a.dtype());
+  dispatch_numeric(a.dtype(), name, [&](auto tag) {
+    using T = decltype(tag);
+    map1<T, T>(out, a.detach(), [&](T x) { return op(x); });
+  });
+  return out;
+}
+
+// A new tensor shaped like g with elements df(g, s), s a saved tensor of g's shape.
+template <class DF>
+Tensor zip_grad(const char* name, const Tensor& g, const Tensor& s, DF df) {
+  Tensor out = empty(g.shape(), g.dtype());
+  dispatch_float(g.dtype(), name, [&](auto tag) {
+    using T = decltype(tag);
+    map2<T, T, T>(out, g, s, [&](T gv, T sv) { return df(gv, sv); });
+  });
+  return out;
+}
+
+enum class Save { Input, Output };
+
+// Unary float op y = f(x) with dx = df(g, saved) where saved is x or y: one kernel pass
+// in a plain backward; under create_graph dx = dt(g, saved), the same derivative written
+// with ops, so that it is recorded.
+template <class F, class DF, class DT>
+Tensor unary_op(const char* name, const Tensor& a, const Loc& loc, Save save, F f, DF df, DT dt) {
+  need_float(name, a);
+  Tensor x = a.detach();
+  Tensor out = empty(a.shape(), a.dtype());
+  dispatch_float(a.dtype(), name, [&](auto tag) {
+    using T = decltype(tag);
+    map1<T, T>(out, x, [&](T v) { return f(v); });
+  });
+  BackwardFn bw;
+  if (wants_grad(a)) {
+    SavedTensor s = save == Save::Input ? SavedTensor(a) : SavedTensor(out, /*is_output=*/true);
+    bw = [s, df, dt, name](const Tensor& g) {
+      if (grad_enabled()) return std::vector<Tensor>{dt(g, s.get())};
+      return std::vector<Tensor>{zip_grad(name, g, s.data(), df)};
+    };
+  }
+  return record(name, loc, out, {a}, std::move(bw), {save == Save::Input ? x : out});
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------ binary
+Tensor add(const Tensor& a, const Tensor& b, Loc loc) {
+  check_defined(a, "add", "the first operand");
+  check_defined(b, "add", "the second operand");
+  Tensor out = binary_forward("add", a, b, false, [](auto x, auto y) { return x + y; });
+  return record("add", loc, out, {a, b}, wants_grad(a, b) ? BackwardFn([](const Tensor& g) {
+    return std::vector<Tensor>{g, g};
+  }) : nullptr);
+}
+
+Tensor sub(const Tensor& a, const Tensor& b, Loc loc) {
+  check_defined(a, "sub", "the first operand");
+  check_defined(b, "sub", "the second operand");
+  Tensor out = binary_forward("sub", a, b, false, [](auto x, auto y) { return x - y; });
+  bool gb = b.requires_grad();
+  return record("sub", loc, out, {a, b}, wants_grad(a, b) ? BackwardFn([gb](const Tensor& g) {
+    return std::vector<Tensor>{g, gb ? neg(g) : Tensor()};
+  }) : nullptr);
+}
+
+Tensor mul(const Tensor& a, const Tensor& b, Loc loc) {
+  check_defined(a, "mul", "the first operand");
+  check_defined(b, "mul", "the second operand");
+  Tensor out = binary_forward("mul", a, b, false, [](auto x, auto y) { return x * y; });
+  BackwardFn bw;
+  Tensor sa, sb;
+  if (wants_grad(a, b)) {
+    sa = b.requires_grad() ? a : Tensor();
+    sb = a.requires_grad() ? b : Tensor();
+    bw = [xa = SavedTensor(sa), xb = SavedTensor(sb)](const Tensor& g) {
+      return std::vector<Tensor>{xb.defined() ? mul(g, xb.get()) : Tensor(),
+                                 xa.defined() ? mul(g, xa.get()) : Tensor()};
+    };
+  }
+  return record("mul", loc, out, {a, b}, std::move(bw), {sa, sb});
+}
+
+Tensor div(const Tensor& a, const Tensor& b, Loc loc) {
+  check_defined(a, "div", "the first operand");
+  check_defined(b, "div", "the second operand");
+  Tensor out = binary_forward("div", a, b, true, [](auto x, auto y) { return x / y; });
+  BackwardFn bw;
+  if (wants_grad(a, b)) {
+    bool ga = a.requires_grad(), gb = b.requires_grad();
+    bw = [xa = SavedTensor(a), xb = SavedTensor(b), ga, gb](const Tensor& g) {
+      Tensor sb = xb.get(), gq = div(g, sb);
+      return std::vector<Tensor>{ga ? gq : Tensor(), gb ? neg(mul(gq, div(xa.get(), sb))) : Tensor()};
+    };
+  }
+  return record("div", loc, out, {a, b}, std::move(bw), {a, b});
+}
+
+Tensor pow(const Tensor& a, const Tensor& b, Loc loc) {
+  check_defined(a, "pow", "the first operand");
+  check_defined(b, "pow", "the second operand");
+  Tensor out = binary_forward("pow", a, b, true, [](auto x, auto y) { return std::pow(x, y); });
+  BackwardFn bw;
+  if (wants_grad(a, b)) {
+    bool ga = a.requires_grad(), gb = b.requires_grad();
+    bw = [xa = SavedTensor(a), xb = SavedTensor(b), xo = SavedTensor(out, true), ga, gb](const Tensor& g) {
+      Tensor da, db, sa = xa.get(), sb = xb.get();
+      if (ga) da = mul(g, mul(sb, pow(sa, sub(sb, 1.0))));
+      if (gb) {
+        // d/db a^b = a^b log a; taken as 0 where a == 0 (as PyTorch does), with no log(0)
+        // on the way, so that a second derivative is finite there too
+        Tensor zero = eq(xa.data(), 0.0);
+        Tensor la = where(zero, zeros_like(xa.data()), log(where(zero, ones_like(xa.data()), sa)));
+        db = mul(g, mul(xo.get(), la));
+      }
+      return std::vector<Tensor>{da, db};
+    };
+  }
+  return record("pow", loc, out, {a, b}, std::move(bw), {a, b, out});
+}
+
+static Tensor extreme2(const char* name, const Tensor& a, const Tensor& b, const Loc& loc, bool is_max) {
+  Tensor out = binary_forward(name, a, b, true, [is_max](auto x, auto y) {
+    if (x != x || y != y) return x + y;  // NaN propagates
+    return is_max ? (x > y ? x : y) : (x < y ? x : y);
+  });
+  BackwardFn bw;
+  if (wants_grad(a, b)) {
+    Tensor sa = a.detach(), sb = b.detach();
+    bw = [sa, sb, is_max, name](const Tensor& g) {  // the weights are constants: data only
+      // the winner takes the gradient; a tie splits it evenly
+      Tensor wa = binary_forward(name, sa, sb, true, [is_max](auto x, auto y) {
+        using T = decltype(x);
+        return x == y ? T(0.5) : ((is_max ? x > y : x < y) ? T(1) : T(0));
+      });
+      Tensor ga = mul(g, wa);
+      return std::vector<Tensor>{ga, sub(g, ga)};
+    };
+  }
+  return record(name, loc, out, {a, b}, std::move(bw), {a, b});
+}
+Tensor maximum(const Tensor& a, const Tensor& b, Loc loc) {
+  check_defined(a, "maximum", "the first operand");
+  check_defined(b, "maximum", "the second operand");
+  return extreme2("maximum", a, b, loc, true);
+}
+Tensor minimum(const Tensor& a, const Tensor& b, Loc loc) {
+  check_defined(a, "minimum", "the first operand");
+  check_defined(b, "minimum", "the second operand");
+  return extreme2("minimum", a, b, loc, false);
+}
+
+// ------------------------------------------------------------------ with a scalar
+static BackwardFn pass_through(const Tensor& a, double scale) {
+  if (!wants_grad(a)) return nullptr;
+  if (scale == 1.0) return [](const Tensor& g) { return std::vector<Tensor>{g}; };
+  return [scale](const Tensor& g) { return std::vector<Tensor>{mul(g, scale)}; };
+}
+
+Tensor add(const Tensor& a, double s, Loc loc) {
+  check_defined(a, "add", "the input");
+  Tensor out = scalar_forward("add", a, false, [s](auto x) { return x + static_cast<decltype(x)>(s); });
+  return record("add", loc, out, {a}, pass_through(a, 1.0));
+}
+Tensor sub(const Tensor& a, double s, Loc loc) {
+  check_defined(a, "sub", "the input");
+  Tensor out = scalar_forward("sub", a, false, [s](auto x) { return x - static_cast<decltype(x)>(s); });
+  return record("sub", loc, out, {a}, pass_through(a, 1.0));
+}
+Tensor rsub(double s, const Tensor& a, Loc loc) {
+  check_defined(a, "rsub", "the input");
+  Tensor out = scalar_forward("rsub", a, false, [s](auto x) { return static_cast<decltype(x)>(s) - x; });
+  return record("rsub", loc, out, {a}, pass_through(a, -1.0));
+}
+Tensor mul(const Tensor& a, double s, Loc loc) {
+  check_defined(a, "mul", "the input");
+  Tensor out = scalar_forward("mul", a, false, [s](auto x) { return x * static_cast<decltype(x)>(s); });
+  return record("mul", loc, out, {a}, pass_through(a, s));
+}
+Tensor div(const Tensor& a, double s, Loc loc) {
+  check_defined(a, "div", "the input");
+  Tensor out = scalar_forward("div", a, true, [s](auto x) { return x / static_cast<decltype(x)>(s); });
+  return record("div", loc, out, {a}, pass_through(a, 1.0 / s));
+}
+Tensor rdiv(double s, const Tensor& a, Loc loc) {
+  check_defined(a, "rdiv", "the input");
+  Tensor out = scalar_forward("rdiv", a, true, [s](auto x) { return static_cast<decltype(x)>(s) / x; });
+  BackwardFn bw;
+  if (wants_grad(a)) {
+    bw = [xa = SavedTensor(a), s](const Tensor& g) {
+      if (grad_enabled()) return std::vector<Tensor>{mul(g, rdiv(-s, square(xa.get())))};
+      return std::vector<Tensor>{zip_grad("rdiv", g, xa.data(), [s](auto gv, auto x) {
+        return -gv * static_cast<decltype(x)>(s) / (x * x);
+      })};
+    };
+  }
+  return record("rdiv", loc, out, {a}, std::move(bw), {a});
+}
+Tensor pow(const Tensor& a, double p, Loc loc) {
+  check_defined(a, "pow", "the input");
+  return unary_op("pow", a, loc, Save::Input, [p](auto x) { return std::pow(x, static_cast<decltype(x)>(p)); },
+                  [p](auto g, auto x) {
+                    using T = decltype(x);
+                    if (p == 0) return T(0);
+                    return g * T(p) * std::pow(x, T(p - 1));
+                  },
+                  [p](const Tensor& g, const Tensor& x) {
+                    return p == 0 ? mul(g, 0.0) : mul(g, mul(pow(x, p - 1), p));
+                  });
+}
+
+// ------------------------------------------------------------------ unary
+Tensor neg(const Tensor& a, Loc loc) {
+  check_defined(a, "neg", "the input");
+  Tensor out = scalar_forward("neg", a, false, [](auto x) { return -x; });
+  return record("neg", loc, out, {a}, pass_through(a, -1.0));
+}
+Tensor exp(const Tensor& a, Loc loc) {
+  check_defined(a, "exp", "the input");
+  return unary_op("exp", a, loc, Save::Output, [](auto x) { return std::exp(x); }, [](auto g, auto y) { return g * y; },
+                  [](const Tensor& g, const Tensor& y) { return mul(g, y); });
+}
+Tensor log(const Tensor& a, Loc loc) {
+  check_defined(a, "log", "the input");
+  return unary_op("log", a, loc, Save::Input, [](auto x) { return std::log(x); }, [](auto g, auto x) { return g / x; },
+                  [](const Tensor& g, const Tensor& x) { return div(g, x); });
+}
+Tensor sqrt(const Tensor& a, Loc loc) {
+  check_defined(a, "sqrt", "the input");
+  return unary_op("sqrt", a, loc, Save::Output, [](auto x) { return std::sqrt(x); },
+                  [](auto g, auto y) { return g / (decltype(y)(2) * y); },
+                  [](const Tensor& g, const Tensor& y) { return div(g, mul(y, 2.0)); });
+}
+Tensor rsqrt(const Tensor& a, Loc loc) {
+  check_defined(a, "rsqrt", "the input");
+  return unary_op("rsqrt", a, loc, Save::Output, [](auto x) { return decltype(x)(1) / std::sqrt(x); },
+                  [](auto g, auto y) { return decltype(y)(-0.5) * g * y * y * y; },
+                  [](const Tensor& g, const Tensor& y) { return mul(g, mul(pow(y, 3.0), -0.5)); });
+}
+Tensor abs(const Tensor& a, Loc loc) {
+  check_defined(a, "abs", "the input");
+  return unary_op("abs", a, loc, Save::Input, [](auto x) { return std::abs(x); }, [](auto g, auto x) {
+    using T = decltype(x);
+    return x > T(0) ? g : (x < T(0) ? -g : T(0));
+  }, [](const Tensor& g, const Tensor& x) { return mul(g, sub(gt(x, 0.0).to(x.dtype()), lt(x, 0.0).to(x.dtype()))); });
+}
+Tensor tanh(const Tensor& a, Loc loc) {
+  check_defined(a, "tanh", "the input");
+  return unary_op("tanh", a, loc, Save::Output, [](auto x) { return std::tanh(x); },
+                  [](auto g, auto y) { return g * (decltype(y)(1) - y * y); },
+                  [](const Tensor& g, const Tensor& y) { return mul(g, rsub(1.0, square(y))); });
+}
+Tensor sigmoid(const Tensor& a, Loc loc) {
+  check_defined(a, "sigmoid", "the input");
+  return unary_op("sigmoid", a, loc, Save::Output, [](auto x) {
+    using T = decltype(x);
+    // stable for large |x|
+    if (x >= T(0)) return T(1) / (T(1) + std::exp(-x));
+    T e = std::exp(x);
+    return e / (T(1) + e);
+  }, [](auto g, auto y) { return g * y * (decltype(y)(1) - y); },
+                  [](const Tensor& g, const Tensor& y) { return mul(g, mul(y, rsub(1.0, y))); });
+}
+Tensor relu(const Tensor& a, Loc loc) {
+  check_defined(a, "relu", "the input");
+  return unary_op("relu", a, loc, Save::Output, [](auto x) { return x > decltype(x)(0) ? x : decltype(x)(0); },
+                  [](auto g, auto y) { return y > decltype(y)(0) ? g : decltype(y)(0); },
+                  [](const Tensor& g, const Tensor& y) { return mul(g, gt(y, 0.0).to(y.dtype())); });
+}
+// The standard normal density and distribution, for gelu's derivative under create_graph.
+static Tensor normal_pdf(const Tensor& x) { return mul(exp(mul(square(x), -0.5)), 0.3989422804014327); }
+static Tensor normal_cdf(const Tensor& x) {
+  return unary_op("normal_cdf", x, Loc::current(), Save::Input, [](auto v) {
+    using T = decltype(v);
+    return T(0.5) * (T(1) + std::erf(v * T(0.7071067811865476)));
+  }, [](auto g, auto v) {
+    using T = decltype(v);
+    return g * std::exp(T(-0.5) * v * v) * T(0.3989422804014327);
+  }, [](const Tensor& g, const Tensor& v) { return mul(g, normal_pdf(v)); });
+}
+
+Tensor gelu(const Tensor& a, bool tanh_approx, Loc loc) {
+  check_defined(a, "gelu", "the input");
+  if (tanh_approx) {
+    // 0.5 x (1 + tanh(k (x + 0.044715 x^3))), k = sqrt(2/pi)
+    return unary_op("gelu", a, loc, Save::Input, [](auto x) {
+      using T = decltype(x);
+      const T k = T(0.7978845608028654);
+      return T(0.5) * x * (T(1) + std::tanh(k * (x + T(0.044715) * x * x * x)));
+    }, [](auto g, auto x) {
+      using T = decltype(x);
+      const T k = T(0.7978845608028654);
+      T t = std::tanh(k * (x + T(0.044715) * x * x * x));
+      return g * (T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * k * (T(1) + T(3 * 0.044715) * x * x));
+    }, [](const Tensor& g, const Tensor& x) {
+      const double k = 0.7978845608028654;
+      Tensor x2 = square(x);
+      Tensor t = tanh(mul(mul(x, add(mul(x2, 0.044715), 1.0)), k));
+      // 0.5 (1 + t) + 0.5 k x (1 - t^2) (1 + 3 * 0.044715 x^2)
+      Tensor d = add(mul(add(t, 1.0), 0.5),
+                     mul(mul(x, rsub(1.0, square(t))), mul(add(mul(x2, 3 * 0.044715), 1.0), 0.5 * k)));
+      return mul(g, d);
+    });
+  }
+  // x * Phi(x), Phi the standard normal CDF; derivative Phi(x) + x phi(x)
+  return unary_op("gelu", a, loc, Save::Input, [](auto x) {
+    using T = decltype(x);
+    return T(0.5) * x * (T(1) + std::erf(x * T(0.7071067811865476)));
+  }, [](auto g, auto x) {
+    using T = decltype(x);
+    T cdf = T(0.5) * (T(1) + std::erf(x * T(0.7071067811865476)));
+    T pdf = std::exp(T(-0.5) * x * x) * T(0.3989422804014327);
+    return g * (cdf + x * pdf);
+  }, [](const Tensor& g, const Tensor& x) { return mul(g, add(normal_cdf(x), mul(x, normal_pdf(x)))); });
+}
+Tensor square(const Tensor& a, Loc loc) {
+  check_defined(a, "square", "the input");
+  return unary_op("square", a, loc, Save::Input, [](auto x) { return x * x; },
+                  [](auto g, auto x) { return decltype(x)(2) * g * x; },
+                  [](const Tensor& g, const Tensor& x) { return mul(g, mul(x, 2.0)); });
+}
+
+// ------------------------------------------------------------------ comparisons, logic
+template <class Cmp>
+static Tensor compare(const char* name, const Tensor& a, const Tensor& b, Cmp cmp) {
+  same_dtype(name, a, b);
+  Shape s = broadcast_shapes(a.shape(), b.shape(), name);
+  Tensor out = empty(s, kBool);
+  Tensor ae = a.detach().expand(s), be = b.detach().expand(s);
+  dispatch_all(a.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    map2<uint8_t, T, T>(out, ae, be, [&](T x, T y) { return (uint8_t)cmp(x, y); });
+  });
+  return out;
+}
+static Tensor scalar_like(const Tensor& a, double s) { return full({}, s, a.dtype()); }
+
+Tensor eq(const Tensor& a, const Tensor& b) {
+  check_defined(a, "eq", "the first operand");
+  check_defined(b, "eq", "the second operand");
+  return compare("eq", a, b, [](auto x, auto y) { return x == y; });
+}
+Tensor ne(const Tensor& a, const Tensor& b) {
+  check_defined(a, "ne", "the first operand");
+  check_defined(b, "ne", "the second operand");
+  return compare("ne", a, b, [](auto x, auto y) { return x != y; });
+}
+Tensor lt(const Tensor& a, const Tensor& b) {
+  check_defined(a, "lt", "the first operand");
+  check_defined(b, "lt", "the second operand");
+  return compare("lt", a, b, [](auto x, auto y) { return x < y; });
+}
+Tensor le(const Tensor& a, const Tensor& b) {
+  check_defined(a, "le", "the first operand");
+  check_defined(b, "le", "the second operand");
+  return compare("le", a, b, [](auto x, auto y) { return x <= y; });
+}
+Tensor gt(const Tensor& a, const Tensor& b) {
+  check_defined(a, "gt", "the first operand");
+  check_defined(b, "gt", "the second operand");
+  return compare("gt", a, b, [](auto x, auto y) { return x > y; });
+}
+Tensor ge(const Tensor& a, const Tensor& b) {
+  check_defined(a, "ge", "the first operand");
+  check_defined(b, "ge", "the second operand");
+  return compare("ge", a, b, [](auto x, auto y) { return x >= y; });
+}
+Tensor eq(const Tensor& a, double s) {
+  check_defined(a, "eq", "the input");
+  return eq(a, scalar_like(a, s));
+}
+Tensor ne(const Tensor& a, double s) {
+  check_defined(a, "ne", "the input");
+  return ne(a, scalar_like(a, s));
+}
+Tensor lt(const Tensor& a, double s) {
+  check_defined(a, "lt", "the input");
+  return lt(a, scalar_like(a, s));
+}
+Tensor le(const Tensor& a, double s) {
+  check_defined(a, "le", "the input");
+  return le(a, scalar_like(a, s));
+}
+Tensor gt(const Tensor& a, double s) {
+  check_defined(a, "gt", "the input");
+  return gt(a, scalar_like(a, s));
+}
+Tensor ge(const Tensor& a, double s) {
+  check_defined(a, "ge", "the input");
+  return ge(a, scalar_like(a, s));
+}
+
+static void need_bool(const char* op, const Tensor& t) {
+  if (t.dtype() != kBool) fail(op, "expected a bool tensor, got ", dtype_name(t.dtype()), " of shape ", t.shape());
+}
+Tensor logical_and(const Tensor& a, const Tensor& b) {
+  check_defined(a, "logical_and", "the first operand");
+  check_defined(b, "logical_and", "the second operand");
+  need_bool("logical_and", a);
+  need_bool("logical_and", b);
+  return compare("logical_and", a, b, [](auto x, auto y) { return x && y; });
+}
+Tensor logical_or(const Tensor& a, const Tensor& b) {
+  check_defined(a, "logical_or", "the first operand");
+  check_defined(b, "logical_or", "the second operand");
+  need_bool("logical_or", a);
+  need_bool("logical_or", b);
+  return compare("logical_or", a, b, [](auto x, auto y) { return x || y; });
+}
+Tensor logical_not(const Tensor& a) {
+  check_defined(a, "logical_not", "the input");
+  need_bool("logical_not", a);
+  Tensor out = empty(a.shape(), kBool);
+  map1<uint8_t, uint8_t>(out, a.detach(), [](uint8_t x) { return (uint8_t)!x; });
+  return out;
+}
+
+bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol) {
+  check_defined(a, "allclose", "the first operand");
+  check_defined(b, "allclose", "the second operand");
+  if (a.shape() != b.shape()) fail("allclose", "shapes ", a.shape(), " and ", b.shape(), " differ");
+  auto x = a.to_vector<double>(), y = b.to_vector<double>();
+  for (size_t i = 0; i < x.size(); i++) {
+    if (std::isnan(x[i]) || std::isnan(y[i])) return false;
+    if (std::fabs(x[i] - y[i]) > atol + rtol * std::fabs(y[i])) return false;
+  }
+  return true;
+}
+
+bool equal(const Tensor& a, const Tensor& b) {
+  check_defined(a, "equal", "the first operand");
+  check_defined(b, "equal", "the second operand");
+  if (a.shape() != b.shape() || a.dtype() != b.dtype()) return false;
+  Tensor x = a.contiguous(), y = b.contiguous();
+  return std::memcmp(x.raw_data(), y.raw_data(), x.numel() * dtype_size(x.dtype())) == 0;
+}
+
+// ------------------------------------------------------------------ operators
+Tensor operator+(TensorAt a, const Tensor& b) { return add(a.t, b, a.loc); }
+Tensor operator-(TensorAt a, const Tensor& b) { return sub(a.t, b, a.loc); }
+Tensor operator*(TensorAt a, const Tensor& b) { return mul(a.t, b, a.loc); }
+Tensor operator/(TensorAt a, const Tensor& b) { return div(a.t, b, a.loc); }
+Tensor operator+(TensorAt a, double s) { return add(a.t, s, a.loc); }
+Tensor operator-(TensorAt a, double s) { return sub(a.t, s, a.loc); }
+Tensor operator*(TensorAt a, double s) { return mul(a.t, s, a.loc); }
+Tensor operator/(TensorAt a, double s) { return div(a.t, s, a.loc); }
+Tensor operator+(double s, TensorAt a) { return add(a.t, s, a.loc); }
+Tensor operator-(double s, TensorAt a) { return rsub(s, a.t, a.loc); }
+Tensor operator*(double s, TensorAt a) { return mul(a.t, s, a.loc); }
+Tensor operator/(double s, TensorAt a) { return rdiv(s, a.t, a.loc); }
+Tensor operator-(TensorAt a) { return neg(a.t, a.loc); }
+
+}  // namespace ember

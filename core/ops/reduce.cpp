@@ -1,0 +1,163 @@
+// Reductions: sum, mean, amax/amin, max, argmax/argmin, var. Forward through kernels,
+// backward recorded only when needed; backward functions run with grad mode off and may
+// use other ops.
+#include "core/ops.h"
+
+#include <algorithm>
+
+#include "core/kernels.h"
+#include "core/ops/helpers.h"
+
+namespace ember {
+
+using ops_detail::need_float;
+
+namespace {
+
+std::vector<bool> dims_mask(const Tensor& a, const Dims& dims, const char* op) {
+  std::vector<bool> m(a.dim(), dims.empty());
+  for (int64_t d : dims) {
+    int64_t w = wrap_dim(d, a.dim(), op);
+    if (a.dim() == 0) continue;
+    if (m[w]) fail(op, "dim ", d, " appears more than once in ", (Shape)dims);
+    m[w] = true;
+  }
+  return m;
+}
+
+Shape keep_shape(const Tensor& a, const std::vector<bool>& m) {
+  Shape s = a.shape();
+  for (int64_t d = 0; d < a.dim(); d++)
+    if (m[d]) s[d] = 1;
+  return s;
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------ reductions
+Tensor sum(const Tensor& a, Loc loc) {
+  check_defined(a, "sum", "the input");
+  return sum(a, {}, false, loc);
+}
+
+Tensor sum(const Tensor& a, const Dims& dims, bool keepdim, Loc loc) {
+  check_defined(a, "sum", "the input");
+  if (a.dtype() == kBool) return sum(a.to(kInt64), dims, keepdim, loc);
+  auto m = dims_mask(a, dims, "sum");
+  Tensor out = kernel::reduce(a.detach(), m, kernel::ReduceKind::Sum);
+  Shape ks = keep_shape(a, m);
+  if (keepdim) out = out.view(ks);
+  BackwardFn bw;
+  if (wants_grad(a)) {
+    Shape in = a.shape();
+    bw = [ks, in](const Tensor& g) { return std::vector<Tensor>{g.reshape(ks).expand(in)}; };
+  }
+  return record("sum", loc, out, {a}, std::move(bw));
+}
+
+Tensor mean(const Tensor& a, Loc loc) {
+  check_defined(a, "mean", "the input");
+  return mean(a, {}, false, loc);
+}
+
+Tensor mean(const Tensor& a, const Dims& dims, bool keepdim, Loc loc) {
+  check_defined(a, "mean", "the input");
+  need_float("mean", a);
+  auto m = dims_mask(a, dims, "mean");
+  int64_t n = 1;
+  for (int64_t d = 0; d < a.dim(); d++)
+    if (m[d]) n *= a.size(d);
+  Tensor out = kernel::reduce(a.detach(), m, kernel::ReduceKind::Sum);
+  const double inv = 1.0 / (double)n;
+  dispatch_float(out.dtype(), "mean", [&](auto tag) {
+    using T = decltype(tag);
+    T* p = out.data<T>();
+    for (int64_t i = 0; i < out.numel(); i++) p[i] = static_cast<T>(p[i] * inv);
+  });
+  Shape ks = keep_shape(a, m);
+  if (keepdim) out = out.view(ks);
+  BackwardFn bw;
+  if (wants_grad(a)) {
+    Shape in = a.shape();
+    bw = [ks, in, inv](const Tensor& g) { return std::vector<Tensor>{mul(g, inv).reshape(ks).expand(in)}; };
+  }
+  return record("mean", loc, out, {a}, std::move(bw));
+}
+
+static Tensor extreme(const char* name, const Tensor& a, const Dims& dims, bool keepdim, const Loc& loc, bool is_max) {
+  auto m = dims_mask(a, dims, name);
+  Tensor out = kernel::reduce(a.detach(), m, is_max ? kernel::ReduceKind::Max : kernel::ReduceKind::Min);
+  Shape ks = keep_shape(a, m);
+  if (keepdim) out = out.view(ks);
+  BackwardFn bw;
+  if (wants_grad(a)) {
+    Tensor sa = a.detach(), so = out.detach().reshape(ks);
+    bw = [sa, so, ks, m](const Tensor& g) {
+      // evenly among ties, as torch.amax
+      Tensor hit = eq(sa, so).to(sa.dtype());
+      std::vector<int64_t> rd;
+      for (int64_t d = 0; d < (int64_t)m.size(); d++)
+        if (m[d]) rd.push_back(d);
+      Tensor count = rd.empty() ? ones_like(so) : sum(hit, rd, true);
+      return std::vector<Tensor>{mul(hit, div(g.reshape(ks), count))};
+    };
+  }
+  return record(name, loc, out, {a}, std::move(bw), {a, out});
+}
+Tensor amax(const Tensor& a, const Dims& dims, bool keepdim, Loc loc) {
+  check_defined(a, "amax", "the input");
+  return extreme("amax", a, dims, keepdim, loc, true);
+}
+Tensor amin(const Tensor& a, const Dims& dims, bool keepdim, Loc loc) {
+  check_defined(a, "amin", "the input");
+  return extreme("amin", a, dims, keepdim, loc, false);
+}
+Tensor max(const Tensor& a, Loc loc) {
+  check_defined(a, "max", "the input");
+  return extreme("max", a, {}, false, loc, true);
+}
+
+Tensor argmax(const Tensor& a, int64_t dim, bool keepdim) {
+  check_defined(a, "argmax", "the input");
+  dim = wrap_dim(dim, a.dim(), "argmax");
+  if (a.dim() == 0) return zeros({}, kInt64);
+  Tensor idx = kernel::arg_reduce(a.detach().contiguous(), dim, true);
+  return keepdim ? idx.unsqueeze(dim) : idx;
+}
+Tensor argmin(const Tensor& a, int64_t dim, bool keepdim) {
+  check_defined(a, "argmin", "the input");
+  dim = wrap_dim(dim, a.dim(), "argmin");
+  if (a.dim() == 0) return zeros({}, kInt64);
+  Tensor idx = kernel::arg_reduce(a.detach().contiguous(), dim, false);
+  return keepdim ? idx.unsqueeze(dim) : idx;
+}
+
+std::pair<Tensor, Tensor> max(const Tensor& a, int64_t dim, bool keepdim, Loc loc) {
+  check_defined(a, "max", "the input");
+  dim = wrap_dim(dim, a.dim(), "max");
+  if (a.dim() == 0) return {a, zeros({}, kInt64)};
+  Tensor idx = argmax(a, dim, true);
+  Tensor v = gather(a, dim, idx, loc);
+  if (!keepdim) {
+    v = v.squeeze(dim);
+    idx = idx.squeeze(dim);
+  }
+  return {v, idx};
+}
+
+Tensor var(const Tensor& a, const Dims& dims, int64_t correction, bool keepdim, Loc loc) {
+  check_defined(a, "var", "the input");
+  need_float("var", a);
+  auto m = dims_mask(a, dims, "var");
+  int64_t n = 1;
+  for (int64_t d = 0; d < a.dim(); d++)
+    if (m[d]) n *= a.size(d);
+  Dims rd;
+  for (int64_t d = 0; d < a.dim(); d++)
+    if (m[d]) rd.push_back(d);
+  Tensor centered = sub(a, mean(a, rd, true, loc), loc);
+  Tensor ss = sum(mul(centered, centered, loc), rd, keepdim, loc);
+  return div(ss, (double)std::max<int64_t>(n - correction, 0), loc);
+}
+
+}  // namespace ember

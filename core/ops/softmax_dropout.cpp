@@ -1,0 +1,273 @@
+// The nn-flavoured ops with fused kernels and hand-written backward: softmax, log_softmax,
+// softmax_backward, dropout and relu_dropout (also over packed rows). Backward recorded
+// only when needed; backward functions run with grad mode off and may use other ops.
+#include "core/ops.h"
+
+#include <algorithm>
+
+#include "core/kernels.h"
+#include "core/ops/helpers.h"
+
+namespace ember {
+
+using ops_detail::need_float;
+using ops_detail::same_dtype;
+
+// ------------------------------------------------------------------ softmax
+// A contiguous tensor as rows along dim: outer blocks of n elements, inner apart.
+struct RowsAlong {
+  int64_t outer = 1, n = 1, inner = 1;
+};
+static RowsAlong rows_along(const Tensor& t, int64_t dim) {
+  RowsAlong r;
+  r.n = t.size(dim);
+  for (int64_t d = 0; d < dim; d++) r.outer *= t.size(d);
+  for (int64_t d = dim + 1; d < t.dim(); d++) r.inner *= t.size(d);
+  return r;
+}
+
+static Tensor softmax_impl(const char* name, const Tensor& a, int64_t dim, const Loc& loc, bool log) {
+  need_float(name, a);
+  if (a.dim() == 0) return record(name, loc, log ? zeros_like(a) : ones_like(a), {a}, nullptr);
+  dim = wrap_dim(dim, a.dim(), name);
+  const RowsAlong r = rows_along(a, dim);
+  Tensor x = a.detach().contiguous();
+  Tensor out = empty(a.shape(), a.dtype());
+  kernel::softmax_forward(out, x, r.outer, r.n, r.inner, log);
+  BackwardFn bw;
+  if (wants_grad(a)) {
+    bw = [y = SavedTensor(out, /*is_output=*/true), dim, log](const Tensor& g) {
+      return std::vector<Tensor>{softmax_backward(g, y.get(), dim, log)};
+    };
+  }
+  return record(name, loc, out, {a}, std::move(bw), {out});
+}
+
+// The gradient through softmax (or log_softmax) as an op of its own, given the output y
+// and the gradient g reaching it, with the fused row kernel:
+//   softmax:      dx = y * (g - sum(g * y))
+//   log_softmax:  dx = g - exp(y) * sum(g)
+// and its own backward (what differentiating through softmax twice uses), for an upstream h:
+//   softmax:      dg = y * (h - sum(h * y))  (the same map: it is self-adjoint)
+//                 dy = h * (g - sum(g * y)) - g * sum(h * y)
+//   log_softmax:  dg = h - sum(h * exp(y)),  dy = -h * exp(y) * sum(g)
+// with every sum along dim, kept for broadcasting.
+Tensor softmax_backward(const Tensor& g, const Tensor& y, int64_t dim, bool log, Loc loc) {
+  check_defined(g, "softmax_backward", "g");
+  check_defined(y, "softmax_backward", "y");
+  const char* name = log ? "log_softmax_backward" : "softmax_backward";
+  same_dtype(name, g, y);
+  need_float(name, y);
+  if (g.shape() != y.shape())
+    fail(name, "expected a gradient of the output's shape ", y.shape(), ", got ", g.shape());
+  if (y.dim() == 0) return record(name, loc, zeros_like(y), {g, y}, nullptr);
+  dim = wrap_dim(dim, y.dim(), name);
+  const RowsAlong r = rows_along(y, dim);
+  Tensor yc = y.detach().contiguous();
+  Tensor dx = empty(y.shape(), y.dtype());
+  kernel::softmax_backward(dx, g.detach().contiguous(), yc, r.outer, r.n, r.inner, log);
+  BackwardFn bw;
+  if (wants_grad(g, y)) {
+    const bool gg = g.requires_grad(), gy = y.requires_grad();
+    bw = [sg = SavedTensor(gy ? g : Tensor()), sy = SavedTensor(y), dim, log, gg, gy](const Tensor& h) {
+      Tensor yv = sy.get(), dg, dy;
+      if (log) {
+        Tensor ey = exp(yv);
+        if (gg) dg = sub(h, sum(mul(h, ey), {dim}, true));
+        if (gy) dy = neg(mul(mul(h, ey), sum(sg.get(), {dim}, true)));
+      } else {
+        if (gg) dg = softmax_backward(h, yv, dim, false);
+        if (gy) {
+          Tensor gv = sg.get();
+          dy = sub(mul(h, sub(gv, sum(mul(gv, yv), {dim}, true))), mul(gv, sum(mul(h, yv), {dim}, true)));
+        }
+      }
+      return std::vector<Tensor>{dg, dy};
+    };
+  }
+  return record(name, loc, dx, {g, y}, std::move(bw), {g, y});
+}
+Tensor softmax(const Tensor& a, int64_t dim, Loc loc) {
+  check_defined(a, "softmax", "the input");
+  return softmax_impl("softmax", a, dim, loc, false);
+}
+Tensor log_softmax(const Tensor& a, int64_t dim, Loc loc) {
+  check_defined(a, "log_softmax", "the input");
+  return softmax_impl("log_softmax", a, dim, loc, true);
+}
+
+// ------------------------------------------------------------------ dropout
+// One pass each way and no mask in memory: element c of row r (every dim but the last) is
+// kept unless draw keys[r] + c of the generator falls below p (DropoutDraws), and the
+// backward makes the same decisions again from the same keys.
+namespace {
+using RowKeys = std::shared_ptr<const std::vector<uint64_t>>;
+using KeptMask = std::shared_ptr<const std::vector<uint8_t>>;  // 1 where kept, per element
+
+// With Relu, relu first: out = x * scale where x > 0 and kept, else 0, in the same pass.
+// With Keep, each element's decision is written to kept too.
+template <class T, bool Relu, bool Keep>
+void dropout_apply(T* out, const T* in, int64_t cols, const std::vector<uint64_t>& keys, const DropoutDraws& d,
+                   uint8_t* kept) {
+  const int64_t rows = (int64_t)keys.size();
+  parallel_for(rows, cols * cost::kExp, [&](int64_t b, int64_t e) {
+    // what the loop reads, as locals (so that it vectorises: a byte store may alias anything)
+    const Generator gen = d.gen;
+    const uint64_t threshold = d.threshold;
+    const int64_t n = cols;
+    const T scale = T(d.scale);
+    for (int64_t r = b; r < e; r++) {
+      const uint64_t key = keys[(size_t)r];
+      const T* __restrict x = in + r * n;
+      T* __restrict y = out + r * n;
+      uint8_t* __restrict k = Keep ? kept + r * n : nullptr;
+      for (int64_t c = 0; c < n; c++) {
+        // x read unconditionally, and relu as max (NaN: 0), so that the loop vectorises
+        const T value = (Relu ? std::max(T(0), x[c]) : x[c]) * scale;
+        const bool drop = gen.below(key + (uint64_t)c, threshold);
+        if constexpr (Keep) k[c] = !drop;
+        y[c] = drop ? T(0) : value;
+      }
+    }
+  });
+}
+
+// out = x * scale where kept, else 0: the decisions of an earlier dropout_apply
+template <class T>
+void kept_apply(T* out, const T* in, int64_t n, const uint8_t* kept, T scale) {
+  parallel_for(n, cost::kCopy, [=](int64_t b, int64_t e) {
+    T* __restrict o = out;
+    const T* __restrict x = in;
+    const uint8_t* __restrict k = kept;
+    for (int64_t i = b; i < e; i++) {
+      const T v = x[i] * scale;  // read unconditionally, so that the loop vectorises
+      o[i] = k[i] ? v : T(0);
+    }
+  });
+}
+
+// Dropout with given draws and row keys. Linear in a with the same mask each time, so its
+// backward is itself, and so is every derivative after: the forward keeps its decisions
+// (a byte an element) for them, rather than drawing them again. With relu, relu first:
+// the gradient then passes, times 1/(1-p), where the output is positive, and nowhere
+// else - the backward reads the output, not the draws.
+Tensor dropout_with(const Tensor& a, const DropoutDraws& draws, const RowKeys& keys, bool relu, const Loc& loc,
+                    KeptMask kept = nullptr) {
+  Tensor x = a.detach().contiguous();
+  Tensor out = empty(a.shape(), a.dtype());
+  const int64_t cols = a.dim() == 0 ? 1 : a.size(-1);
+  // the decisions, kept for the backward (and every derivative after) when it will run
+  std::shared_ptr<std::vector<uint8_t>> mask;
+  if (!kept && !relu && wants_grad(a)) mask = std::make_shared<std::vector<uint8_t>>((size_t)a.numel());
+  dispatch_float(a.dtype(), "dropout", [&](auto tag) {
+    using T = decltype(tag);
+    if (a.numel() == 0) return;
+    T* y = out.data<T>();
+    const T* xp = x.data<T>();
+    if (kept) kept_apply<T>(y, xp, a.numel(), kept->data(), T(draws.scale));
+    else if (relu) dropout_apply<T, true, false>(y, xp, cols, *keys, draws, nullptr);
+    else if (mask) dropout_apply<T, false, true>(y, xp, cols, *keys, draws, mask->data());
+    else dropout_apply<T, false, false>(y, xp, cols, *keys, draws, nullptr);
+  });
+  if (mask) kept = std::move(mask);
+  BackwardFn bw;
+  if (wants_grad(a) && !relu)
+    bw = [draws, keys, kept, loc](const Tensor& g) {
+      return std::vector<Tensor>{dropout_with(g, draws, keys, false, loc, kept)};
+    };
+  if (wants_grad(a) && relu)
+    bw = [s = SavedTensor(out, /*is_output=*/true), scale = draws.scale](const Tensor& g) {
+      const Tensor& y = s.data();  // only where it is positive matters: no gradient flows through it
+      if (grad_enabled()) return std::vector<Tensor>{mul(g, mul(gt(y, 0.0).to(y.dtype()), scale))};
+      Tensor gc = g.contiguous(), dx = empty(y.shape(), y.dtype());
+      dispatch_float(y.dtype(), "relu_dropout backward", [&](auto tag) {
+        using T = decltype(tag);
+        const T *pg = gc.data<T>(), *py = y.data<T>();
+        T* pd = dx.data<T>();
+        const T sc = T(scale);
+        parallel_for(y.numel(), cost::kCopy, [&](int64_t b, int64_t e) {
+          for (int64_t i = b; i < e; i++) {
+            const T kept = pg[i] * sc;  // read unconditionally, so that the loop vectorises
+            pd[i] = py[i] > T(0) ? kept : T(0);
+          }
+        });
+      });
+      return std::vector<Tensor>{dx};
+    };
+  return record(relu ? "relu_dropout" : "dropout", loc, out, {a}, std::move(bw), {relu ? out : Tensor()});
+}
+
+// The draws and every row's key for dropout of a (rows: every dim but the last).
+std::pair<DropoutDraws, RowKeys> draws_for(const Tensor& a, double p, Generator* gen) {
+  const DropoutDraws draws = DropoutDraws::take(gen ? *gen : default_generator(), p, a.shape());
+  const int64_t cols = a.dim() == 0 ? 1 : a.size(-1), rows = cols == 0 ? 0 : a.numel() / cols;
+  auto keys = std::make_shared<std::vector<uint64_t>>((size_t)rows);
+  draws.row_keys(0, rows, keys->data());
+  return {draws, keys};
+}
+
+// The same for packed rows [N, C] standing at grid_rows of a [B, S, C] grid.
+std::pair<DropoutDraws, RowKeys> packed_draws_for(const char* op, const Tensor& rows, const Tensor& grid_rows,
+                                                  int64_t grid_len, double p, Generator* gen) {
+  const DropoutDraws draws = DropoutDraws::take(gen ? *gen : default_generator(), p, rows.shape());
+  const std::vector<int64_t> at = grid_rows.contiguous().to_vector<int64_t>();
+  auto keys = std::make_shared<std::vector<uint64_t>>(at.size());
+  for (size_t n = 0; n < at.size(); n++) {
+    if (at[n] < 0) fail(op, "grid_rows[", (int64_t)n, "] = ", at[n], " is negative");
+    (*keys)[n] = draws.row_key(at[n] / grid_len, at[n] % grid_len);
+  }
+  return {draws, keys};
+}
+
+void check_packed(const char* op, const Tensor& rows, const Tensor& grid_rows, int64_t grid_len, double p) {
+  need_float(op, rows);
+  if (!(p >= 0.0 && p <= 1.0)) fail(op, "probability must be in [0, 1], got ", p);
+  if (rows.dim() != 2) fail(op, "expected packed rows [N, C], got shape ", rows.shape());
+  if (grid_rows.dtype() != kInt64 || grid_rows.dim() != 1 || grid_rows.size(0) != rows.size(0))
+    fail(op, "expected int64 grid_rows [N] with N = ", rows.size(0), ", got ", dtype_name(grid_rows.dtype()), " ",
+         grid_rows.shape());
+  if (grid_len <= 0) fail(op, "grid_len must be positive, got ", grid_len);
+}
+}  // namespace
+
+Tensor dropout(const Tensor& a, double p, bool training, Generator* gen, Loc loc) {
+  check_defined(a, "dropout", "the input");
+  need_float("dropout", a);
+  if (!(p >= 0.0 && p <= 1.0)) fail("dropout", "probability must be in [0, 1], got ", p);
+  if (!training || p == 0.0) return a;
+  auto [draws, keys] = draws_for(a, p, gen);
+  return dropout_with(a, draws, keys, false, loc);
+}
+
+Tensor relu_dropout(const Tensor& a, double p, bool training, Generator* gen, Loc loc) {
+  check_defined(a, "relu_dropout", "the input");
+  need_float("relu_dropout", a);
+  if (!(p >= 0.0 && p <= 1.0)) fail("relu_dropout", "probability must be in [0, 1], got ", p);
+  if (!training || p == 0.0) return relu(a, loc);
+  auto [draws, keys] = draws_for(a, p, gen);
+  return dropout_with(a, draws, keys, true, loc);
+}
+
+Tensor dropout_packed(const Tensor& rows, const Tensor& grid_rows, int64_t grid_len, double p, bool training,
+                      Generator* gen, Loc loc) {
+  check_defined(rows, "dropout_packed", "rows");
+  check_defined(grid_rows, "dropout_packed", "grid_rows");
+  const char* op = "dropout_packed";
+  check_packed(op, rows, grid_rows, grid_len, p);
+  if (!training || p == 0.0) return rows;
+  auto [draws, keys] = packed_draws_for(op, rows, grid_rows, grid_len, p, gen);
+  return dropout_with(rows, draws, keys, false, loc);
+}
+
+Tensor relu_dropout_packed(const Tensor& rows, const Tensor& grid_rows, int64_t grid_len, double p, bool training,
+                           Generator* gen, Loc loc) {
+  check_defined(rows, "relu_dropout_packed", "rows");
+  check_defined(grid_rows, "relu_dropout_packed", "grid_rows");
+  const char* op = "relu_dropout_packed";
+  check_packed(op, rows, grid_rows, grid_len, p);
+  if (!training || p == 0.0) return relu(rows, loc);
+  auto [draws, keys] = packed_draws_for(op, rows, grid_rows, grid_len, p, gen);
+  return dropout_with(rows, draws, keys, true, loc);
+}
+
+}  // namespace ember
