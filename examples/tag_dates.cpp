@@ -37,8 +37,8 @@
 #include "nn/transformer.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
-#include "optim/stdout_writer.h"
-#include "optim/training_run.h"
+#include "train/stdout_writer.h"
+#include "train/training_run.h"
 #include "plot/plot.h"
 #include "text/text.h"
 #include "train/trainer.h"
@@ -323,8 +323,8 @@ int run(const Settings& o) {
   }
   model.train();
   // with a watch, a stop signal ends training in order, and the watch's files are written
-  std::optional<optim::StopSignals> signals;
-  std::optional<optim::StdoutWriter> output;  // output nobody reads cannot hold up a stop
+  std::optional<training::StopSignals> signals;
+  std::optional<training::StdoutWriter> output;  // output nobody reads cannot hold up a stop
   if (watcher) signals.emplace(), output.emplace();
   if (int code = trainer.run(); code != 0) {
     if (watcher) watcher->write();

@@ -20,7 +20,7 @@
 #include "core/ops.h"
 #include "io/checkpoint.h"
 #include "io/h5.h"
-#include "optim/training_run.h"
+#include "train/training_run.h"
 #include "test_util.h"
 
 using namespace ember;
@@ -220,20 +220,20 @@ TEST_CASE("RunDirectory creates, checks, locks and sweeps its directory") {
   const std::string stale = run + "/.ckpt-00000001.h5.tmp-" + std::to_string(gone) + "-0";
   std::ofstream(stale) << "partial";
   {
-    optim::RunDirectory first(run, "trainer");
+    training::RunDirectory first(run, "trainer");
     CHECK(fs::is_directory(run));
     REQUIRE(first.removed().size() == 1);
     CHECK(!fs::exists(stale));
     // a second holder (another open file description, as another process would have) is refused
-    const std::string msg = error_of([&] { optim::RunDirectory second(run, "trainer"); });
+    const std::string msg = error_of([&] { training::RunDirectory second(run, "trainer"); });
     CHECK_THAT(msg, Catch::Contains("trainer: '" + run + "' is in use by another run (process " +
                                     std::to_string(::getpid())));
   }
-  optim::RunDirectory again(run, "trainer");  // released with the first
+  training::RunDirectory again(run, "trainer");  // released with the first
   std::ofstream(dir.file("plain")) << "x";
-  CHECK_THAT(error_of([&] { optim::RunDirectory bad(dir.file("plain"), "trainer"); }),
+  CHECK_THAT(error_of([&] { training::RunDirectory bad(dir.file("plain"), "trainer"); }),
              Catch::Contains("exists and is not a directory"));
-  CHECK_THAT(error_of([&] { optim::RunDirectory bad(dir.file("plain/sub"), "trainer"); }),
+  CHECK_THAT(error_of([&] { training::RunDirectory bad(dir.file("plain/sub"), "trainer"); }),
              Catch::Contains("cannot create the directory"));
 }
 
@@ -244,18 +244,18 @@ TEST_CASE("StopSignals turns SIGINT, SIGTERM and SIGHUP into a flag, keeps the f
     struct sigaction cur;
     sigaction(sig, nullptr, &cur);
     if (cur.sa_handler == SIG_IGN) signal(sig, SIG_DFL);  // a run started in the background ignores SIGINT
-    optim::StopSignals signals;
-    CHECK(optim::StopSignals::received() == 0);
+    training::StopSignals signals;
+    CHECK(training::StopSignals::received() == 0);
     raise(sig);
-    CHECK(optim::StopSignals::received() == sig);
+    CHECK(training::StopSignals::received() == sig);
     raise(SIGINT);  // a second signal does not replace the first (nor end the process)
-    CHECK(optim::StopSignals::received() == sig);
-    CHECK(optim::StopSignals::exit_code(sig) == 128 + sig);
+    CHECK(training::StopSignals::received() == sig);
+    CHECK(training::StopSignals::exit_code(sig) == 128 + sig);
   }
   struct sigaction now;
   sigaction(SIGTERM, nullptr, &now);
   CHECK(now.sa_handler == before.sa_handler);
-  CHECK(std::string(optim::StopSignals::name(SIGTERM)) == "SIGTERM");
+  CHECK(std::string(training::StopSignals::name(SIGTERM)) == "SIGTERM");
 }
 
 TEST_CASE("StopSignals leaves a signal the process was started ignoring ignored (nohup), and answers SIGPIPE") {
@@ -263,12 +263,12 @@ TEST_CASE("StopSignals leaves a signal the process was started ignoring ignored 
   sigaction(SIGHUP, nullptr, &before);
   signal(SIGHUP, SIG_IGN);
   {
-    optim::StopSignals signals;
+    training::StopSignals signals;
     raise(SIGHUP);
-    CHECK(optim::StopSignals::received() == 0);
+    CHECK(training::StopSignals::received() == 0);
     raise(SIGPIPE);
-    CHECK(optim::StopSignals::received() == SIGPIPE);
-    CHECK(optim::StopSignals::exit_code(SIGPIPE) == 141);
+    CHECK(training::StopSignals::received() == SIGPIPE);
+    CHECK(training::StopSignals::exit_code(SIGPIPE) == 141);
   }
   struct sigaction now;
   sigaction(SIGHUP, nullptr, &now);
@@ -361,6 +361,6 @@ TEST_CASE("HDF5 files, checkpoints and the run's lock refuse a FIFO instead of w
   CHECK_THAT(error_of([] { io::read_checkpoint("/dev/zero"); }), Catch::Contains("is a character device"));
   CHECK_THAT(error_of([&] { io::read_checkpoint(dir.path.string()); }), Catch::Contains("is a directory"));
   REQUIRE(::mkfifo(dir.file(".lock").c_str(), 0644) == 0);
-  CHECK_THAT(error_within_seconds([&] { optim::RunDirectory run(dir.path.string(), "train"); }),
+  CHECK_THAT(error_within_seconds([&] { training::RunDirectory run(dir.path.string(), "train"); }),
              Catch::Contains("train: '" + dir.file(".lock") + "' exists and is a FIFO, not a regular file"));
 }

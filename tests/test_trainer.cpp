@@ -9,11 +9,11 @@
 #include <vector>
 
 #include "core/error.h"
-#include "optim/training_run.h"
+#include "train/training_run.h"
 #include "train/trainer.h"
 
-using training::StepResult;
-using training::Trainer;
+using ember::training::StepResult;
+using ember::training::Trainer;
 
 namespace {
 
@@ -105,7 +105,7 @@ TEST_CASE("a loss that is not finite stops the trainer with 3 and saves nothing"
 }
 
 TEST_CASE("a stop signal ends the trainer after the step in flight, saved, with 128 + the signal") {
-  ember::optim::StopSignals signals;
+  ember::training::StopSignals signals;
   Trainer t({.program = "test", .steps = 100, .save_every = 50});
   Program p;
   p.attach(t);
@@ -146,10 +146,10 @@ TEST_CASE("a trainer without a step function is refused") {
 }
 
 TEST_CASE("clock_time writes minutes:seconds, hours when there are some, and ? for a time not known") {
-  CHECK(training::clock_time(0) == "0:00");
-  CHECK(training::clock_time(65.4) == "1:05");
-  CHECK(training::clock_time(3723) == "1:02:03");
-  CHECK(training::clock_time(NAN) == "?");
-  CHECK(training::clock_time(-1) == "?");
-  CHECK(training::clock_time(INFINITY) == "?");
+  CHECK(ember::training::clock_time(0) == "0:00");
+  CHECK(ember::training::clock_time(65.4) == "1:05");
+  CHECK(ember::training::clock_time(3723) == "1:02:03");
+  CHECK(ember::training::clock_time(NAN) == "?");
+  CHECK(ember::training::clock_time(-1) == "?");
+  CHECK(ember::training::clock_time(INFINITY) == "?");
 }

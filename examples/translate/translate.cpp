@@ -42,8 +42,8 @@
 #include "nn/functional.h"
 #include "io/checkpoint.h"
 #include "optim/schedule.h"
-#include "optim/stdout_writer.h"
-#include "optim/training_run.h"
+#include "train/stdout_writer.h"
+#include "train/training_run.h"
 #include "plot/plot.h"
 #include "seq2seq/seq2seq.h"
 #include "train/trainer.h"
@@ -125,7 +125,7 @@ void add_train_options(CLI::App* app, TrainOptions& o) {
   g["--log-every"] = integer(*app, "--log-every", o.log_every, 1, kMaxSteps,
                              "a progress line every N steps when not on a terminal");
   g["--seed"] = integer(*app, "--seed", o.seed, 0, int64_t(1) << 53, "initialisation, dropout and data order");
-  g["--threads"] = integer(*app, "--threads", o.threads, 1, kMaxThreads, "threads (per process under mpirun)")
+  g["--threads"] = integer(*app, "--threads", o.threads, 1, cli::kMaxThreads, "threads (per process under mpirun)")
                      ->default_str("OMP_NUM_THREADS, else every core (under mpirun: shared among the processes)");
   g["--watch"] = app->add_flag("--watch", o.watch,
                                "measure every attention head (softmax saturation, the gradient through it) on a "
@@ -529,13 +529,13 @@ int train(const TrainOptions& o) {
   auto valid_pairs = text::read_pairs(o.valid);
   if (!(o.lr > 0)) throw UsageError{"--lr must be positive, got 0", "train"};
   if (!given(o, "--resume")) check_new_schedule(o);  // a resumed run's schedule is its checkpoint's
-  std::optional<optim::RunDirectory> run_dir;  // created, writable, locked, swept: by rank 0
+  std::optional<training::RunDirectory> run_dir;  // created, writable, locked, swept: by rank 0
   if (leader) run_dir.emplace(o.out, "translate train");
   dist::barrier();
-  optim::StopSignals signals;  // from here on a stop signal is answered by the loop
+  training::StopSignals signals;  // from here on a stop signal is answered by the loop
   // progress that a reader who stops reading (mpirun shutting the job down, a full pipe)
   // cannot hold up: a stop is saved whatever becomes of standard output
-  std::optional<optim::StdoutWriter> output;
+  std::optional<training::StdoutWriter> output;
   if (leader) output.emplace();
   if (leader && !run_dir->removed().empty())
     std::printf("removed %zu temporary file(s) left by interrupted saves in %s\n", run_dir->removed().size(),
@@ -784,7 +784,7 @@ int train(const TrainOptions& o) {
       if ((int64_t)batch.size() < world) dist::broadcast(dropout_gen, 0);
       // one exchange after the reduction (the ranks are in step there): the batch's loss,
       // and the stop signal all ranks answer before the next step
-      std::tie(loss_value, agreed_signal) = exchange(loss_value, optim::StopSignals::received());
+      std::tie(loss_value, agreed_signal) = exchange(loss_value, training::StopSignals::received());
       if (!std::isfinite(loss_value)) return training::StepResult{.loss = loss_value};  // before any update
     }
     if (o.clip > 0) optim::clip_grad_norm(params, o.clip);

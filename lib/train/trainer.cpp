@@ -6,13 +6,13 @@
 #include <cstdio>
 
 #include "core/error.h"
-#include "optim/stdout_writer.h"
-#include "optim/training_run.h"
+#include "train/stdout_writer.h"
+#include "train/training_run.h"
 
-namespace training {
+namespace ember::training {
 
 using Clock = std::chrono::steady_clock;
-using ember::optim::StopSignals;
+using training::StopSignals;
 
 std::string clock_time(double seconds) {
   if (!std::isfinite(seconds) || seconds < 0) return "?";
@@ -28,7 +28,7 @@ Trainer::Trainer(Settings settings) : s_(std::move(settings)) {
   saved_step_ = s_.last_saved.empty() ? -1 : s_.first_step;
   last_saved_ = s_.last_saved;
   reached_ = s_.already_reached;
-  tty_ = ember::optim::stdout_is_terminal() && !s_.plain;
+  tty_ = stdout_is_terminal() && !s_.plain;
 }
 
 void Trainer::save_now(const std::string& why) {
@@ -116,4 +116,4 @@ int Trainer::run() {
   return 0;
 }
 
-}  // namespace training
+}  // namespace ember::training

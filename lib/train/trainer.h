@@ -1,6 +1,6 @@
 // The training loop ember's programs share (translate, tag_dates): steps up to a count
 // or until an evaluation reaches its target, a progress line, periodic evaluation and
-// checkpoints, a stop on the signals an optim::StopSignals is answering (saving first), and
+// checkpoints, a stop on the signals a training::StopSignals is answering (saving first), and
 // a stop without saving on a loss that is not finite. The program says what one step, one
 // evaluation and one save are:
 //
@@ -14,7 +14,7 @@
 #include <functional>
 #include <string>
 
-namespace training {
+namespace ember::training {
 
 struct Settings {
   std::string program;       // names the program in messages ("translate train")
@@ -79,4 +79,4 @@ class Trainer {
 // "1:05" or "1:02:03"; "?" for a time not known yet.
 std::string clock_time(double seconds);
 
-}  // namespace training
+}  // namespace ember::training

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-namespace ember::optim {
+namespace ember::training {
 
 class RunDirectory {
  public:
@@ -49,4 +49,4 @@ class StopSignals {
   static int exit_code(int signal) { return 128 + signal; }
 };
 
-}  // namespace ember::optim
+}  // namespace ember::training

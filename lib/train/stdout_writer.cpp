@@ -1,5 +1,5 @@
 // The writer thread behind StdoutWriter.
-#include "optim/stdout_writer.h"
+#include "train/stdout_writer.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -16,9 +16,9 @@
 #include <thread>
 #include <vector>
 
-#include "optim/training_run.h"
+#include "train/training_run.h"
 
-namespace ember::optim {
+namespace ember::training {
 
 namespace {
 std::atomic<int> g_real_stdout{-1};  // while a StdoutWriter holds fd 1
@@ -122,4 +122,4 @@ bool stdout_is_terminal() {
   return ::isatty(real >= 0 ? real : 1) == 1;
 }
 
-}  // namespace ember::optim
+}  // namespace ember::training

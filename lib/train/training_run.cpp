@@ -1,5 +1,5 @@
 // The run directory's lock and checks, and the stop-signal flag.
-#include "optim/training_run.h"
+#include "train/training_run.h"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -13,7 +13,7 @@
 #include "core/error.h"
 #include "core/file_io.h"
 
-namespace ember::optim {
+namespace ember::training {
 
 namespace fs = std::filesystem;
 
@@ -123,4 +123,4 @@ const char* StopSignals::name(int signal) {
   }
 }
 
-}  // namespace ember::optim
+}  // namespace ember::training

@@ -6,12 +6,12 @@
 // output: the program's writes never wait, and what does not fit in the pipe meanwhile
 // (1 MB, or the system's 64 KB) is dropped, a whole line at a time.
 //
-//   optim::StopSignals signals;
-//   optim::StdoutWriter output;  // after the signals: its end gives up on a stopped run's reader
+//   training::StopSignals signals;
+//   training::StdoutWriter output;  // after the signals: its end gives up on a stopped run's reader
 #pragma once
 #include <memory>
 
-namespace ember::optim {
+namespace ember::training {
 
 class StdoutWriter {
  public:
@@ -35,4 +35,4 @@ class StdoutWriter {
 // Whether standard output is a terminal: the real one while a StdoutWriter holds fd 1.
 bool stdout_is_terminal();
 
-}  // namespace ember::optim
+}  // namespace ember::training
