@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "core/shape.h"
+
 namespace ember {
 
 class Error : public std::runtime_error {
@@ -21,11 +23,6 @@ class OutOfMemory : public Error {
  public:
   explicit OutOfMemory(const std::string& what) : Error(what) {}
 };
-
-using Shape = std::vector<int64_t>;
-
-// "[2,3,4]"
-std::string shape_str(const Shape& s);
 
 // Text from a user's file or command line, fit for a message: quoted, printable ASCII and
 // valid UTF-8 kept, every control or invisible character (NUL, tab, a byte-order mark,

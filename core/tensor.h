@@ -19,6 +19,7 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/shape.h"
 #include "core/storage.h"
 
 namespace ember {
@@ -248,16 +249,6 @@ Tensor uniform(const Shape& shape, double low, double high, DType dtype = kFloat
 Tensor normal(const Shape& shape, double mean, double std, DType dtype = kFloat32,
               Generator* gen = nullptr);
 Tensor randint(int64_t low, int64_t high, const Shape& shape, Generator* gen = nullptr);
-
-// --- shape helpers
-int64_t numel_of(const Shape& shape);
-// The number of elements of a new tensor of this shape; throws naming op when a size is
-// negative or the product would pass 2^56 (no multiplication overflows).
-int64_t checked_numel(const Shape& shape, const char* op);
-Shape contiguous_strides(const Shape& shape);
-int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op);
-// NumPy broadcasting of two shapes; throws naming op when they do not broadcast.
-Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
 
 // --- template definitions
 template <class T>

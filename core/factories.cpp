@@ -1,0 +1,150 @@
+// Creating tensors: empty, zeros, ones, full, arange, from values, and random ones from a
+// Generator (rand, uniform, normal, randn, randint).
+#include "core/tensor.h"
+
+#include <cmath>
+
+#include "core/kernels.h"
+#include "core/random.h"
+
+namespace ember {
+
+// ---------------------------------------------------------------- creation
+static Tensor allocate(const Shape& shape, DType dtype, bool zero_fill, const char* op) {
+  const int64_t bytes = checked_numel(shape, op) * (int64_t)dtype_size(dtype);
+  auto p = std::make_shared<TensorImpl>();
+  try {
+    p->storage = std::make_shared<Storage>((size_t)bytes, zero_fill);
+  } catch (const std::bad_alloc&) {
+    throw OutOfMemory(cat_str("out of memory: a ", shape, " ", dtype_name(dtype), " tensor of ", bytes, " bytes"));
+  }
+  p->shape = shape;
+  p->strides = contiguous_strides(shape);
+  p->dtype = dtype;
+  return Tensor(p);
+}
+
+Tensor empty(const Shape& shape, DType dtype) { return allocate(shape, dtype, false, "empty"); }
+Tensor zeros(const Shape& shape, DType dtype) { return allocate(shape, dtype, true, "zeros"); }
+Tensor ones(const Shape& shape, DType dtype) { return full(shape, 1.0, dtype); }
+Tensor full(const Shape& shape, double v, DType dtype) {
+  if (v == 0) return zeros(shape, dtype);
+  Tensor t = allocate(shape, dtype, false, "full");
+  t.fill_(v);
+  return t;
+}
+Tensor zeros_like(const Tensor& t) {
+  check_defined(t, "zeros_like");
+  return zeros(t.shape(), t.dtype());
+}
+Tensor ones_like(const Tensor& t) {
+  check_defined(t, "ones_like");
+  return ones(t.shape(), t.dtype());
+}
+Tensor full_like(const Tensor& t, double v) {
+  check_defined(t, "full_like");
+  return full(t.shape(), v, t.dtype());
+}
+Tensor scalar_tensor(double v, DType dtype) { return full({}, v, dtype); }
+
+Tensor arange(double start, double end, double step, DType dtype) {
+  if (step == 0) fail("arange", "step must be nonzero");
+  double n = std::ceil((end - start) / step);
+  int64_t len = n > 0 ? (int64_t)n : 0;
+  Tensor t = empty({len}, dtype);
+  dispatch_all(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T* p = t.data<T>();
+    for (int64_t i = 0; i < len; i++) p[i] = static_cast<T>(start + i * step);
+  });
+  return t;
+}
+Tensor arange(int64_t end, DType dtype) { return arange(0.0, (double)end, 1.0, dtype); }
+
+template <class T>
+static Tensor from_values(const std::vector<T>& v, const Shape& shape, DType dt, const char* op = "from_vector") {
+  const int64_t n = checked_numel(shape, op);
+  if ((int64_t)v.size() != n) fail(op, "shape ", shape, " needs ", n, " values, got ", (int64_t)v.size());
+  Tensor t = empty(shape, dt);
+  dispatch_all(dt, [&](auto tag) {
+    using S = decltype(tag);
+    S* p = t.data<S>();
+    // bool holds 0 or 1: any nonzero value is true, as in copy() and fill()
+    for (size_t i = 0; i < v.size(); i++) p[i] = std::is_same_v<S, uint8_t> ? S(v[i] != 0) : static_cast<S>(v[i]);
+  });
+  return t;
+}
+Tensor from_vector(const std::vector<float>& v, const Shape& s) { return from_values(v, s, kFloat32); }
+Tensor from_vector(const std::vector<double>& v, const Shape& s) { return from_values(v, s, kFloat64); }
+Tensor from_vector(const std::vector<int64_t>& v, const Shape& s) { return from_values(v, s, kInt64); }
+Tensor from_vector(const std::vector<double>& v, const Shape& s, DType dt) { return from_values(v, s, dt); }
+Tensor from_bools(const std::vector<bool>& v, const Shape& s) {
+  std::vector<uint8_t> u(v.begin(), v.end());
+  return from_values(u, s, kBool, "from_bools");
+}
+
+// ---------------------------------------------------------------- random
+static Generator& gen_or_default(Generator* g) { return g ? *g : default_generator(); }
+
+Tensor rand(const Shape& shape, DType dtype, Generator* gen) {
+  if (!is_floating(dtype)) fail("rand", "expected a float dtype, got ", dtype_name(dtype));
+  return uniform(shape, 0.0, 1.0, dtype, gen);
+}
+
+Tensor uniform(const Shape& shape, double lo, double hi, DType dtype, Generator* g) {
+  Tensor t = allocate(shape, dtype, false, "uniform");
+  Generator& gen = gen_or_default(g);
+  const int64_t n = t.numel();
+  const uint64_t first = gen.reserve(n);
+  dispatch_float(dtype, "uniform", [&](auto tag) {
+    using T = decltype(tag);
+    T* p = t.data<T>();
+    parallel_for(n, cost::kExp, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; i++) {
+        T v = static_cast<T>(lo + (hi - lo) * gen.uniform(first + i));
+        p[i] = v < static_cast<T>(hi) ? v : static_cast<T>(lo);  // float rounding may reach hi
+      }
+    });
+  });
+  return t;
+}
+
+Tensor normal(const Shape& shape, double mean, double std, DType dtype, Generator* g) {
+  Tensor t = allocate(shape, dtype, false, "normal");
+  Generator& gen = gen_or_default(g);
+  const int64_t n = t.numel();
+  const uint64_t first = gen.reserve(2 * ((n + 1) / 2));
+  // Box-Muller: draws 2i and 2i+1 give elements 2i and 2i+1.
+  dispatch_float(dtype, "normal", [&](auto tag) {
+    using T = decltype(tag);
+    T* p = t.data<T>();
+    parallel_for((n + 1) / 2, cost::kTwoDraws, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; i++) {
+        double u1 = 1.0 - gen.uniform(first + 2 * i), u2 = gen.uniform(first + 2 * i + 1);
+        double r = std::sqrt(-2.0 * std::log(u1)), th = 2.0 * M_PI * u2;
+        p[2 * i] = static_cast<T>(mean + std * r * std::cos(th));
+        if (2 * i + 1 < n) p[2 * i + 1] = static_cast<T>(mean + std * r * std::sin(th));
+      }
+    });
+  });
+  return t;
+}
+
+Tensor randn(const Shape& shape, DType dtype, Generator* gen) {
+  if (!is_floating(dtype)) fail("randn", "expected a float dtype, got ", dtype_name(dtype));
+  return normal(shape, 0.0, 1.0, dtype, gen);
+}
+
+Tensor randint(int64_t low, int64_t high, const Shape& shape, Generator* g) {
+  if (high <= low) fail("randint", "expected low < high, got low ", low, " and high ", high);
+  Tensor t = allocate(shape, kInt64, false, "randint");
+  Generator& gen = gen_or_default(g);
+  const int64_t n = t.numel();
+  const uint64_t first = gen.reserve(n);
+  const uint64_t range = (uint64_t)(high - low);
+  int64_t* p = t.data<int64_t>();
+  for (int64_t i = 0; i < n; i++) p[i] = low + (int64_t)(gen.draw(first + i) % range);
+  return t;
+}
+
+}  // namespace ember

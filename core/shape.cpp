@@ -1,0 +1,79 @@
+// Shape helpers: printing a shape, element counts (checked against the largest tensor),
+// row-major strides, negative dims, broadcasting.
+#include "core/shape.h"
+
+#include <algorithm>
+#include <string>
+
+#include "core/error.h"
+
+namespace ember {
+
+// ---------------------------------------------------------------- shape helpers
+std::string shape_str(const Shape& s) {
+  std::string r = "[";
+  for (size_t i = 0; i < s.size(); i++) {
+    if (i) r += ",";
+    r += std::to_string(s[i]);
+  }
+  return r + "]";
+}
+
+int64_t numel_of(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t s : shape) n *= s;
+  return n;
+}
+
+// The largest tensor, in elements and in bytes: far beyond any memory, and small enough
+// that sizes, byte counts and their roundings never overflow 64 bits.
+constexpr int64_t kMaxElements = int64_t(1) << 56;
+
+int64_t checked_numel(const Shape& shape, const char* op) {
+  int64_t n = 1;
+  bool zero = false;
+  for (int64_t s : shape) {
+    if (s < 0) fail(op, "sizes must be non-negative, got ", shape);
+    zero = zero || s == 0;
+  }
+  if (zero) return 0;
+  for (int64_t s : shape)
+    if (__builtin_mul_overflow(n, s, &n) || n > kMaxElements)
+      fail(op, "a tensor of shape ", shape, " would have more than 2^56 elements");
+  return n;
+}
+
+Shape contiguous_strides(const Shape& shape) {
+  Shape st(shape.size());
+  int64_t acc = 1;
+  for (int64_t d = (int64_t)shape.size() - 1; d >= 0; d--) {
+    st[d] = acc;
+    acc *= std::max<int64_t>(shape[d], 1);
+  }
+  return st;
+}
+
+int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
+  int64_t lo = ndim == 0 ? -1 : -ndim, hi = ndim == 0 ? 0 : ndim - 1;
+  if (dim < lo || dim > hi)
+    fail(op, "dim ", dim, " is out of range for a tensor of ", ndim, " dims (expected a dim in [", lo,
+         ", ", hi, "])");
+  return dim < 0 ? dim + std::max<int64_t>(ndim, 1) : dim;
+}
+
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
+  size_t n = std::max(a.size(), b.size());
+  Shape out(n);
+  for (size_t i = 0; i < n; i++) {
+    int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    if (da != db && da != 1 && db != 1)
+      fail(op, "shapes ", a, " and ", b, " cannot be broadcast together (dim ", (int64_t)i, ": ", da,
+           " vs ", db, ")");
+    out[i] = da == 1 ? db : da;
+  }
+  checked_numel(out, op);
+  return out;
+}
+
+}  // namespace ember

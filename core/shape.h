@@ -1,0 +1,25 @@
+// Shape: a tensor's sizes, outermost first (row-major), and the helpers every layer uses
+// on them: printing ("[2,3,4]"), element counts, contiguous strides (in elements),
+// negative dims, NumPy broadcasting. Errors name the op that asked.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ember {
+
+using Shape = std::vector<int64_t>;
+
+// "[2,3,4]"
+std::string shape_str(const Shape& s);
+
+int64_t numel_of(const Shape& shape);
+// The number of elements of a new tensor of this shape; throws naming op when a size is
+// negative or the product would pass 2^56 (no multiplication overflows).
+int64_t checked_numel(const Shape& shape, const char* op);
+Shape contiguous_strides(const Shape& shape);
+int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op);
+// NumPy broadcasting of two shapes; throws naming op when they do not broadcast.
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
+
+}  // namespace ember
