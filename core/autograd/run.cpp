@@ -1,23 +1,27 @@
-// The backward engine, grad mode and anomaly mode.
+// Running the graph: the backward engine (GraphTask: topological order, one reverse walk,
+// gradients summed to their inputs' shapes, hooks, leaf accumulation), backward(), grad(),
+// queue_callback and backward_of_composition. Recording the graph is in record.cpp.
 #include "core/autograd.h"
 
 #include <algorithm>
-#include <atomic>
 #include <unordered_map>
 #include <unordered_set>
 
+#include "core/autograd/state.h"
 #include "core/kernels.h"
 #include "core/ops.h"
 
 namespace ember {
 
+namespace autograd_detail {
+thread_local constinit bool t_in_backward = false;
+thread_local constinit const std::shared_ptr<Node>* t_current_node = nullptr;
+}  // namespace autograd_detail
+
+using autograd_detail::t_current_node;
+using autograd_detail::t_in_backward;
+
 namespace {
-thread_local bool t_grad_enabled = true;
-std::atomic<bool> g_anomaly{false};
-std::atomic<int64_t> g_live_nodes{0};
-// Set while backward functions run. The ops they call are internal: anomaly mode checks
-// their results once, as the gradient of the node being run, named and located as that node.
-thread_local bool t_in_backward = false;
 struct InBackward {
   bool prev = t_in_backward;
   InBackward() { t_in_backward = true; }
@@ -33,80 +37,6 @@ std::string shapes_of(const std::vector<Edge>& inputs) {
   return s;
 }
 }  // namespace
-
-bool grad_enabled() { return t_grad_enabled; }
-void set_grad_enabled(bool on) { t_grad_enabled = on; }
-bool anomaly_enabled() { return g_anomaly.load(std::memory_order_relaxed); }
-void set_anomaly_enabled(bool on) { g_anomaly = on; }
-
-std::string format_loc(const Loc& loc) {
-  if (!loc.file_name() || !*loc.file_name()) return "an unknown place";
-  return cat_str(loc.file_name(), ":", loc.line(), " (", loc.function_name(), ")");
-}
-
-int64_t Node::live_count() { return g_live_nodes.load(); }
-
-Node::~Node() {
-  // Dropping the last reference to a long chain would destroy it recursively, one stack
-  // frame per node; instead, move the inputs we alone own onto a heap stack and let each
-  // die with its own inputs already taken away.
-  std::vector<std::shared_ptr<Node>> pending;
-  auto take = [&](Node& n) {
-    for (Edge& e : n.inputs)
-      if (e.fn && e.fn.use_count() == 1) pending.push_back(std::move(e.fn));
-    n.inputs.clear();
-  };
-  take(*this);
-  while (!pending.empty()) {
-    std::shared_ptr<Node> n = std::move(pending.back());
-    pending.pop_back();
-    take(*n);
-  }
-  g_live_nodes--;
-}
-
-bool wants_grad_list(const std::vector<Tensor>& inputs) {
-  if (!grad_enabled()) return false;
-  for (const Tensor& t : inputs)
-    if (t.defined() && t.requires_grad()) return true;
-  return false;
-}
-
-Tensor record(const char* op, const Loc& loc, Tensor out, const std::vector<Tensor>& inputs, BackwardFn backward,
-              const std::vector<Tensor>& saved) {
-  if (anomaly_enabled() && !t_in_backward && !kernel::all_finite(out)) {
-    std::string shapes;
-    for (size_t i = 0; i < inputs.size(); i++) shapes += (i ? ", " : "") + shape_str(inputs[i].shape());
-    fail(op, "produced NaN or Inf in its forward (anomaly mode); input shapes ", shapes, "; output shape ",
-         out.shape(), "; called at ", format_loc(loc));
-  }
-  if (!backward) return out;
-  auto node = std::make_shared<Node>();
-  g_live_nodes++;
-  node->name = op;
-  node->where = loc;
-  node->out_shape = out.shape();
-  node->backward = std::move(backward);
-  for (const Tensor& t : saved)
-    if (t.defined()) node->saved.push_back({t.storage(), t.storage()->version, t.shape(), t.dtype()});
-  node->inputs.reserve(inputs.size());
-  for (const Tensor& t : inputs) {
-    Edge e;
-    if (t.defined()) {
-      e.shape = t.shape();
-      e.dtype = t.dtype();
-      if (t.requires_grad()) {
-        if (t.grad_fn()) e.fn = t.grad_fn();
-        else e.leaf = t.impl_ptr();
-      }
-    }
-    node->inputs.push_back(std::move(e));
-  }
-  TensorImpl* o = out.impl();
-  o->grad_fn = std::move(node);
-  o->requires_grad = true;
-  return out;
-}
 
 Tensor sum_to(const Tensor& g, const Shape& shape) {
   if (g.shape() == shape) return g;
@@ -124,8 +54,6 @@ Tensor sum_to(const Tensor& g, const Shape& shape) {
 }
 
 namespace {
-
-thread_local const std::shared_ptr<Node>* t_current_node = nullptr;  // the node whose backward runs
 
 // Whether nothing but t can see t's memory: the only reference to a dense tensor, of a
 // storage no view shares, outside any graph. (A gradient may alias another gradient, or a
@@ -545,32 +473,6 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
     r[i] = Tensor::undefined("it is the gradient grad() gives an input the outputs do not depend on (allow_unused)");
   }
   return r;
-}
-
-// --- saved tensors
-SavedTensor::SavedTensor(const Tensor& t, bool is_output) {
-  if (!t.defined()) return;
-  data_ = t.detach();
-  output_ = is_output;
-  if (is_output || !t.requires_grad()) return;
-  if (t.grad_fn()) fn_ = t.grad_fn();
-  else leaf_ = t.impl_ptr();
-}
-
-Tensor SavedTensor::get() const {
-  if (!grad_enabled() || !data_.defined()) return data_;
-  std::shared_ptr<Node> fn = fn_;
-  if (output_) {
-    if (!t_current_node) return data_;
-    fn = *t_current_node;
-  } else if (!fn) {
-    if (auto l = leaf_.lock()) return Tensor(l);
-    return data_;
-  }
-  auto p = std::make_shared<TensorImpl>(*data_.impl());
-  p->requires_grad = true;
-  p->grad_fn = std::move(fn);
-  return Tensor(p);
 }
 
 std::vector<Tensor> backward_of_composition(const std::function<Tensor(const std::vector<Tensor>&)>& composed,
