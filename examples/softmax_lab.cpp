@@ -26,14 +26,14 @@
 #include <string>
 #include <vector>
 
-#include "cli/cli.h"
+#include "lib/cli/cli.h"
 #include "core/autograd.h"
-#include "core/derivatives.h"
+#include "core/autograd_functional.h"
 #include "core/file_io.h"
 #include "core/ops.h"
 #include "nn/attention.h"
 #include "nn/functional.h"
-#include "plot/plot.h"
+#include "lib/plot/plot.h"
 
 using namespace ember;
 

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "core/derivatives.h"
+#include "core/autograd_functional.h"
 #include "core/error.h"
 #include "core/function.h"
 #include "core/gradcheck.h"

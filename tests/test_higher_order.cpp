@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "core/autograd.h"
-#include "core/derivatives.h"
+#include "core/autograd_functional.h"
 #include "core/function.h"
 #include "core/gradcheck.h"
 #include "core/kernels.h"

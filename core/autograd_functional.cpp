@@ -1,5 +1,5 @@
 // jacobian, hessian and hvp: one backward per output element, or two for a product.
-#include "core/derivatives.h"
+#include "core/autograd_functional.h"
 
 #include "core/autograd.h"
 #include "core/ops.h"
