@@ -3,6 +3,9 @@
 // checksum first, then parses the HDF5 image from memory, then checks every key.
 #include "io/checkpoint.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -52,6 +55,15 @@ void check_key(const std::string& what, const std::string& name) {
     fail("save_checkpoint", what, " names must be non-empty and contain no '/', got '", name, "'");
 }
 
+// An int64 scalar holding v exactly (through a double, steps beyond 2^53 would change).
+Tensor int_scalar(int64_t v) { return from_vector(std::vector<int64_t>{v}, {}); }
+
+// "<op>: model tensor 'encoder.w' is undefined: <why>".
+void check_tensor(const Tensor& t, const std::string& what, const std::string& name,
+                  const char* op = "save_checkpoint") {
+  if (!t.defined()) fail_undefined(t, op, cat_str(what, " '", name, "'").c_str());
+}
+
 void write_contents(h5::Writer& w, const Checkpoint& c) {
   w.attr("/", "format", std::string(kMagic));
   w.attr_int("/", "schema_version", kCheckpointSchemaVersion);
@@ -59,6 +71,7 @@ void write_contents(h5::Writer& w, const Checkpoint& c) {
   w.group("/model");
   for (auto& [name, t] : c.model) {
     check_key("parameter", name);
+    check_tensor(t, "model tensor", name);
     w.write("/model/" + name, t);
   }
   if (c.optimizer) {
@@ -71,15 +84,18 @@ void write_contents(h5::Writer& w, const Checkpoint& c) {
     for (auto& [name, ps] : c.optimizer->params) {
       check_key("parameter", name);
       std::string g = "/optimizer/state/" + name;
-      w.write(g + "/step", scalar_tensor(double(ps.step), kInt64));
+      w.write(g + "/step", int_scalar(ps.step));
       for (auto& [slot, t] : ps.slots) {
         check_key("slot", slot);
         if (slot == "step") fail("save_checkpoint", "'step' is reserved and cannot name an optimizer slot");
+        check_tensor(t, "optimizer slot", name + "/" + slot);
         w.write(g + "/" + slot, t);
       }
     }
   }
   if (c.schedule) {
+    if (c.schedule->last_step < 0)
+      fail("save_checkpoint", "the schedule's last_step is negative: ", c.schedule->last_step);
     w.group("/schedule");
     w.attr("/schedule", "kind", c.schedule->kind);
     w.attr_int("/schedule", "last_step", c.schedule->last_step);
@@ -88,12 +104,19 @@ void write_contents(h5::Writer& w, const Checkpoint& c) {
       w.attr("/schedule", k, v);
     }
   }
-  w.write("/progress/step", scalar_tensor(double(c.progress.step), kInt64));
-  w.write("/progress/epoch", scalar_tensor(double(c.progress.epoch), kInt64));
-  w.write("/progress/position", scalar_tensor(double(c.progress.position), kInt64));
+  // what read_checkpoint refuses is refused here, so no saved file fails to load
+  if (c.progress.step < 0 || c.progress.epoch < 0 || c.progress.position < 0)
+    fail("save_checkpoint", "progress must not be negative, got step ", c.progress.step, ", epoch ", c.progress.epoch,
+         ", position ", c.progress.position);
+  w.write("/progress/step", int_scalar(c.progress.step));
+  w.write("/progress/epoch", int_scalar(c.progress.epoch));
+  w.write("/progress/position", int_scalar(c.progress.position));
   w.group("/rng");
   for (auto& [name, state] : c.generators) {
     check_key("generator", name);
+    if (state.size() != 2)
+      fail("save_checkpoint", "generator '", name, "' has a state of ", state.size(),
+           " values, expected 2 (seed, counter)");
     w.write_u64("/rng/" + name, state);
   }
   w.group("/config");
@@ -110,6 +133,7 @@ void write_contents(h5::Writer& w, const Checkpoint& c) {
   w.group("/extra");
   for (auto& [name, t] : c.extra) {
     check_key("extra tensor", name);
+    check_tensor(t, "extra tensor", name);
     w.write("/extra/" + name, t);
   }
 }
@@ -145,7 +169,7 @@ struct Parser {
     Tensor t = tensor(key);
     if (t.dim() != 0 || t.dtype() != kInt64)
       bad(key, cat_str("should be a scalar int64, got ", dtype_name(t.dtype()), " of shape ", shape_str(t.shape())));
-    return t.item<int64_t>();
+    return t.data<int64_t>()[0];  // not item(), which goes through a double
   }
 
   std::vector<std::string> groups_under(const std::string& key) const {
@@ -297,18 +321,23 @@ void save_checkpoint(const std::string& path, const Checkpoint& ckpt) {
   io::replace_file(path, bytes.data(), bytes.size(), "save_checkpoint");
 }
 
-Checkpoint read_checkpoint_bytes(const std::string& name, const std::vector<uint8_t>& bytes) {
+namespace {
+
+// Checks the 512-byte header against the file's size before anything else is read:
+// head holds the file's first n bytes (at most kHeaderBytes), file_size is the size of the
+// whole file. Returns the CRC-32 the header states.
+uint32_t check_header(const std::string& name, const uint8_t* head, size_t n, uint64_t file_size) {
   const char* op = "read_checkpoint";
-  bool hdf5_at_0 = bytes.size() >= 8 && std::memcmp(bytes.data(), kHdf5Signature, 8) == 0;
-  if (bytes.size() < std::strlen(kMagic) || std::memcmp(bytes.data(), kMagic, std::strlen(kMagic)) != 0) {
+  bool hdf5_at_0 = n >= 8 && std::memcmp(head, kHdf5Signature, 8) == 0;
+  if (n < std::strlen(kMagic) || std::memcmp(head, kMagic, std::strlen(kMagic)) != 0) {
     if (hdf5_at_0) fail(op, "'", name, "' is an HDF5 file but not an ember checkpoint (it has no ember header)");
-    fail(op, "'", name, "' is not an ember checkpoint: it does not start with an ember header (",
-         bytes.size(), " bytes read)");
+    fail(op, "'", name, "' is not an ember checkpoint: it does not start with an ember header (the file has ",
+         file_size, " bytes)");
   }
-  if (bytes.size() < kHeaderBytes + 8)
-    fail(op, "'", name, "' is truncated: ", bytes.size(), " bytes, shorter than the header and HDF5 signature");
+  if (n < kHeaderBytes || file_size < kHeaderBytes + 8)
+    fail(op, "'", name, "' is truncated: ", file_size, " bytes, shorter than the header and HDF5 signature");
   // the header: "ember checkpoint\nschema N\nsize N\ncrc32 HEX\n" then NUL padding
-  std::string header(reinterpret_cast<const char*>(bytes.data()), kHeaderBytes);
+  std::string header(reinterpret_cast<const char*>(head), kHeaderBytes);
   header.resize(std::strlen(header.c_str()));
   long long schema = -1;
   unsigned long long size = 0;
@@ -322,9 +351,30 @@ Checkpoint read_checkpoint_bytes(const std::string& name, const std::vector<uint
   if (schema != kCheckpointSchemaVersion)
     fail(op, "'", name, "': header: schema version ", schema, " is not known to this build (it reads version ",
          kCheckpointSchemaVersion, ")");
-  if (size != bytes.size())
-    fail(op, "'", name, "' is ", size > bytes.size() ? "truncated" : "longer than written", ": its header says ",
-         size, " bytes, the file has ", bytes.size());
+  if (size != file_size)
+    fail(op, "'", name, "' is ", size > file_size ? "truncated" : "longer than written", ": its header says ", size,
+         " bytes, the file has ", file_size);
+  return crc;
+}
+
+// Reads up to n bytes at offset; returns how many were read (fewer only at the end of the file).
+size_t read_at(int fd, uint8_t* out, size_t n, uint64_t offset, const std::string& path) {
+  size_t got = 0;
+  while (got < n) {
+    ssize_t r = ::pread(fd, out + got, n - got, (off_t)(offset + got));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) fail("read_checkpoint", "cannot read '", path, "': ", std::strerror(errno));
+    if (r == 0) break;
+    got += (size_t)r;
+  }
+  return got;
+}
+
+}  // namespace
+
+Checkpoint read_checkpoint_bytes(const std::string& name, const std::vector<uint8_t>& bytes) {
+  const char* op = "read_checkpoint";
+  const uint32_t crc = check_header(name, bytes.data(), std::min(bytes.size(), kHeaderBytes), bytes.size());
   uint32_t actual = crc_of(bytes.data() + kHeaderBytes, bytes.size() - kHeaderBytes);
   if (actual != crc)
     fail(op, "'", name, "' is corrupted: its checksum does not match (crc32 ", cat_str(std::hex, crc), " in the header, ",
@@ -340,24 +390,54 @@ Checkpoint read_checkpoint_bytes(const std::string& name, const std::vector<uint
   return parse(*r, name);
 }
 
+// The header first: a file that is no checkpoint, or whose size differs from the one its
+// header states, is refused before the rest of it is read (or memory is taken for it).
 Checkpoint read_checkpoint(const std::string& path) {
-  const std::vector<uint8_t> bytes = read_file(path, "read_checkpoint", "a checkpoint file");
+  const char* op = "read_checkpoint";
+  const int fd = io::open_regular_file(path, O_RDONLY, op, "a checkpoint file");
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) fail(op, "cannot inspect '", path, "': ", std::strerror(errno));
+  uint8_t head[kHeaderBytes];
+  check_header(path, head, read_at(fd, head, kHeaderBytes, 0, path), (uint64_t)st.st_size);
+  std::vector<uint8_t> bytes;
+  try {
+    bytes.resize((size_t)st.st_size);
+  } catch (const std::bad_alloc&) {
+    fail(op, "'", path, "' holds ", (uint64_t)st.st_size, " bytes, more than there is memory to read it into");
+  }
+  size_t got = read_at(fd, bytes.data(), bytes.size(), 0, path);
+  if (got != bytes.size())
+    fail(op, "'", path, "' is truncated: it shrank from ", bytes.size(), " to ", got, " bytes while being read");
   return read_checkpoint_bytes(path, bytes);
 }
 
 Checkpoint make_checkpoint(const std::map<std::string, Tensor>& model, const optim::Optimizer* optimizer,
                            const optim::Schedule* schedule, const std::map<std::string, Generator*>& generators,
                            Progress progress, Config config) {
+  const char* op = "make_checkpoint";
   Checkpoint c;
-  for (auto& [k, t] : model) c.model[k] = t.detach().clone();
+  for (auto& [k, t] : model) {
+    check_tensor(t, "model tensor", k, op);
+    c.model[k] = t.detach().clone();
+  }
   if (optimizer) {
     optim::OptimizerState s = optimizer->state();
     for (auto& [name, ps] : s.params)
-      for (auto& [slot, t] : ps.slots) t = t.clone();
+      for (auto& [slot, t] : ps.slots) {
+        check_tensor(t, "optimizer slot", name + "/" + slot, op);
+        t = t.clone();
+      }
     c.optimizer = std::move(s);
   }
   if (schedule) c.schedule = ScheduleState{schedule->kind(), schedule->settings(), schedule->last_step()};
-  for (auto& [name, g] : generators) c.generators[name] = g->get_state();
+  for (auto& [name, g] : generators) {
+    if (!g) fail(op, "generator '", name, "' is null");
+    c.generators[name] = g->get_state();
+  }
   c.progress = progress;
   c.config = std::move(config);
   return c;
@@ -369,6 +449,9 @@ Checkpoint load_checkpoint(const std::string& path, ResumeTargets& t) {
   auto bad = [&](const std::string& key, const std::string& what) { fail(op, "'", path, "': key '", key, "': ", what); };
 
   // 1. check everything
+  for (auto& [name, dst] : t.model) check_tensor(dst, "target model tensor", name, op);
+  for (auto& [name, g] : t.generators)
+    if (!g) fail(op, "generator '", name, "' is null");
   std::vector<std::string> problems;
   for (auto& [name, dst] : t.model) {
     auto it = c.model.find(name);
@@ -476,7 +559,20 @@ CheckpointManager::CheckpointManager(std::string dir, int keep_last, std::string
     fail("CheckpointManager", "the prefix must be non-empty and contain no '/', got '", prefix_, "'");
 }
 
+namespace {
+
+// Steps as checkpoint names hold them: 8 to 18 digits, which list() reads back.
+constexpr int64_t kMaxNamedStep = 999'999'999'999'999'999;
+
+void check_step(int64_t step, const char* op) {
+  if (step < 0 || step > kMaxNamedStep)
+    fail(op, "step ", step, " cannot name a checkpoint: steps run from 0 to ", kMaxNamedStep);
+}
+
+}  // namespace
+
 std::string CheckpointManager::path_for(int64_t step) const {
+  check_step(step, "CheckpointManager::path_for");
   char buf[32];
   std::snprintf(buf, sizeof buf, "-%08lld.h5", (long long)step);
   return (fs::path(dir_) / (prefix_ + buf)).string();
@@ -509,6 +605,7 @@ std::optional<std::string> CheckpointManager::latest() const {
 }
 
 std::string CheckpointManager::save(const Checkpoint& ckpt) {
+  check_step(ckpt.progress.step, "CheckpointManager::save");
   std::error_code ec;
   fs::create_directories(dir_, ec);
   if (ec) fail("CheckpointManager::save", "cannot create directory '", dir_, "': ", ec.message());

@@ -30,18 +30,49 @@ struct Handle {
 
 void quiet() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
 
-// H5Lexists fails on a missing intermediate group, so each prefix is checked in turn.
-bool path_exists(hid_t f, const std::string& path) {
+// Throws unless the link at key (whose parent has been checked) is a hard link. HDF5
+// follows an external link by opening the file it names (a FIFO there hangs the open,
+// /etc/passwd becomes weights) and a soft link may lead through one: only data held in
+// the file itself, under its own name, is read.
+void check_hard_link(hid_t f, const std::string& file, const std::string& key) {
+  H5L_info_t info;
+  if (H5Lget_info(f, key.c_str(), &info, H5P_DEFAULT) < 0)
+    fail("h5::Reader", "'", file, "': cannot inspect the link at key '", key, "'");
+  if (info.type == H5L_TYPE_HARD) return;
+  std::vector<char> value(std::min<size_t>(info.u.val_size, 1 << 16) + 1, '\0');
+  bool have_value =
+      info.u.val_size <= (1 << 16) && H5Lget_val(f, key.c_str(), value.data(), value.size(), H5P_DEFAULT) >= 0;
+  if (info.type == H5L_TYPE_EXTERNAL) {
+    const char *target_file = nullptr, *target_object = nullptr;
+    std::string target;
+    if (have_value && H5Lunpack_elink_val(value.data(), info.u.val_size, nullptr, &target_file, &target_object) >= 0)
+      target = cat_str(" ('", target_file, "', object '", target_object, "')");
+    fail("h5::Reader", "'", file, "': key '", key, "' is an external link to another file", target,
+         "; ember reads only data held in the file itself");
+  }
+  if (info.type == H5L_TYPE_SOFT)
+    fail("h5::Reader", "'", file, "': key '", key, "' is a soft link",
+         have_value ? cat_str(" to '", value.data(), "'") : "",
+         "; ember follows no links, it reads only objects stored under their own names");
+  fail("h5::Reader", "'", file, "': key '", key, "' is a user-defined link (type ", int(info.type),
+       "); ember reads only data held in the file itself");
+}
+
+// Walks the path one link at a time (H5Lexists fails on a missing intermediate group),
+// refusing any link that is not a hard link before anything goes through it. Every
+// Reader method reaches objects by name only after this check.
+bool path_exists(hid_t f, const std::string& file, const std::string& path) {
   if (path.empty() || path == "/") return true;
   for (size_t pos = path.find('/', 1);; pos = path.find('/', pos + 1)) {
     std::string prefix = path.substr(0, pos);
     if (H5Lexists(f, prefix.c_str(), H5P_DEFAULT) <= 0) return false;
+    check_hard_link(f, file, prefix);
     if (pos == std::string::npos) return true;
   }
 }
 
-H5O_type_t object_type(hid_t f, const std::string& path) {
-  if (!path_exists(f, path)) return H5O_TYPE_UNKNOWN;
+H5O_type_t object_type(hid_t f, const std::string& file, const std::string& path) {
+  if (!path_exists(f, file, path)) return H5O_TYPE_UNKNOWN;
   H5O_info_t info;
   if (H5Oget_info_by_name(f, path.c_str(), &info, H5P_DEFAULT) < 0) return H5O_TYPE_UNKNOWN;
   return info.type;
@@ -79,9 +110,9 @@ Reader::~Reader() {
 
 Reader::Reader(Reader&& o) noexcept : file_(std::move(o.file_)), id_(o.id_) { o.id_ = -1; }
 
-bool Reader::has(const std::string& path) const { return path_exists(id_, path); }
-bool Reader::is_group(const std::string& path) const { return object_type(id_, path) == H5O_TYPE_GROUP; }
-bool Reader::is_dataset(const std::string& path) const { return object_type(id_, path) == H5O_TYPE_DATASET; }
+bool Reader::has(const std::string& path) const { return path_exists(id_, file_, path); }
+bool Reader::is_group(const std::string& path) const { return object_type(id_, file_, path) == H5O_TYPE_GROUP; }
+bool Reader::is_dataset(const std::string& path) const { return object_type(id_, file_, path) == H5O_TYPE_DATASET; }
 
 std::vector<std::string> Reader::children(const std::string& group) const {
   const char* op = "h5::Reader::children";
@@ -105,13 +136,26 @@ std::vector<std::string> Reader::children(const std::string& group) const {
 
 namespace {
 
-// Opens a dataset and checks that its stored bytes can hold every element (a corrupted
-// header must not make us allocate or read beyond the file).
+// Opens a dataset whose elements are stored in the file itself: external storage (raw
+// data in other files, named by the file) and virtual datasets (mapped from other
+// datasets, possibly in other files) are refused before any element is read.
 hid_t open_dataset(hid_t f, const std::string& file, const std::string& dataset, const char* op) {
-  if (object_type(f, dataset) != H5O_TYPE_DATASET) fail(op, "'", file, "' has no dataset '", dataset, "'");
-  hid_t d = H5Dopen2(f, dataset.c_str(), H5P_DEFAULT);
-  if (d < 0) fail(op, "cannot open dataset '", dataset, "' in '", file, "'");
-  return d;
+  if (object_type(f, file, dataset) != H5O_TYPE_DATASET) fail(op, "'", file, "' has no dataset '", dataset, "'");
+  Handle d(H5Dopen2(f, dataset.c_str(), H5P_DEFAULT), H5Dclose);
+  if (d.id < 0) fail(op, "cannot open dataset '", dataset, "' in '", file, "'");
+  Handle dcpl(H5Dget_create_plist(d.id), H5Pclose);
+  if (dcpl.id < 0) fail(op, "cannot inspect the storage of dataset '", dataset, "' in '", file, "'");
+  int external = H5Pget_external_count(dcpl.id);
+  if (external != 0)
+    fail(op, "'", file, "': key '", dataset, "' keeps its data in ",
+         external == 1 ? "another file" : external > 1 ? cat_str(external, " other files") : "other files",
+         " (external storage); ember reads only data held in the file itself");
+  if (H5Pget_layout(dcpl.id) == H5D_VIRTUAL)
+    fail(op, "'", file, "': key '", dataset,
+         "' is a virtual dataset (mapped from other datasets); ember reads only data held in the file itself");
+  hid_t id = d.id;
+  d.id = -1;
+  return id;
 }
 
 std::vector<hsize_t> dims_of(hid_t d, const std::string& file, const std::string& dataset, const char* op) {
@@ -233,7 +277,7 @@ std::vector<std::string> Reader::attr_names(const std::string& object) const {
 namespace {
 
 hid_t open_attr(hid_t f, const std::string& file, const std::string& object, const std::string& name, const char* op) {
-  if (!path_exists(f, object) || H5Aexists_by_name(f, object.c_str(), name.c_str(), H5P_DEFAULT) <= 0)
+  if (!path_exists(f, file, object) || H5Aexists_by_name(f, object.c_str(), name.c_str(), H5P_DEFAULT) <= 0)
     fail(op, "'", file, "' has no attribute '", name, "' on '", object, "'");
   hid_t a = H5Aopen_by_name(f, object.c_str(), name.c_str(), H5P_DEFAULT, H5P_DEFAULT);
   if (a < 0) fail(op, "cannot open attribute '", name, "' on '", object, "' in '", file, "'");
@@ -387,8 +431,23 @@ void Writer::close() {
   if (!in_memory_) io::write_file(file_, bytes.data(), bytes.size(), "h5::Writer::close");
 }
 
+namespace {
+
+// HDF5 names and strings are C strings, which end at the first NUL: a string holding one
+// would be stored cut short, so it is refused. what says where it was to go.
+void check_no_nul(const std::string& s, const char* op, const std::string& file, std::string what) {
+  size_t at = s.find('\0');
+  if (at == std::string::npos) return;
+  for (size_t i = what.find('\0'); i != std::string::npos; i = what.find('\0', i + 2)) what.replace(i, 1, "\\0");
+  fail(op, "'", file, "': ", what, " holds a NUL byte at offset ", at, " (of ", s.size(),
+       " bytes); HDF5 strings end at the first NUL, so it cannot be stored whole");
+}
+
+}  // namespace
+
 void Writer::make_groups(const std::string& path) {
   if (id_ < 0) fail("h5::Writer", "'", file_, "' is closed");
+  check_no_nul(path, "h5::Writer", file_, cat_str("the key '", path, "'"));
   for (size_t pos = path.find('/', 1); pos != std::string::npos; pos = path.find('/', pos + 1)) {
     std::string g = path.substr(0, pos);
     if (g.empty() || H5Lexists(id_, g.c_str(), H5P_DEFAULT) > 0) continue;
@@ -422,6 +481,8 @@ void write_dataset(hid_t f, const std::string& file, const std::string& dataset,
 }  // namespace
 
 void Writer::write(const std::string& dataset, const Tensor& t_in) {
+  if (!t_in.defined())
+    fail_undefined(t_in, "h5::Writer::write", cat_str("the tensor for key '", dataset, "' of '", file_, "'").c_str());
   make_groups(dataset);
   Tensor t = t_in.contiguous();
   std::vector<hsize_t> dims(t.shape().begin(), t.shape().end());
@@ -446,7 +507,10 @@ void Writer::write_strings(const std::string& dataset, const std::vector<std::st
   H5Tset_size(type.id, H5T_VARIABLE);
   H5Tset_cset(type.id, H5T_CSET_UTF8);
   std::vector<const char*> ptrs;
-  for (auto& s : values) ptrs.push_back(s.c_str());
+  for (size_t i = 0; i < values.size(); i++) {
+    check_no_nul(values[i], "h5::Writer::write_strings", file_, cat_str("key '", dataset, "', string ", i));
+    ptrs.push_back(values[i].c_str());
+  }
   write_dataset(id_, file_, dataset, type.id, type.id, {values.size()}, ptrs.data(), false);
 }
 
@@ -454,6 +518,9 @@ namespace {
 
 void write_attr(hid_t f, const std::string& file, const std::string& object, const std::string& name, hid_t file_type,
                 hid_t mem_type, const void* value) {
+  if (f < 0) fail("h5::Writer::attr", "'", file, "' is closed");
+  check_no_nul(object, "h5::Writer::attr", file, cat_str("the key '", object, "'"));
+  check_no_nul(name, "h5::Writer::attr", file, cat_str("the name of attribute '", name, "' on '", object, "'"));
   Handle space(H5Screate(H5S_SCALAR), H5Sclose);
   if (H5Aexists_by_name(f, object.c_str(), name.c_str(), H5P_DEFAULT) > 0)
     H5Adelete_by_name(f, object.c_str(), name.c_str(), H5P_DEFAULT);
@@ -478,6 +545,7 @@ void Writer::attr(const std::string& object, const std::string& name, const std:
   Handle type(H5Tcopy(H5T_C_S1), H5Tclose);
   H5Tset_size(type.id, H5T_VARIABLE);
   H5Tset_cset(type.id, H5T_CSET_UTF8);
+  check_no_nul(value, "h5::Writer::attr", file_, cat_str("attribute '", name, "' on '", object, "'"));
   const char* p = value.c_str();
   write_attr(id_, file_, object, name, type.id, type.id, &p);
 }
