@@ -17,7 +17,7 @@ extern "C" void openblas_set_num_threads(int);
 #include <tuple>
 #include <vector>
 
-#include "cli/cli.h"
+#include "lib/cli/cli.h"
 #include "core/error.h"
 #include "core/file_io.h"
 #include "core/ops.h"

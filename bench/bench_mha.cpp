@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/cli.h"
+#include "lib/cli/cli.h"
 #include "core/autograd.h"
 #include "core/error.h"
 #include "core/file_io.h"

@@ -33,7 +33,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/cli.h"
+#include "lib/cli/cli.h"
 #include "core/autograd.h"
 #include "core/error.h"
 #include "core/file_io.h"
@@ -44,8 +44,8 @@
 #include "nn/functional.h"
 #include "nn/multihead_attention.h"
 #include "optim/optimizer.h"
-#include "text/text.h"
-#include "seq2seq/seq2seq.h"
+#include "lib/text/text.h"
+#include "lib/seq2seq/seq2seq.h"
 
 using namespace ember;
 using Clock = std::chrono::steady_clock;

@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/cli.h"
+#include "lib/cli/cli.h"
 #include "core/error.h"
 #include "core/file_io.h"
 #include "io/h5.h"

@@ -25,13 +25,13 @@
 #include <string>
 #include <vector>
 
-#include "cli/cli.h"
+#include "lib/cli/cli.h"
 #include "core/autograd.h"
 #include "core/ops.h"
 #include "nn/functional.h"
 #include "nn/layers.h"
 #include "nn/multihead_attention.h"
-#include "plot/plot.h"
+#include "lib/plot/plot.h"
 
 using namespace ember;
 

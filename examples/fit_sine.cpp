@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/cli.h"
+#include "lib/cli/cli.h"
 #include "core/ops.h"
 
 using namespace ember;

@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/cli.h"
+#include "lib/cli/cli.h"
 #include "core/autograd.h"
 #include "core/gradcheck.h"
 #include "core/ops.h"

@@ -19,11 +19,14 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include "cli/cli.h"
+#include "lib/cli/cli.h"
 #include "core/error.h"
 #include "core/file_io.h"
 #include "core/random.h"
-#include "dates/calendar.h"
+#include "lib/dates/calendar.h"
+
+namespace cli = ember::cli;
+namespace dates = ember::dates;
 
 namespace {
 

@@ -27,22 +27,22 @@
 #include <string>
 #include <vector>
 
-#include "cli/cli.h"
+#include "lib/cli/cli.h"
 #include "core/autograd.h"
 #include "core/ops.h"
 #include "core/parallel.h"
-#include "dates/calendar.h"
+#include "lib/dates/calendar.h"
 #include "nn/functional.h"
 #include "nn/init.h"
 #include "nn/transformer.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
-#include "train/stdout_writer.h"
-#include "train/training_run.h"
-#include "plot/plot.h"
-#include "text/text.h"
-#include "train/trainer.h"
-#include "watch/watch.h"
+#include "lib/train/stdout_writer.h"
+#include "lib/train/training_run.h"
+#include "lib/plot/plot.h"
+#include "lib/text/text.h"
+#include "lib/train/trainer.h"
+#include "lib/watch/watch.h"
 
 using namespace ember;
 

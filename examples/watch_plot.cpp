@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "cli/cli.h"
+#include "lib/cli/cli.h"
 #include "core/error.h"
-#include "watch/watch.h"
+#include "lib/watch/watch.h"
 
 using namespace ember;
 

@@ -9,8 +9,11 @@
 #include <map>
 #include <set>
 
-#include "dates/calendar.h"
-#include "text/text.h"
+#include "lib/dates/calendar.h"
+#include "lib/text/text.h"
+
+namespace dates = ember::dates;
+namespace text = ember::text;
 
 using namespace ember::testing;
 using Catch::Matchers::Contains;

@@ -14,7 +14,9 @@
 #include <fstream>
 #include <limits>
 
-#include "plot/plot.h"
+#include "lib/plot/plot.h"
+
+namespace plot = ember::plot;
 
 using namespace ember::testing;
 using Catch::Matchers::Contains;

@@ -20,7 +20,7 @@
 #include "core/ops.h"
 #include "io/checkpoint.h"
 #include "io/h5.h"
-#include "train/training_run.h"
+#include "lib/train/training_run.h"
 #include "test_util.h"
 
 using namespace ember;

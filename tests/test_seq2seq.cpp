@@ -9,7 +9,7 @@
 #include "core/parallel.h"
 #include "nn/functional.h"
 #include "optim/schedule.h"
-#include "seq2seq/seq2seq.h"
+#include "lib/seq2seq/seq2seq.h"
 
 using namespace ember;
 using namespace ember::testing;

@@ -20,7 +20,7 @@
 #include <string>
 
 #include "io/h5.h"
-#include "text/text.h"
+#include "lib/text/text.h"
 
 using namespace ember;
 using namespace ember::testing;

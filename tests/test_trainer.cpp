@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "core/error.h"
-#include "train/training_run.h"
-#include "train/trainer.h"
+#include "lib/train/training_run.h"
+#include "lib/train/trainer.h"
 
 using ember::training::StepResult;
 using ember::training::Trainer;

@@ -14,7 +14,7 @@
 #include "nn/transformer.h"
 #include "optim/optimizer.h"
 #include "test_util.h"
-#include "watch/watch.h"
+#include "lib/watch/watch.h"
 
 using namespace ember;
 using namespace ember::nn;

@@ -32,7 +32,7 @@
 #include <utility>
 #include <vector>
 
-#include "cli/cli.h"
+#include "lib/cli/cli.h"
 #include "core/autograd.h"
 #include "core/error.h"
 #include "core/ops.h"
@@ -42,12 +42,12 @@
 #include "nn/functional.h"
 #include "io/checkpoint.h"
 #include "optim/schedule.h"
-#include "train/stdout_writer.h"
-#include "train/training_run.h"
-#include "plot/plot.h"
-#include "seq2seq/seq2seq.h"
-#include "train/trainer.h"
-#include "watch/watch.h"
+#include "lib/train/stdout_writer.h"
+#include "lib/train/training_run.h"
+#include "lib/plot/plot.h"
+#include "lib/seq2seq/seq2seq.h"
+#include "lib/train/trainer.h"
+#include "lib/watch/watch.h"
 
 using namespace ember;
 using seq2seq::Example;

@@ -1,5 +1,5 @@
 // The command-line helpers of cli.h.
-#include "cli/cli.h"
+#include "lib/cli/cli.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -15,7 +15,7 @@
 
 #include "core/error.h"
 
-namespace cli {
+namespace ember::cli {
 
 namespace {
 
@@ -360,4 +360,4 @@ void check_output_file(const char* op, const std::string& path, const std::strin
     ember::fail(op, "cannot write ", what, " to '", path, "': '", dir, "': ", std::strerror(errno));
 }
 
-}  // namespace cli
+}  // namespace ember::cli

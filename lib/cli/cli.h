@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-namespace cli {
+namespace ember::cli {
 
 // A bad command line found after parsing (a missing TEXT, two options that conflict):
 // the message, then a pointer to --help; exit code 2.
@@ -96,4 +96,4 @@ void make_output_dir(const std::string& flag, const std::string& dir);
 // system call; this only makes a doomed run fail at once.
 void check_output_file(const char* op, const std::string& path, const std::string& what);
 
-}  // namespace cli
+}  // namespace ember::cli

@@ -1,11 +1,11 @@
 // The Gregorian calendar and the date forms of calendar.h.
-#include "dates/calendar.h"
+#include "lib/dates/calendar.h"
 
 #include <cstdio>
 #include <stdexcept>
 #include <vector>
 
-namespace dates {
+namespace ember::dates {
 
 namespace {
 
@@ -119,4 +119,4 @@ std::optional<Date> parse_iso(const std::string& s) {
   return d;
 }
 
-}  // namespace dates
+}  // namespace ember::dates

@@ -10,7 +10,7 @@
 #include <optional>
 #include <string>
 
-namespace dates {
+namespace ember::dates {
 
 constexpr int kFirstYear = 1900, kLastYear = 2099;
 constexpr int kForms = 8;
@@ -34,4 +34,4 @@ constexpr const char* kRoles = "DMYWO";  // role letters, in class-id order
 std::string iso(const Date& d);             // 2026-11-22
 std::optional<Date> parse_iso(const std::string& s);  // a valid date in ISO form, or nothing
 
-}  // namespace dates
+}  // namespace ember::dates

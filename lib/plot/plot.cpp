@@ -1,5 +1,5 @@
 // Line charts and heatmaps with Cairo (see plot.h).
-#include "plot/plot.h"
+#include "lib/plot/plot.h"
 
 #include <cairo.h>
 
@@ -12,7 +12,7 @@
 #include "core/error.h"
 #include "core/file_io.h"
 
-namespace plot {
+namespace ember::plot {
 
 namespace {
 
@@ -343,4 +343,4 @@ void save_png(const std::string& path, const std::vector<Panel>& panels, int col
   ember::io::replace_file(path, png.data(), png.size(), op);
 }
 
-}  // namespace plot
+}  // namespace ember::plot

@@ -5,7 +5,7 @@
 #include <variant>
 #include <vector>
 
-namespace plot {
+namespace ember::plot {
 
 struct Series {
   std::string label;
@@ -41,4 +41,4 @@ using Panel = std::variant<Lines, Heatmap>;
 void save_png(const std::string& path, const std::vector<Panel>& panels, int columns = 1, int width = 640,
               int height = 420, const std::string& title = "");
 
-}  // namespace plot
+}  // namespace ember::plot

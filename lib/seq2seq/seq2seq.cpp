@@ -1,5 +1,5 @@
 // Batching, decoding, accuracy and configuration for the sequence-to-sequence examples.
-#include "seq2seq/seq2seq.h"
+#include "lib/seq2seq/seq2seq.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,7 +9,7 @@
 #include "core/ops.h"
 #include "nn/init.h"
 
-namespace seq2seq {
+namespace ember::seq2seq {
 
 using namespace ember;
 using text::CharVocab;
@@ -250,4 +250,4 @@ double training_bytes(const nn::TransformerConfig& c, int64_t batch) {
   return state + positions + activations + tokens * double(c.tgt_vocab) * 4 * 3;
 }
 
-}  // namespace seq2seq
+}  // namespace ember::seq2seq

@@ -10,9 +10,9 @@
 
 #include "nn/transformer.h"
 #include "io/checkpoint.h"
-#include "text/text.h"
+#include "lib/text/text.h"
 
-namespace seq2seq {
+namespace ember::seq2seq {
 
 using ember::Tensor;
 
@@ -86,4 +86,4 @@ double training_bytes(const ember::nn::TransformerConfig& c, int64_t batch);
 ember::io::Config to_config(const ember::nn::TransformerConfig& c);
 ember::nn::TransformerConfig from_config(const ember::io::Config& config, const std::string& file);
 
-}  // namespace seq2seq
+}  // namespace ember::seq2seq

@@ -1,12 +1,12 @@
 // Pair files and the character vocabulary of text.h.
-#include "text/text.h"
+#include "lib/text/text.h"
 
 #include <set>
 
 #include "core/error.h"
 #include "core/file_io.h"
 
-namespace text {
+namespace ember::text {
 
 using ember::fail;
 using ember::printable;
@@ -177,4 +177,4 @@ std::string CharVocab::decode(const std::vector<int64_t>& ids) const {
   return s;
 }
 
-}  // namespace text
+}  // namespace ember::text

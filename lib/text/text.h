@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-namespace text {
+namespace ember::text {
 
 struct Pair {
   std::string source, target;
@@ -59,4 +59,4 @@ class CharVocab {
   std::map<char32_t, int64_t> ids_;
 };
 
-}  // namespace text
+}  // namespace ember::text

@@ -1,5 +1,5 @@
 // The writer thread behind StdoutWriter.
-#include "train/stdout_writer.h"
+#include "lib/train/stdout_writer.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include "train/training_run.h"
+#include "lib/train/training_run.h"
 
 namespace ember::training {
 

@@ -1,13 +1,13 @@
 // The shared training loop: timing, progress, evaluation, checkpoints and stops.
-#include "train/trainer.h"
+#include "lib/train/trainer.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 
 #include "core/error.h"
-#include "train/stdout_writer.h"
-#include "train/training_run.h"
+#include "lib/train/stdout_writer.h"
+#include "lib/train/training_run.h"
 
 namespace ember::training {
 

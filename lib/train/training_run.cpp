@@ -1,5 +1,5 @@
 // The run directory's lock and checks, and the stop-signal flag.
-#include "train/training_run.h"
+#include "lib/train/training_run.h"
 
 #include <fcntl.h>
 #include <sys/file.h>

@@ -1,6 +1,6 @@
 // Watching attention learn: the measurement (hooks and autograd::grad on a probe batch),
 // the per-head statistics, and the log's files and figures.
-#include "watch/watch.h"
+#include "lib/watch/watch.h"
 
 #include <algorithm>
 #include <cctype>
@@ -15,9 +15,9 @@
 #include "core/error.h"
 #include "core/file_io.h"
 #include "io/h5.h"
-#include "plot/plot.h"
+#include "lib/plot/plot.h"
 
-namespace watch {
+namespace ember::watch {
 
 using ember::cat_str;
 using ember::fail;
@@ -589,4 +589,4 @@ std::string Recorder::finish(const std::string& probe, double training_seconds) 
                     : std::string("(some files not written: see the warning)"));
 }
 
-}  // namespace watch
+}  // namespace ember::watch

@@ -38,7 +38,7 @@
 #include "core/tensor.h"
 #include "nn/multihead_attention.h"
 
-namespace watch {
+namespace ember::watch {
 
 using ember::Tensor;
 
@@ -161,4 +161,4 @@ class Recorder {
   bool warned_ = false;
 };
 
-}  // namespace watch
+}  // namespace ember::watch

@@ -7,7 +7,9 @@
 #include <string>
 
 #include "core/error.h"
-#include "text/text.h"
+#include "lib/text/text.h"
+
+namespace text = ember::text;
 
 namespace {
 
