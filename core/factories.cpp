@@ -49,8 +49,12 @@ Tensor scalar_tensor(double v, DType dtype) { return full({}, v, dtype); }
 
 Tensor arange(double start, double end, double step, DType dtype) {
   if (step == 0) fail("arange", "step must be nonzero");
-  double n = std::ceil((end - start) / step);
-  int64_t len = n > 0 ? (int64_t)n : 0;
+  if (!std::isfinite(start) || !std::isfinite(end) || !std::isfinite(step))
+    fail("arange", "start, end and step must be finite, got ", start, ", ", end, " and ", step);
+  const double n = std::ceil((end - start) / step);
+  if (!(n <= double(kMaxElements)))
+    fail("arange", "[", start, ", ", end, ") in steps of ", step, " would have more than 2^56 elements");
+  const int64_t len = n > 0 ? (int64_t)n : 0;
   Tensor t = empty({len}, dtype);
   dispatch_all(dtype, [&](auto tag) {
     using T = decltype(tag);
@@ -92,6 +96,8 @@ Tensor rand(const Shape& shape, DType dtype, Generator* gen) {
 }
 
 Tensor uniform(const Shape& shape, double lo, double hi, DType dtype, Generator* g) {
+  if (!(std::isfinite(lo) && std::isfinite(hi) && lo <= hi))
+    fail("uniform", "expected finite bounds low <= high, got ", lo, " and ", hi);
   Tensor t = allocate(shape, dtype, false, "uniform");
   Generator& gen = gen_or_default(g);
   const int64_t n = t.numel();
@@ -110,6 +116,8 @@ Tensor uniform(const Shape& shape, double lo, double hi, DType dtype, Generator*
 }
 
 Tensor normal(const Shape& shape, double mean, double std, DType dtype, Generator* g) {
+  if (!(std::isfinite(mean) && std::isfinite(std) && std >= 0))
+    fail("normal", "expected a finite mean and a finite std >= 0, got ", mean, " and ", std);
   Tensor t = allocate(shape, dtype, false, "normal");
   Generator& gen = gen_or_default(g);
   const int64_t n = t.numel();

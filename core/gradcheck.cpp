@@ -79,6 +79,9 @@ Tensor upstream(const Shape& shape, Generator& gen) {
 // input that requires grad: analytic (ember::grad) against central differences.
 GradcheckReport check_derivatives(const char* op, const MultiFn& f, const std::vector<Tensor>& inputs,
                                   const GradcheckOptions& opt, const std::vector<std::string>& names) {
+  if (!(std::isfinite(opt.eps) && opt.eps > 0)) fail(op, "eps must be positive and finite, got ", opt.eps);
+  if (!(std::isfinite(opt.atol) && opt.atol >= 0)) fail(op, "atol must be non-negative and finite, got ", opt.atol);
+  if (!(std::isfinite(opt.rtol) && opt.rtol >= 0)) fail(op, "rtol must be non-negative and finite, got ", opt.rtol);
   check_inputs(op, inputs);
   GradcheckReport report;
   report.options = opt;
@@ -133,10 +136,11 @@ GradcheckReport check_derivatives(const char* op, const MultiFn& f, const std::v
       double fm = weighted(f(inputs));
       v = saved;
       double num = (fp - fm) / (2 * opt.eps);
-      double err = std::fabs(ana[k] - num);
-      if (std::isnan(ana[k]) || std::isnan(num)) err = INFINITY;
+      // a derivative that is not finite on either side cannot be checked: it fails
+      const bool finite = std::isfinite(ana[k]) && std::isfinite(num);
+      double err = finite ? std::fabs(ana[k] - num) : INFINITY;
       double rel = err / std::max(std::fabs(num), 1e-12);
-      double excess = err - (opt.atol + opt.rtol * std::fabs(num));
+      double excess = finite ? err - (opt.atol + opt.rtol * std::fabs(num)) : INFINITY;
       c.max_abs_err = std::max(c.max_abs_err, err);
       c.max_rel_err = std::max(c.max_rel_err, std::fabs(num) > opt.atol ? rel : 0.0);
       if (excess > 0) c.passed = false;

@@ -3,12 +3,15 @@
 
 #include <omp.h>
 
+#include "core/error.h"
+
 namespace ember {
 
 int num_threads() { return omp_get_max_threads(); }
 
 void set_num_threads(int n) {
-  if (n < 1) n = 1;
+  if (n < 1 || n > kMaxThreads)
+    fail("set_num_threads", "expected a thread count in [1, ", kMaxThreads, "], got ", n);
   omp_set_num_threads(n);
 }
 

@@ -41,14 +41,19 @@ constexpr double kGemmSplitFlops = 8e6;   // one product cut in tiles: each tile
 bool worth_threads(int64_t tasks, double work, double threshold);
 
 int num_threads();
-void set_num_threads(int n);  // our OpenMP loops, GEMM tiles included
+// Our OpenMP loops, GEMM tiles included; a count outside [1, kMaxThreads] is an Error
+// (as torch.set_num_threads refuses 0).
+constexpr int kMaxThreads = 1024;
+void set_num_threads(int n);
 bool in_parallel_region();
 
 // Sets the thread count for its lifetime, then restores the previous one.
 class NumThreadsGuard {
  public:
   explicit NumThreadsGuard(int n) : prev_(num_threads()) { set_num_threads(n); }
-  ~NumThreadsGuard() { set_num_threads(prev_); }
+  ~NumThreadsGuard() {
+    if (prev_ >= 1 && prev_ <= kMaxThreads) set_num_threads(prev_);
+  }
   NumThreadsGuard(const NumThreadsGuard&) = delete;
   NumThreadsGuard& operator=(const NumThreadsGuard&) = delete;
 

@@ -25,10 +25,6 @@ int64_t numel_of(const Shape& shape) {
   return n;
 }
 
-// The largest tensor, in elements and in bytes: far beyond any memory, and small enough
-// that sizes, byte counts and their roundings never overflow 64 bits.
-constexpr int64_t kMaxElements = int64_t(1) << 56;
-
 int64_t checked_numel(const Shape& shape, const char* op) {
   int64_t n = 1;
   bool zero = false;
@@ -59,6 +55,11 @@ int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
     fail(op, "dim ", dim, " is out of range for a tensor of ", ndim, " dims (expected a dim in [", lo,
          ", ", hi, "])");
   return dim < 0 ? dim + std::max<int64_t>(ndim, 1) : dim;
+}
+
+int64_t wrap_indexed_dim(int64_t dim, int64_t ndim, const char* op) {
+  if (ndim == 0) fail(op, "dim ", dim, " is out of range for a tensor of 0 dims (it has no size or stride to index)");
+  return wrap_dim(dim, ndim, op);
 }
 
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {

@@ -10,6 +10,10 @@ namespace ember {
 
 using Shape = std::vector<int64_t>;
 
+// The largest tensor, in elements and in bytes: far beyond any memory, and small enough
+// that sizes, byte counts and their roundings never overflow 64 bits.
+constexpr int64_t kMaxElements = int64_t(1) << 56;
+
 // "[2,3,4]"
 std::string shape_str(const Shape& s);
 
@@ -19,6 +23,8 @@ int64_t numel_of(const Shape& shape);
 int64_t checked_numel(const Shape& shape, const char* op);
 Shape contiguous_strides(const Shape& shape);
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op);
+// wrap_dim for an op that reads the dim's size or stride, which a 0-dim tensor has none of.
+int64_t wrap_indexed_dim(int64_t dim, int64_t ndim, const char* op);
 // NumPy broadcasting of two shapes; throws naming op when they do not broadcast.
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
 

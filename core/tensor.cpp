@@ -32,9 +32,9 @@ void fail_undefined(const Tensor& t, const char* op, const char* what) {
 }
 
 // ---------------------------------------------------------------- metadata
-int64_t Tensor::size(int64_t d) const { return live("Tensor::size").shape[wrap_dim(d, dim(), "Tensor::size")]; }
+int64_t Tensor::size(int64_t d) const { return live("Tensor::size").shape[wrap_indexed_dim(d, dim(), "Tensor::size")]; }
 int64_t Tensor::stride(int64_t d) const {
-  return live("Tensor::stride").strides[wrap_dim(d, dim(), "Tensor::stride")];
+  return live("Tensor::stride").strides[wrap_indexed_dim(d, dim(), "Tensor::stride")];
 }
 int64_t Tensor::numel() const { return numel_of(live("Tensor::numel").shape); }
 

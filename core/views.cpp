@@ -185,7 +185,7 @@ Tensor Tensor::slice(int64_t d, const Slice& range) const {
   live("slice");
   int64_t start = range.start, end = range.end;
   const int64_t step = range.step;
-  d = wrap_dim(d, dim(), "slice");
+  d = wrap_indexed_dim(d, dim(), "slice");
   if (step <= 0) fail("slice", "step must be positive, got ", step);
   int64_t n = size(d);
   if (start < 0) start += n;
@@ -193,8 +193,8 @@ Tensor Tensor::slice(int64_t d, const Slice& range) const {
   start = std::clamp<int64_t>(start, 0, n);
   end = std::clamp<int64_t>(end, start, n);
   Shape s = shape(), st = strides();
-  s[d] = (end - start + step - 1) / step;
-  st[d] *= step;
+  s[d] = end == start ? 0 : (end - start - 1) / step + 1;  // no overflow, whatever the step
+  if (s[d] > 1) st[d] *= step;                             // step < n here: within the storage
   Tensor out = make_view(*this, s, st, offset() + start * stride(d));
   return record("slice", kNoLoc, out, {*this},
                 wants_grad(*this) ? embed_back(*this, [=](const Tensor& z) { return z.slice(d, {.start = start, .end = end, .step = step}); })
@@ -203,10 +203,10 @@ Tensor Tensor::slice(int64_t d, const Slice& range) const {
 
 Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
   live("narrow");
-  d = wrap_dim(d, dim(), "narrow");
+  d = wrap_indexed_dim(d, dim(), "narrow");
   int64_t n = size(d);
   if (start < 0) start += n;
-  if (start < 0 || length < 0 || start + length > n)
+  if (start < 0 || length < 0 || start > n || length > n - start)
     fail("narrow", "start ", start, " and length ", length, " are out of range for dim ", d, " of size ", n,
          " (shape ", shape(), ")");
   return slice(d, {.start = start, .end = start + length});
@@ -214,7 +214,7 @@ Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
 
 Tensor Tensor::select(int64_t d, int64_t index) const {
   live("select");
-  d = wrap_dim(d, dim(), "select");
+  d = wrap_indexed_dim(d, dim(), "select");
   int64_t n = size(d);
   if (index < -n || index >= n)
     fail("select", "index ", index, " is out of range for dim ", d, " of size ", n, " (shape ", shape(), ")");
@@ -337,7 +337,13 @@ Tensor& Tensor::copy_(const Tensor& src) {
   check_defined(src, "copy_", "the source");
   Shape bs = broadcast_shapes(shape(), src.shape(), "copy_");
   if (bs != shape()) fail("copy_", "cannot copy a tensor of shape ", src.shape(), " into shape ", shape());
-  kernel::copy(*this, src.expand(shape()).detach());
+  for (int64_t d = 0; d < dim(); d++)
+    if (stride(d) == 0 && size(d) > 1)
+      fail("copy_", "several elements of the destination (shape ", shape(), ", strides ", strides(),
+           ") are one memory location; clone() it first");
+  // a source that shares memory with the destination (a.copy_(a.t())) is read whole first
+  const Tensor from = src.storage() == storage() ? src.detach().clone() : src.detach();
+  kernel::copy(*this, from.expand(shape()));
   return *this;
 }
 

@@ -85,6 +85,7 @@ AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
   check_defined(v, "scaled_dot_product_attention", "v");
   const Geometry g = check_inputs(kOp, q, k, v, mask);
   if (!(dropout_p >= 0.0 && dropout_p <= 1.0)) fail(kOp, "dropout_p must be in [0, 1], got ", dropout_p);
+  if (!std::isfinite(scale)) fail(kOp, "scale must be finite (0 for 1/sqrt(D)), got ", scale);
   const double sc = default_scale(scale, g.D);
   const DType dt = q.dtype();
   const int64_t rows = numel_of(g.batch) * g.L;

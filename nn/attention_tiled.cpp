@@ -333,6 +333,7 @@ Tensor scaled_dot_product_attention_tiled(const Tensor& q, const Tensor& k, cons
   TiledGeometry tg;
   tg.g = check_inputs(op, q, k, v, mask);
   if (!(dropout_p >= 0.0 && dropout_p <= 1.0)) fail(op, "dropout_p must be in [0, 1], got ", dropout_p);
+  if (!std::isfinite(scale)) fail(op, "scale must be finite (0 for 1/sqrt(D)), got ", scale);
   const Geometry& g = tg.g;
   tg.scale = default_scale(scale, g.D);
   tg.heads = numel_of(g.batch);
@@ -407,7 +408,29 @@ struct SequenceRows {
   bool in_order = true;     // every sequence's positions are 0, 1, ...
 };
 
+// A Packing's fields are public: what Packing::of makes is checked before its rows are
+// read through raw pointers (B, S >= 0; rows int64 [N], increasing, in [0, B * S);
+// positions int64 [N], each its row's position).
+void check_packing(const Packing& p, const char* op) {
+  if (p.batch < 0 || p.length < 0 || p.count < 0 || (p.length == 0 && p.count > 0))
+    fail(op, "a Packing of batch ", p.batch, ", length ", p.length, " and count ", p.count, " is not one Packing::of makes");
+  for (const Tensor* t : {&p.rows, &p.positions}) {
+    check_defined(*t, op, t == &p.rows ? "the Packing's rows" : "the Packing's positions");
+    if (t->dtype() != kInt64 || t->shape() != Shape{p.count})
+      fail(op, "expected the Packing's ", t == &p.rows ? "rows" : "positions", " int64 [", p.count, "], got ",
+           dtype_name(t->dtype()), " ", t->shape());
+  }
+  const std::vector<int64_t> rows = p.rows.to_vector<int64_t>(), positions = p.positions.to_vector<int64_t>();
+  for (int64_t n = 0; n < p.count; n++) {
+    const int64_t r = rows[(size_t)n];
+    if (r < 0 || r / p.length >= p.batch || (n > 0 && r <= rows[(size_t)n - 1]) || positions[(size_t)n] != r % p.length)
+      fail(op, "the Packing's row ", n, " (position ", r, ", at ", positions[(size_t)n],
+           ") is not what Packing::of makes for batch ", p.batch, " and length ", p.length);
+  }
+}
+
 SequenceRows sequences_of(const Packing& p) {
+  check_packing(p, "attention_rows");
   SequenceRows r;
   r.start.assign((size_t)p.batch, 0), r.count.assign((size_t)p.batch, 0);
   Tensor rows = p.rows.contiguous(), pos = p.positions.contiguous();
@@ -476,6 +499,7 @@ Tensor attention_rows(const AttentionRows& q, const AttentionRows& k, const Atte
   const int64_t H = heads, D = head_dim, E = H * D, B = kv_packing.batch;
   if (H <= 0 || D <= 0) fail(op, "heads and head_dim must be positive, got ", H, " and ", D);
   if (!(dropout_p >= 0.0 && dropout_p <= 1.0)) fail(op, "dropout_p must be in [0, 1], got ", dropout_p);
+  if (!std::isfinite(scale)) fail(op, "scale must be finite (0 for 1/sqrt(D)), got ", scale);
   if (q_packing && q_packing->batch != B)
     fail(op, "the query packing has batch ", q_packing->batch, ", the key and value packing ", B);
   if (!q_packing && q_length < 0) fail(op, "q_length must not be negative, got ", q_length);

@@ -188,6 +188,7 @@ T* data_or_null(const Tensor& t) {
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, Loc loc) {
   check_defined(x, "layer_norm", "the input");
   const char* op = "layer_norm";
+  if (!(eps >= 0 && std::isfinite(eps))) fail(op, "eps must be non-negative and finite, got ", eps);
   if (!is_floating(x.dtype()))
     fail(op, "expected a float32 or float64 input, got ", dtype_name(x.dtype()), " of shape ", x.shape());
   if (x.dim() == 0) fail(op, "expected an input of shape [..., C], got a 0-dim tensor");

@@ -33,12 +33,22 @@ void Module::register_buffer(const std::string& name, Tensor& member, bool persi
   buffers_.emplace_back(name, &member, persistent);
 }
 
+// A parameter member the user replaced by an undefined tensor after registering it.
+static void check_parameter(const std::string& name, const Tensor& t) {
+  if (!t.defined())
+    fail("Module", "parameter '", name, "' is undefined: the member was replaced by an undefined tensor after ",
+         "register_parameter");
+}
+
 void Module::collect(const std::string& prefix, NamedTensors& out, bool params, bool only_persistent) const {
   if (params) {
-    for (auto& [n, t] : params_) out.emplace_back(prefix + n, *t);
-  } else {
+    for (auto& [n, t] : params_) {
+      check_parameter(prefix + n, *t);
+      out.emplace_back(prefix + n, *t);
+    }
+  } else {  // an undefined buffer (like None in PyTorch) is left out
     for (auto& [n, t, persistent] : buffers_)
-      if (persistent || !only_persistent) out.emplace_back(prefix + n, *t);
+      if (t->defined() && (persistent || !only_persistent)) out.emplace_back(prefix + n, *t);
   }
   for (auto& [n, c] : children_) c->collect(prefix + n + ".", out, params, only_persistent);
 }
@@ -73,8 +83,7 @@ void Module::train(bool on) {
 }
 
 void Module::zero_grad() {
-  for (auto& [n, t] : params_) t->zero_grad();
-  for (auto& [n, c] : children_) c->zero_grad();
+  for (auto& [n, t] : named_parameters()) Tensor(t).zero_grad();
 }
 
 StateDict Module::state_dict() const {
@@ -126,6 +135,7 @@ void Module::load_state_dict(const StateDict& state, bool strict) {
 
 void Module::to(DType dtype) {
   for (auto& [n, t] : params_) {
+    check_parameter(n, *t);
     if (t->dtype() == dtype) continue;
     Tensor c = t->detach().to(dtype);
     c.requires_grad_(true);

@@ -221,6 +221,7 @@ Tensor Transformer::encode_rows(const Tensor& src, const Packing& packing) {
 }
 
 Tensor Transformer::encode(const Tensor& src) {
+  check_defined(src, "Transformer::encode", "src");
   if (src.dim() != 2 || src.dtype() != kInt64)
     fail("Transformer::encode", "expected int64 source ids [B, S], got ", dtype_name(src.dtype()), " ", src.shape());
   Packing packing = Packing::of(src, cfg.pad_id);
@@ -228,6 +229,8 @@ Tensor Transformer::encode(const Tensor& src) {
 }
 
 Tensor Transformer::decode(const Tensor& tgt, const Tensor& memory, const AttentionMask& memory_padding) {
+  check_defined(tgt, "Transformer::decode", "tgt");
+  check_defined(memory, "Transformer::decode", "memory");
   if (tgt.dim() != 2 || tgt.dtype() != kInt64)
     fail("Transformer::decode", "expected int64 target ids [B, T], got ", dtype_name(tgt.dtype()), " ", tgt.shape());
   Tensor h = decoder->forward(embed(tgt_embed, tgt, 0), memory,
@@ -259,6 +262,7 @@ Tensor Transformer::forward(const Tensor& src, const Tensor& tgt) {
 }
 
 DecoderState Transformer::start_decoding(const Tensor& src) {
+  check_defined(src, "Transformer::start_decoding", "src");
   DecoderState s;
   if (src.dim() != 2 || src.dtype() != kInt64)
     fail("Transformer::start_decoding", "expected int64 source ids [B, S], got ", dtype_name(src.dtype()), " ",
@@ -270,6 +274,7 @@ DecoderState Transformer::start_decoding(const Tensor& src) {
 }
 
 Tensor Transformer::decode_step(DecoderState& s, const Tensor& tokens) {
+  check_defined(tokens, "Transformer::decode_step", "tokens");
   const int64_t B = s.memory_packing.batch;
   if (tokens.dim() != 1 || tokens.dtype() != kInt64 || tokens.size(0) != B)
     fail("Transformer::decode_step", "expected int64 tokens [B] with B = ", B, ", got ",

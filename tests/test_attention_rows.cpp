@@ -12,6 +12,7 @@
 #include "core/ops.h"
 #include "core/storage.h"
 #include "nn/attention.h"
+#include "nn/multihead_attention.h"
 #include "nn/packing.h"
 
 using namespace ember;
@@ -250,4 +251,28 @@ TEST_CASE("attention_rows names what it expected and what it got") {
              Catch::Contains("heads and head_dim must be positive"));
   CHECK_THAT(error_of([&] { attention_rows({q.to(kFloat64), 0}, {kv, 0}, {kv, 4}, 2, 2, nullptr, 5, pk); }),
              Catch::Contains("of one dtype"));
+}
+
+TEST_CASE("a Packing filled by hand is checked before attention reads its rows") {
+  nn::MultiHeadAttention mha(8, 2);
+  const Tensor ids = from_vector(std::vector<int64_t>{5, 6, 0, 7, 0, 0}, {2, 3});
+  nn::Packing p = nn::Packing::of(ids, 0);
+  const Tensor r = p.pack(randn({2, 3, 8}));
+  (void)mha.forward(r, r, r, {.query_packing = &p, .kv_packing = &p});  // as made: fine
+  nn::Packing bad = p;
+  bad.rows = full({3}, 100, kInt64);
+  CHECK_THAT(error_of([&] { (void)mha.forward(r, r, r, {.query_packing = &bad, .kv_packing = &bad}); }),
+             Catch::Matchers::StartsWith("attention_rows: the Packing's row 0 (position 100"));
+  bad = p;
+  bad.positions = full({3}, -7, kInt64);
+  CHECK_THAT(error_of([&] { (void)mha.forward(r, r, r, {.query_packing = &bad, .kv_packing = &bad}); }),
+             Catch::Matchers::Contains("is not what Packing::of makes"));
+  bad = p;
+  bad.rows = from_vector(std::vector<int64_t>{1, 0, 3}, {3});  // out of order
+  CHECK_THAT(error_of([&] { (void)mha.forward(r, r, r, {.query_packing = &bad, .kv_packing = &bad}); }),
+             Catch::Matchers::Contains("is not what Packing::of makes"));
+  bad = p;
+  bad.positions = Tensor();
+  CHECK_THAT(error_of([&] { (void)mha.forward(r, r, r, {.query_packing = &bad, .kv_packing = &bad}); }),
+             Catch::Matchers::Contains("the Packing's positions is undefined"));
 }

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "core/autograd.h"
+#include "core/function.h"
 #include "core/gradcheck.h"
 #include "core/ops.h"
 
@@ -681,4 +682,40 @@ TEST_CASE("gradcheck rejects float32 inputs, expanded leaves and non-leaves with
 
   Tensor leaf = normal({3}, 0.0, 1.0, kFloat64).requires_grad_();
   CHECK_THROWS_WITH(gradcheck(f, {mul(leaf, 1.0)}), Catch::StartsWith("gradcheck:") && Catch::Contains("not a leaf"));
+}
+
+TEST_CASE("gradcheck fails a derivative it cannot check: a numeric or analytic side that is not finite") {
+  // sqrt with a backward 1000 times too large, at a point where x - eps < 0 makes the
+  // numeric derivative NaN: the check must fail, not pass on NaN comparisons
+  const Function bad_sqrt{.name = "bad_sqrt",
+                          .forward = [](FunctionCtx& ctx, const std::vector<Tensor>& in) {
+                            Tensor y = sqrt(in[0]);
+                            ctx.save_for_backward({y});
+                            return y;
+                          },
+                          .backward = [](FunctionCtx& ctx, const Tensor& g) {
+                            return std::vector<Tensor>{div(mul(g, 500.0), ctx.saved_tensors()[0])};
+                          }};
+  Tensor x = full({2}, 1e-7, kFloat64).requires_grad_();
+  auto f = [&](const std::vector<Tensor>& in) { return bad_sqrt.apply({in[0]}); };
+  GradcheckReport r = gradcheck(f, {x});
+  CHECK_FALSE(r.passed);
+  CHECK_FALSE(gradgradcheck(f, {x}).passed);
+  // a right backward at the same point fails too: its numeric side is not finite
+  CHECK_FALSE(gradcheck([](const std::vector<Tensor>& in) { return sqrt(in[0]); }, {x}).passed);
+  // and passes where both sides are finite
+  Tensor y = full({2}, 0.5, kFloat64).requires_grad_();
+  CHECK(gradcheck([](const std::vector<Tensor>& in) { return sqrt(in[0]); }, {y}).passed);
+}
+
+TEST_CASE("gradcheck refuses a step or tolerances that are not positive and finite") {
+  Tensor x = full({2}, 0.5, kFloat64).requires_grad_();
+  const GradcheckFn f = [](const std::vector<Tensor>& in) { return sqrt(in[0]); };
+  CHECK_THAT(error_of([&] { gradcheck(f, {x}, {.eps = 0}); }),
+             Catch::Matchers::Equals("gradcheck: eps must be positive and finite, got 0"));
+  CHECK_THAT(error_of([&] { gradcheck(f, {x}, {.eps = NAN}); }), Catch::Matchers::StartsWith("gradcheck: eps must be"));
+  CHECK_THAT(error_of([&] { gradgradcheck(f, {x}, {.atol = NAN}); }),
+             Catch::Matchers::StartsWith("gradgradcheck: atol must be non-negative and finite"));
+  CHECK_THAT(error_of([&] { gradcheck(f, {x}, {.rtol = INFINITY}); }),
+             Catch::Matchers::StartsWith("gradcheck: rtol must be non-negative and finite"));
 }

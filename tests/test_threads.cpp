@@ -47,8 +47,11 @@ TEST_CASE("num_threads reports what set_num_threads asked for") {
   CHECK(num_threads() == 1);
   set_num_threads(2);
   CHECK(num_threads() == 2);
-  set_num_threads(0);  // clamped to one thread
-  CHECK(num_threads() == 1);
+  CHECK_THAT(error_of([] { set_num_threads(0); }),
+             Catch::Matchers::Equals("set_num_threads: expected a thread count in [1, 1024], got 0"));
+  CHECK_THAT(error_of([] { set_num_threads(INT32_MAX); }),
+             Catch::Matchers::StartsWith("set_num_threads: expected a thread count in [1, 1024], got 2147483647"));
+  CHECK(num_threads() == 2);  // a refused count changes nothing
   set_num_threads(before);
   CHECK(num_threads() == before);
 }

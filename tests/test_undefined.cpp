@@ -289,3 +289,40 @@ TEST_CASE("modules, optimizers, packings, custom functions and gradcheck refuse 
   CHECK_THAT(error_of([&] { (void)gradgradcheck(first, {cleared_grad()}); }),
              Equals("gradgradcheck: no input requires grad"));
 }
+
+TEST_CASE("the Transformer's encode, decode and decoding steps name an undefined argument") {
+  nn::TransformerConfig cfg;
+  cfg.src_vocab = 6, cfg.tgt_vocab = 6, cfg.d_model = 8, cfg.nhead = 2, cfg.dim_feedforward = 16;
+  cfg.num_encoder_layers = 1, cfg.num_decoder_layers = 1;
+  nn::Transformer model(cfg);
+  const Tensor src = from_vector(std::vector<int64_t>{1, 2, 3}, {1, 3});
+  CHECK_THAT(error_of([&] { (void)model.encode(cleared_grad()); }),
+             StartsWith(std::string("Transformer::encode: src is undefined: ") + kCleared));
+  CHECK_THAT(error_of([&] { (void)model.decode(cleared_grad(), model.encode(src), {}); }),
+             StartsWith("Transformer::decode: tgt is undefined"));
+  CHECK_THAT(error_of([&] { (void)model.decode(src, cleared_grad(), {}); }),
+             StartsWith("Transformer::decode: memory is undefined"));
+  CHECK_THAT(error_of([&] { (void)model.start_decoding(cleared_grad()); }),
+             StartsWith("Transformer::start_decoding: src is undefined"));
+  nn::DecoderState state = model.start_decoding(src);
+  CHECK_THAT(error_of([&] { (void)model.decode_step(state, cleared_grad()); }),
+             StartsWith("Transformer::decode_step: tokens is undefined"));
+}
+
+TEST_CASE("a module whose parameter was replaced by an undefined tensor names it, and leaves out an undefined buffer") {
+  nn::Linear lin(3, 2);
+  lin.weight = Tensor();
+  const std::string expected = "Module: parameter 'weight' is undefined";
+  CHECK_THAT(error_of([&] { (void)lin.named_parameters(); }), StartsWith(expected));
+  CHECK_THAT(error_of([&] { (void)lin.num_parameters(); }), StartsWith(expected));
+  CHECK_THAT(error_of([&] { lin.zero_grad(); }), StartsWith(expected));
+  CHECK_THAT(error_of([&] { lin.to(kFloat64); }), StartsWith(expected));
+  CHECK_THAT(error_of([&] { (void)lin.state_dict(); }), StartsWith(expected));
+  CHECK_THAT(error_of([&] { lin.load_state_dict({}); }), StartsWith(expected));
+
+  nn::PositionalEncoding pe(4, 8);
+  CHECK(pe.named_buffers().size() == 1);
+  pe.pe = Tensor();
+  CHECK(pe.named_buffers().empty());
+  CHECK(pe.state_dict().empty());
+}

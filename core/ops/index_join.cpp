@@ -133,7 +133,7 @@ Tensor stack(const std::vector<Tensor>& ts, int64_t dim, Loc loc) {
 
 std::vector<Tensor> split(const Tensor& a, const std::vector<int64_t>& sizes, int64_t dim) {
   check_defined(a, "split", "the input");
-  dim = wrap_dim(dim, a.dim(), "split");
+  dim = wrap_indexed_dim(dim, a.dim(), "split");
   int64_t total = 0;
   for (int64_t s : sizes) {
     if (s < 0) fail("split", "sizes must be non-negative, got ", (Shape)sizes);
@@ -153,7 +153,7 @@ std::vector<Tensor> split(const Tensor& a, const std::vector<int64_t>& sizes, in
 
 std::vector<Tensor> split(const Tensor& a, int64_t split_size, int64_t dim) {
   check_defined(a, "split", "the input");
-  dim = wrap_dim(dim, a.dim(), "split");
+  dim = wrap_indexed_dim(dim, a.dim(), "split");
   if (split_size <= 0) fail("split", "split_size must be positive, got ", split_size);
   std::vector<int64_t> sizes;
   for (int64_t r = a.size(dim); r > 0; r -= split_size) sizes.push_back(std::min(r, split_size));
@@ -164,7 +164,7 @@ std::vector<Tensor> split(const Tensor& a, int64_t split_size, int64_t dim) {
 std::vector<Tensor> chunk(const Tensor& a, int64_t chunks, int64_t dim) {
   check_defined(a, "chunk", "the input");
   if (chunks <= 0) fail("chunk", "chunks must be positive, got ", chunks);
-  dim = wrap_dim(dim, a.dim(), "chunk");
+  dim = wrap_indexed_dim(dim, a.dim(), "chunk");
   int64_t n = a.size(dim);
   return split(a, std::max<int64_t>(1, (n + chunks - 1) / chunks), dim);
 }
@@ -196,7 +196,7 @@ static Tensor scatter_rows(const Tensor& g, const Shape& in, int64_t dim, const 
 Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index_in, Loc loc) {
   check_defined(a, "index_select", "a");
   check_defined(index_in, "index_select", "index");
-  dim = wrap_dim(dim, a.dim(), "index_select");
+  dim = wrap_indexed_dim(dim, a.dim(), "index_select");
   if (index_in.dim() > 1) fail("index_select", "expected a 1-D index, got shape ", index_in.shape());
   Tensor index = index_in.contiguous().reshape({-1});
   check_index("index_select", index, a.size(dim), dim, a);
@@ -216,7 +216,7 @@ Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index_in, Loc lo
 Tensor gather(const Tensor& a, int64_t dim, const Tensor& index_in, Loc loc) {
   check_defined(a, "gather", "a");
   check_defined(index_in, "gather", "index");
-  dim = wrap_dim(dim, a.dim(), "gather");
+  dim = wrap_indexed_dim(dim, a.dim(), "gather");
   bool ok = index_in.dim() == a.dim();
   for (int64_t d = 0; ok && d < a.dim(); d++)
     if (d != dim && index_in.size(d) != a.size(d)) ok = false;

@@ -23,6 +23,8 @@
 #include <string>
 #include <vector>
 
+#include "core/parallel.h"
+
 namespace ember::cli {
 
 // A bad command line found after parsing (a missing TEXT, two options that conflict):
@@ -43,7 +45,7 @@ struct Exit {
 constexpr int64_t kMaxSteps = int64_t(1) << 40;
 constexpr int64_t kMaxSize = int64_t(1) << 20;  // a width, a length, a batch, a count of layers
 constexpr int64_t kMaxCount = int64_t(1) << 31;  // pairs, samples, examples
-constexpr int kMaxThreads = 1024;
+using ember::kMaxThreads;  // what set_num_threads takes
 
 // The integer a flag's text holds, in decimal and whole, within [lo, hi]; otherwise a
 // UsageError naming the flag, what it needs and what it got.
