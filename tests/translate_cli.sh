@@ -355,7 +355,20 @@ if [ -w /dev/full ]; then
   "$bin" decode --checkpoint "$good" "1/2/2000" >/dev/full 2>"$dir/decode_full.err"
   [ $? -eq 1 ] || fail "decode to /dev/full should exit 1"
   contains "$dir/decode_full.err" "No space left on device"
+  # every command's output, --help's too: output that cannot be written is a failure
+  "$bin" eval --checkpoint "$good" --data "$dir/valid.tsv" >/dev/full 2>"$dir/eval_full.err"
+  [ $? -eq 1 ] || fail "eval to /dev/full should exit 1"
+  contains "$dir/eval_full.err" "translate: cannot write standard output"
+  "$bin" --help >/dev/full 2>"$dir/help_full.err"
+  [ $? -eq 1 ] || fail "--help to /dev/full should exit 1"
+  contains "$dir/help_full.err" "cannot write standard output"
 fi
+run 2 out_option "$bin" train "${small[@]}" --out --steps 5
+contains "$dir/out_option.err" '--out needs a value, got the option "--steps"'
+[ ! -e ./--steps ] || fail "--out --steps made a directory named --steps"
+"$bin" --help >&- 2>"$dir/help_closed.err"
+[ $? -eq 1 ] || fail "--help with standard output closed should exit 1"
+contains "$dir/help_closed.err" "cannot write standard output"
 # eval: an expected output the model cannot write counts as a mistake
 { head -n 3 "$dir/valid.tsv"; printf '1/2/2000\t2000-01-02Z\n'; } >"$dir/odd_target.tsv"
 run 0 eval_odd "$bin" eval --checkpoint "$good" --data "$dir/odd_target.tsv"

@@ -2,6 +2,7 @@
 # A stop is saved whatever becomes of standard output. translate train writes a progress
 # line every step here, to a reader that has stopped reading before the stop signal:
 # - one process, its output a pipe nobody reads, full before training starts;
+# - one process, its standard error such a pipe, and a warning to write there;
 # - under mpirun (when MPIEXEC is given), SIGTERM to mpirun: mpirun stops reading the
 #   ranks' output (rank 0's is a terminal) as it shuts the job down, sends SIGTERM to the
 #   ranks odls_base_sigkill_timeout seconds later and SIGKILL as long again after that.
@@ -52,6 +53,27 @@ else
   fail "translate train still runs 10 s after SIGTERM with a full pipe for standard output"
 fi
 one_checkpoint "$dir/one"
+exec 3>&-
+
+# --- one process, standard error a full pipe that nobody reads, and a warning to write on
+# it at step 10 (curves.png cannot be written: it is a directory)
+mkfifo "$dir/err.fifo"
+exec 3<>"$dir/err.fifo"
+dd if=/dev/zero of=/dev/fd/3 bs=4096 count=1024 oflag=nonblock status=none 2>/dev/null
+mkdir -p "$dir/err/curves.png"
+"$bin" train "${small[@]}" --eval-every 10 --out "$dir/err" >"$dir/err.out" 2>"$dir/err.fifo" &
+pid=$!
+for _ in $(seq 150); do grep -q "^step 12/" "$dir/err.out" && break; sleep 0.1; done
+grep -q "^step 12/" "$dir/err.out" || fail "no step 12 after 15 s: training waits for standard error"
+kill -TERM "$pid"
+if wait_gone "$pid" 10; then
+  wait "$pid"
+  code=$?
+  [ "$code" -eq 143 ] || fail "stopped with a full pipe for standard error: exit $code, expected 143"
+else
+  fail "translate train still runs 10 s after SIGTERM with a full pipe for standard error"
+fi
+one_checkpoint "$dir/err"
 exec 3>&-
 
 # --- SIGTERM to mpirun. mpirun is stopped for 2 s first, so that rank 0's terminal is full

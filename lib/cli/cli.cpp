@@ -111,6 +111,9 @@ CLI::Option* text(CLI::App& app, const std::string& name, std::string& value, co
       name,
       [&value, name](const std::string& s) {
         if (s.empty()) throw UsageError{name + " needs a non-empty value"};
+        // `--out --steps 5`: the next option taken for a value is a mistake, not a name
+        if (s.size() > 2 && s.compare(0, 2, "--") == 0)
+          throw UsageError{name + " needs a value, got the option \"" + s + "\" (write ./" + s + " for a file of that name)"};
         value = s;
       },
       help);
@@ -254,6 +257,17 @@ int run(const std::string& program, const std::function<int()>& body) {
     if (what.rfind(program, 0) == 0) std::fprintf(stderr, "%s\n", what.c_str());
     else std::fprintf(stderr, "%s: %s\n", program.c_str(), what.c_str());
   };
+  // Output that could not be written (a full disk, /dev/full, a closed stdout) is a
+  // failure, not a success that printed nothing.
+  auto output_written = [&](int code) {
+    errno = 0;
+    if (std::fflush(stdout) == 0 && !std::ferror(stdout)) return code;
+    const int err = errno;
+    std::clearerr(stdout);
+    std::fprintf(stderr, "%s: cannot write standard output%s%s\n", program.c_str(), err ? ": " : "",
+                 err ? std::strerror(err) : "");
+    return code ? code : 1;
+  };
   // A write past `ulimit -f` then fails with its reason (EFBIG) instead of killing the
   // program mid-write; and progress reaches a log or a pipe line by line.
   std::signal(SIGXFSZ, SIG_IGN);
@@ -270,9 +284,9 @@ int run(const std::string& program, const std::function<int()>& body) {
         return 2;
       }
     }
-    return body();
+    return output_written(body());
   } catch (const Exit& e) {
-    return e.code;
+    return output_written(e.code);
   } catch (const UsageError& e) {
     const std::string where = e.command.empty() ? program : program + " " + e.command;
     std::fflush(stdout);

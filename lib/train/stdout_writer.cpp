@@ -1,4 +1,4 @@
-// The writer thread behind StdoutWriter.
+// The writer threads behind StdoutWriter: one for standard output, one for standard error.
 #include "lib/train/stdout_writer.h"
 
 #include <fcntl.h>
@@ -26,7 +26,8 @@ std::atomic<int> g_real_stdout{-1};  // while a StdoutWriter holds fd 1
 
 struct StdoutWriter::Shared {
   int from = -1;  // the pipe's read end
-  int to = -1;    // the real standard output
+  int to = -1;    // the real standard output or error
+  int fd = -1;    // 1 or 2, which the pipe's write end stands in for
   std::mutex m;
   std::condition_variable cv;
   bool done = false;  // everything read from the pipe is written (or dropped) and `from` is closed
@@ -64,57 +65,89 @@ void copy_out(const std::shared_ptr<StdoutWriter::Shared>& s) {
   s->cv.notify_all();
 }
 
-}  // namespace
-
-StdoutWriter::StdoutWriter() {
-  std::fflush(stdout);
-  const int real = ::fcntl(1, F_DUPFD_CLOEXEC, 3);
-  if (real < 0) return;  // no standard output: nothing to protect
+// Points fd (1 or 2) at the non-blocking write end of a pipe that a thread empties into
+// what fd was; nothing when fd is closed or no pipe or thread can be had.
+std::shared_ptr<StdoutWriter::Shared> divert(int fd, std::FILE* stream) {
+  std::fflush(stream);
+  const int real = ::fcntl(fd, F_DUPFD_CLOEXEC, 3);
+  if (real < 0) return nullptr;  // no such stream: nothing to protect
   int p[2];
   if (::pipe(p) != 0) {
     ::close(real);
-    return;  // standard output stays as it is
+    return nullptr;  // the stream stays as it is
   }
-  for (int fd : p) ::fcntl(fd, F_SETFD, FD_CLOEXEC);
+  for (int end : p) ::fcntl(end, F_SETFD, FD_CLOEXEC);
 #ifdef F_SETPIPE_SZ
   ::fcntl(p[1], F_SETPIPE_SZ, 1 << 20);  // or the system's default, 64 KB
 #endif
-  auto shared = std::make_shared<Shared>();
+  auto shared = std::make_shared<StdoutWriter::Shared>();
   shared->from = p[0];
   shared->to = real;
+  shared->fd = fd;
   try {
     std::thread(copy_out, shared).detach();
-  } catch (const std::system_error&) {  // no thread to be had: standard output stays as it is
-    for (int fd : {p[0], p[1], real}) ::close(fd);
-    return;
+  } catch (const std::system_error&) {  // no thread to be had: the stream stays as it is
+    for (int end : {p[0], p[1], real}) ::close(end);
+    return nullptr;
   }
-  ::dup2(p[1], 1);
+  ::dup2(p[1], fd);
   ::close(p[1]);
-  ::fcntl(1, F_SETFL, ::fcntl(1, F_GETFL) | O_NONBLOCK);
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+  return shared;
+}
+
+// Points the stream's fd at the real stream again, which closes the pipe's write end: the
+// thread reads to its end.
+void release(const StdoutWriter::Shared& shared, std::FILE* stream) {
+  std::fflush(stream);
+  std::clearerr(stream);  // a line dropped is not the program's failure
+  ::dup2(shared.to, shared.fd);
+}
+
+// Waits until each thread has written what is pending: however long that takes, unless a
+// stop signal is received, which leaves them kGraceSeconds in all; what is still pending
+// then is dropped (the threads, still writing, end with the process).
+void wait_written(const std::vector<std::shared_ptr<StdoutWriter::Shared>>& streams) {
+  using Clock = std::chrono::steady_clock;
+  std::optional<Clock::time_point> give_up;
+  for (const auto& shared : streams) {
+    std::unique_lock<std::mutex> lock(shared->m);
+    while (!shared->done) {
+      if (StopSignals::received() && !give_up)
+        give_up = Clock::now() + std::chrono::milliseconds(int(StdoutWriter::kGraceSeconds * 1000));
+      if (give_up && Clock::now() >= *give_up) return;
+      shared->cv.wait_for(lock, std::chrono::milliseconds(20));
+    }
+    ::close(shared->to);
+  }
+}
+
+}  // namespace
+
+StdoutWriter::StdoutWriter() {
+  shared_ = divert(1, stdout);
   // a line at a time: a write of at most PIPE_BUF bytes goes in whole or not at all, so
-  // what is dropped is whole lines
-  std::setvbuf(stdout, nullptr, _IOLBF, BUFSIZ);
-  shared_ = shared;
-  g_real_stdout = real;
+  // what is dropped is whole lines (standard error is unbuffered: a message is one write)
+  if (shared_) {
+    std::setvbuf(stdout, nullptr, _IOLBF, BUFSIZ);
+    g_real_stdout = shared_->to;
+  }
+  error_ = divert(2, stderr);
 }
 
 StdoutWriter::~StdoutWriter() {
-  if (!shared_) return;
-  std::fflush(stdout);
-  std::clearerr(stdout);  // a line dropped is not the program's failure
-  ::dup2(shared_->to, 1);  // closes the pipe's write end: the thread reads to its end
-  g_real_stdout = -1;
-  std::setvbuf(stdout, nullptr, ::isatty(1) ? _IOLBF : _IOFBF, BUFSIZ);
-  using Clock = std::chrono::steady_clock;
-  std::optional<Clock::time_point> give_up;
-  std::unique_lock<std::mutex> lock(shared_->m);
-  while (!shared_->done) {
-    if (StopSignals::received() && !give_up)
-      give_up = Clock::now() + std::chrono::milliseconds(int(kGraceSeconds * 1000));
-    if (give_up && Clock::now() >= *give_up) return;  // the thread, still writing, ends with the process
-    shared_->cv.wait_for(lock, std::chrono::milliseconds(20));
+  std::vector<std::shared_ptr<Shared>> pending;
+  if (shared_) {
+    release(*shared_, stdout);
+    g_real_stdout = -1;
+    std::setvbuf(stdout, nullptr, ::isatty(1) ? _IOLBF : _IOFBF, BUFSIZ);
+    pending.push_back(shared_);
   }
-  ::close(shared_->to);
+  if (error_) {
+    release(*error_, stderr);
+    pending.push_back(error_);
+  }
+  wait_written(pending);
 }
 
 bool stdout_is_terminal() {
