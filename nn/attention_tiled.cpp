@@ -411,7 +411,8 @@ struct SequenceRows {
 // A Packing's fields are public: what Packing::of makes is checked before its rows are
 // read through raw pointers (B, S >= 0; rows int64 [N], increasing, in [0, B * S);
 // positions int64 [N], each its row's position).
-void check_packing(const Packing& p, const char* op) {
+SequenceRows sequences_of(const Packing& p) {
+  const char* op = "attention_rows";
   if (p.batch < 0 || p.length < 0 || p.count < 0 || (p.length == 0 && p.count > 0))
     fail(op, "a Packing of batch ", p.batch, ", length ", p.length, " and count ", p.count, " is not one Packing::of makes");
   for (const Tensor* t : {&p.rows, &p.positions}) {
@@ -420,22 +421,15 @@ void check_packing(const Packing& p, const char* op) {
       fail(op, "expected the Packing's ", t == &p.rows ? "rows" : "positions", " int64 [", p.count, "], got ",
            dtype_name(t->dtype()), " ", t->shape());
   }
-  const std::vector<int64_t> rows = p.rows.to_vector<int64_t>(), positions = p.positions.to_vector<int64_t>();
-  for (int64_t n = 0; n < p.count; n++) {
-    const int64_t r = rows[(size_t)n];
-    if (r < 0 || r / p.length >= p.batch || (n > 0 && r <= rows[(size_t)n - 1]) || positions[(size_t)n] != r % p.length)
-      fail(op, "the Packing's row ", n, " (position ", r, ", at ", positions[(size_t)n],
-           ") is not what Packing::of makes for batch ", p.batch, " and length ", p.length);
-  }
-}
-
-SequenceRows sequences_of(const Packing& p) {
-  check_packing(p, "attention_rows");
   SequenceRows r;
   r.start.assign((size_t)p.batch, 0), r.count.assign((size_t)p.batch, 0);
   Tensor rows = p.rows.contiguous(), pos = p.positions.contiguous();
   const int64_t* at = rows.data<int64_t>();
   const int64_t* ps = pos.data<int64_t>();
+  for (int64_t n = 0; n < p.count; n++)
+    if (at[n] < 0 || at[n] / p.length >= p.batch || (n > 0 && at[n] <= at[n - 1]) || ps[n] != at[n] % p.length)
+      fail(op, "the Packing's row ", n, " (position ", at[n], ", at ", ps[n], ") is not what Packing::of makes for batch ",
+           p.batch, " and length ", p.length);
   for (int64_t n = p.count; n-- > 0;) {
     const int64_t b = at[n] / p.length;
     r.start[(size_t)b] = n, r.count[(size_t)b]++;

@@ -25,6 +25,18 @@ wait_gone() {
   kill -9 "$1" 2>/dev/null
   return 1
 }
+# stops_at_sigterm PID WHAT: SIGTERM to PID ends it within 10 s with exit 143 (WHAT, a
+# full pipe, names what nobody reads)
+stops_at_sigterm() {
+  kill -TERM "$1"
+  if wait_gone "$1" 10; then
+    wait "$1"
+    local code=$?
+    [ "$code" -eq 143 ] || fail "stopped with a full pipe for $2: exit $code, expected 143"
+  else
+    fail "translate train still runs 10 s after SIGTERM with a full pipe for $2"
+  fi
+}
 # one_checkpoint OUT: OUT holds exactly one checkpoint, and it reads back
 one_checkpoint() {
   local all
@@ -44,14 +56,7 @@ dd if=/dev/zero of=/dev/fd/3 bs=4096 count=1024 oflag=nonblock status=none 2>/de
 pid=$!
 for _ in $(seq 150); do [ -f "$dir/one/curves.png" ] && break; sleep 0.1; done
 [ -f "$dir/one/curves.png" ] || fail "no step 10 after 15 s: training waits for standard output"
-kill -TERM "$pid"
-if wait_gone "$pid" 10; then
-  wait "$pid"
-  code=$?
-  [ "$code" -eq 143 ] || fail "stopped with a full pipe for standard output: exit $code, expected 143"
-else
-  fail "translate train still runs 10 s after SIGTERM with a full pipe for standard output"
-fi
+stops_at_sigterm "$pid" "standard output"
 one_checkpoint "$dir/one"
 exec 3>&-
 
@@ -65,14 +70,7 @@ mkdir -p "$dir/err/curves.png"
 pid=$!
 for _ in $(seq 150); do grep -q "^step 12/" "$dir/err.out" && break; sleep 0.1; done
 grep -q "^step 12/" "$dir/err.out" || fail "no step 12 after 15 s: training waits for standard error"
-kill -TERM "$pid"
-if wait_gone "$pid" 10; then
-  wait "$pid"
-  code=$?
-  [ "$code" -eq 143 ] || fail "stopped with a full pipe for standard error: exit $code, expected 143"
-else
-  fail "translate train still runs 10 s after SIGTERM with a full pipe for standard error"
-fi
+stops_at_sigterm "$pid" "standard error"
 one_checkpoint "$dir/err"
 exec 3>&-
 
