@@ -19,6 +19,9 @@ Tensor value_of(const char* op, const TensorFn& f, const Tensor& x) {
   if (!f) fail(op, "got an empty function");
   Tensor y = f(x);
   if (!y.defined()) fail(op, "the function returned an undefined tensor");
+  if (!is_floating(y.dtype()))
+    fail(op, "the function returned a tensor of dtype ", dtype_name(y.dtype()), " and shape ", y.shape(),
+         "; expected float32 or float64 (only a float value has a derivative)");
   return y;
 }
 

@@ -149,9 +149,10 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, Generator* g) {
   Generator& gen = gen_or_default(g);
   const int64_t n = t.numel();
   const uint64_t first = gen.reserve(n);
-  const uint64_t range = (uint64_t)(high - low);
+  // in uint64, where high - low and low + draw cannot overflow (the range may exceed 2^63)
+  const uint64_t range = (uint64_t)high - (uint64_t)low;
   int64_t* p = t.data<int64_t>();
-  for (int64_t i = 0; i < n; i++) p[i] = low + (int64_t)(gen.draw(first + i) % range);
+  for (int64_t i = 0; i < n; i++) p[i] = (int64_t)((uint64_t)low + gen.draw(first + i) % range);
   return t;
 }
 

@@ -4,9 +4,28 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <limits>
+#include <memory>
 
 #include "core/vec.h"
+
+namespace ember {
+
+void check_fits_int64(const Tensor& src, const char* op) {
+  if (!is_floating(src.dtype())) return;
+  dispatch_float(src.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    const Tensor c = src.detach().contiguous();
+    const T* p = c.data<T>();
+    for (int64_t i = 0; i < c.numel(); i++)
+      if (!fits_int64((double)p[i]))
+        fail(op, "element ", i, " (", (double)p[i], ") of a ", dtype_name(src.dtype()), " tensor of shape ", src.shape(),
+             " cannot be converted to int64 without overflow");
+  });
+}
+
+}  // namespace ember
 
 namespace ember::kernel {
 
@@ -43,7 +62,7 @@ void add_inplace(const Tensor& dst, const Tensor& src) {
     const T* s = src.data<T>();
     for_each_strided<2>(dst.shape(), {dst.strides(), src.strides()},
                         [&](const int64_t* off, int64_t n, const int64_t* st) {
-                          for (int64_t i = 0; i < n; i++) d[off[0] + i * st[0]] += s[off[1] + i * st[1]];
+                          for (int64_t i = 0; i < n; i++) d[off[0] + i * st[0]] = wrapping_add(d[off[0] + i * st[0]], s[off[1] + i * st[1]]);
                         });
   });
   dst.storage()->version++;
@@ -110,7 +129,7 @@ void sum_rows_one_block(T* out, const T* x, int64_t rows, int64_t cols, int64_t 
   for (int64_t c = 0; c < n; c++) acc[c] = 0;
   for (int64_t r = 0; r < rows; r++) {
     const T* row = x + r * cols + c0;
-    for (int64_t c = 0; c < n; c++) acc[c] += acc_t<T>(row[c]);
+    for (int64_t c = 0; c < n; c++) acc[c] = wrapping_add(acc[c], acc_t<T>(row[c]));
   }
   for (int64_t c = 0; c < n; c++) out[c0 + c] = static_cast<T>(acc[c]);
 }
@@ -153,7 +172,13 @@ Tensor reduce(const Tensor& x, const std::vector<bool>& red, ReduceKind kind) {
     const T* px = x.data<T>();
     T* po = out.data<T>();
     const int64_t chunks = std::max<int64_t>(1, (p.per_output + kReduceChunk - 1) / kReduceChunk);
-    std::vector<A> partial(p.outputs * chunks);
+    // one partial sum per chunk of kReduceChunk inputs: a broadcast input of 2^50
+    // elements needs 2^38 of them
+    // elements needs 2^38 of them (malloc's null is an error here, where new would abort)
+    std::unique_ptr<A[], void (*)(void*)> partial((A*)std::malloc(size_t(p.outputs * chunks) * sizeof(A)), std::free);
+    if (!partial)
+      throw OutOfMemory(cat_str(name, ": out of memory: reducing a tensor of shape ", x.shape(), " needs ",
+                                p.outputs * chunks, " partial results"));
     std::array<Shape, 1> rst{p.red_strides};
     // offset of output o's first input element
     auto base_of = [&](int64_t o) {
@@ -174,8 +199,8 @@ Tensor reduce(const Tensor& x, const std::vector<bool>& red, ReduceKind kind) {
         auto body = [&](const int64_t* off, int64_t n, const int64_t* s) {
           const T* q = base + off[0];
           if (kind == ReduceKind::Sum) {
-            if (s[0] == 1) for (int64_t i = 0; i < n; i++) acc += A(q[i]);
-            else for (int64_t i = 0; i < n; i++) acc += A(q[i * s[0]]);
+            if (s[0] == 1) for (int64_t i = 0; i < n; i++) acc = wrapping_add(acc, A(q[i]));
+            else for (int64_t i = 0; i < n; i++) acc = wrapping_add(acc, A(q[i * s[0]]));
           } else if (kind == ReduceKind::Max) {
             for (int64_t i = 0; i < n; i++) { A v = A(q[i * s[0]]); if (v > acc || v != v) acc = v; }
           } else {
@@ -190,7 +215,7 @@ Tensor reduce(const Tensor& x, const std::vector<bool>& red, ReduceKind kind) {
       A acc = partial[o * chunks];
       for (int64_t c = 1; c < chunks; c++) {
         A v = partial[o * chunks + c];
-        if (kind == ReduceKind::Sum) acc += v;
+        if (kind == ReduceKind::Sum) acc = wrapping_add(acc, v);
         else if (kind == ReduceKind::Max) { if (v > acc || v != v) acc = v; }
         else { if (v < acc || v != v) acc = v; }
       }

@@ -88,7 +88,7 @@ struct DropoutDraws {
     for (size_t i = row_dims.size(); i-- > 1;) stride *= row_dims[i];
     for (size_t i = 0; i < row_dims.size(); i++) {
       const int64_t coord = r / stride % row_dims[i];
-      key = mix(key, i == 0 ? coord + sample_offset : coord);
+      key = mix(key, i == 0 ? sample(coord) : (uint64_t)coord);
       if (i + 1 < row_dims.size()) stride /= row_dims[i + 1];
     }
     return key;
@@ -111,7 +111,7 @@ struct DropoutDraws {
     }
     auto from = [&](size_t level) {
       for (size_t i = level; i < D; i++)
-        prefix[i] = mix(i == 0 ? call : prefix[i - 1], i == 0 ? coord[0] + sample_offset : coord[i]);
+        prefix[i] = mix(i == 0 ? call : prefix[i - 1], i == 0 ? sample(coord[0]) : (uint64_t)coord[i]);
     };
     from(0);
     for (int64_t k = 0;; k++) {
@@ -123,7 +123,7 @@ struct DropoutDraws {
     }
   }
   // The key of the row at (sample, position) of a [samples, positions, columns] tensor.
-  uint64_t row_key(int64_t sample, int64_t position) const { return mix(mix(call, sample + sample_offset), position); }
+  uint64_t row_key(int64_t s, int64_t position) const { return mix(mix(call, sample(s)), (uint64_t)position); }
   bool dropped(uint64_t key, int64_t c) const { return gen.below(key + (uint64_t)c, threshold); }
   // 0 for a dropped element, else scale.
   template <class T>
@@ -132,8 +132,10 @@ struct DropoutDraws {
   }
 
  private:
-  static uint64_t mix(uint64_t key, int64_t coord) {
-    uint64_t z = key ^ ((uint64_t)coord + 0x632BE59BD9B4E019ull) * 0x9E3779B97F4A7C15ull;
+  // The sample a leading coordinate stands for, in uint64 (where no sum overflows).
+  uint64_t sample(int64_t coord) const { return (uint64_t)coord + (uint64_t)sample_offset; }
+  static uint64_t mix(uint64_t key, uint64_t coord) {
+    uint64_t z = key ^ (coord + 0x632BE59BD9B4E019ull) * 0x9E3779B97F4A7C15ull;
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     return z ^ (z >> 31);

@@ -26,17 +26,19 @@ int64_t numel_of(const Shape& shape) {
 }
 
 int64_t checked_numel(const Shape& shape, const char* op) {
-  int64_t n = 1;
+  // The product leaves zeros out: a tensor of no elements still gets strides, and a view
+  // of it an offset, both bounded by that product.
   bool zero = false;
   for (int64_t s : shape) {
     if (s < 0) fail(op, "sizes must be non-negative, got ", shape);
     zero = zero || s == 0;
   }
-  if (zero) return 0;
+  int64_t n = 1;
   for (int64_t s : shape)
-    if (__builtin_mul_overflow(n, s, &n) || n > kMaxElements)
-      fail(op, "a tensor of shape ", shape, " would have more than 2^56 elements");
-  return n;
+    if (s > 0 && (__builtin_mul_overflow(n, s, &n) || n > kMaxElements))
+      fail(op, "a tensor of shape ", shape,
+           zero ? " has sizes whose product (zeros aside) exceeds 2^56" : " would have more than 2^56 elements");
+  return zero ? 0 : n;
 }
 
 Shape contiguous_strides(const Shape& shape) {

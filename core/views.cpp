@@ -12,17 +12,18 @@ namespace ember {
 
 // Replaces a single -1 by the size that keeps numel.
 static Shape infer_shape(Shape shape, int64_t numel, const char* op, const Shape& from) {
-  int64_t known = 1, infer = -1;
+  int64_t infer = -1;
   for (size_t i = 0; i < shape.size(); i++) {
     if (shape[i] == -1) {
       if (infer >= 0) fail(op, "only one dimension can be -1, got ", shape);
       infer = (int64_t)i;
     } else if (shape[i] < 0) {
       fail(op, "invalid size ", shape[i], " in shape ", shape);
-    } else {
-      known *= shape[i];
     }
   }
+  Shape sized = shape;
+  if (infer >= 0) sized[infer] = 1;
+  const int64_t known = checked_numel(sized, op);
   if (infer >= 0) {
     if (known == 0 || numel % known != 0)
       fail(op, "shape ", shape, " is invalid for an input of shape ", from, " (", numel, " elements)");
@@ -318,6 +319,7 @@ Tensor Tensor::clone() const {
 Tensor Tensor::to(DType dt) const {
   live("to");
   if (dt == dtype()) return *this;
+  if (dt == kInt64) check_fits_int64(*this, "to");
   Tensor out = empty(shape(), dt);
   kernel::copy(out, *this);
   DType src = dtype();
@@ -328,6 +330,7 @@ Tensor Tensor::to(DType dt) const {
 
 Tensor& Tensor::fill_(double v) {
   live("fill_");
+  if (dtype() == kInt64) scalar_as<int64_t>(v, "fill_", /*integral=*/false);
   kernel::fill(*this, v);
   return *this;
 }
@@ -343,6 +346,7 @@ Tensor& Tensor::copy_(const Tensor& src) {
            ") are one memory location; clone() it first");
   // a source that shares memory with the destination (a.copy_(a.t())) is read whole first
   const Tensor from = src.storage() == storage() ? src.detach().clone() : src.detach();
+  if (dtype() == kInt64) check_fits_int64(from, "copy_");
   kernel::copy(*this, from.expand(shape()));
   return *this;
 }

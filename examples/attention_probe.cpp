@@ -144,6 +144,9 @@ int probe(const std::string& in, const std::string& out, DType dtype) {
     fail(kOp, "OUT.h5 '", out, "' is the case file itself; expected another path for the results");
   cli::check_output_file(kOp, out, "the results (OUT.h5)");
   const Case c(in);
+  const int64_t schema = c.integer("schema", 0, int64_t(1) << 30);
+  if (schema != 1)
+    fail(kOp, "'", in, "': attribute 'schema' is ", schema, "; this program reads schema 1 (tests/data/README.md)");
   const std::string kind = c.text("kind");
   if (kind != "multihead_attention")
     fail(kOp, "'", in, "': attribute 'kind' must be \"multihead_attention\", got ", printable(kind));

@@ -105,8 +105,9 @@ Tensor PositionalEncoding::forward(const Tensor& x, int64_t start) {
   if (x.dim() < 2 || x.size(-1) != d_model)
     fail("PositionalEncoding::forward", "expected input [..., L, ", d_model, "], got shape ", x.shape());
   int64_t L = x.size(-2);
-  if (start < 0 || start + L > max_len)
-    fail("PositionalEncoding::forward", "positions ", start, "..", start + L - 1, " exceed max_len ", max_len);
+  if (start < 0 || start > max_len - L)
+    fail("PositionalEncoding::forward", "expected 0 <= start <= max_len - L = ", max_len - L, " for an input of ", L,
+         " positions, got start ", start, " (max_len ", max_len, ")");
   return hooked({x}, add(x, pe.narrow(0, start, L)));
 }
 

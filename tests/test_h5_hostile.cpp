@@ -181,6 +181,22 @@ TEST_CASE("h5::Reader refuses external links, external storage and virtual datas
   CHECK_FALSE(fifo.stop());
 }
 
+TEST_CASE("reading or writing an HDF5 file turns off HDF5's loading of filter plugins") {
+  // with loading on, a dataset naming an unknown filter makes HDF5 load a library found
+  // in HDF5_PLUGIN_PATH: code a crafted file would choose
+  ScratchDir dir;
+  write_raw(dir.file("x.h5"));
+  REQUIRE(H5PLset_loading_state(H5PL_ALL_PLUGIN) >= 0);
+  { h5::Reader r(dir.file("x.h5")); }
+  unsigned int state = 1;
+  REQUIRE(H5PLget_loading_state(&state) >= 0);
+  CHECK(state == 0);
+  REQUIRE(H5PLset_loading_state(H5PL_ALL_PLUGIN) >= 0);
+  { h5::Writer w(dir.file("y.h5")); }
+  REQUIRE(H5PLget_loading_state(&state) >= 0);
+  CHECK(state == 0);
+}
+
 TEST_CASE("h5::Reader refuses soft links, also as an intermediate group") {
   ScratchDir dir;
   write_raw(dir.file("x.h5"), [&](hid_t f) {

@@ -417,6 +417,12 @@ TEST_CASE("jacobian, hessian and hvp leave x alone and reject what they cannot t
   CHECK_THAT(error_of([&] { hvp(f, x, zeros({4}, kFloat64)); }),
              StartsWith("hvp: expected v of x's shape [3] and dtype float64, got shape [4]"));
   CHECK_THAT(error_of([&] { jacobian(f, zeros({2}, kInt64)); }), StartsWith("jacobian: expected a float32 or float64 x"));
+  // an integer value has no derivative: refused, not answered with zeros
+  const TensorFn to_int = [](const Tensor& z) { return argmax(z, 0); };
+  CHECK_THAT(error_of([&] { jacobian(to_int, x); }),
+             StartsWith("jacobian: the function returned a tensor of dtype int64 and shape []; expected float32 or float64"));
+  CHECK_THAT(error_of([&] { hvp(to_int, x, x.detach()); }), StartsWith("hvp: the function returned a tensor of dtype int64"));
+  CHECK_THAT(error_of([&] { hessian(to_int, x); }), StartsWith("hessian: the function returned a tensor of dtype int64"));
 }
 
 // ------------------------------------------------------------------ custom functions

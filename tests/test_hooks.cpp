@@ -208,3 +208,26 @@ TEST_CASE("through retain_grad: the gradient reaching softmax's scores is p * (g
     for (int c = 0; c < 5; c++) CHECK(sv[r * 5 + c] == Approx(pv[r * 5 + c] * (gv[r * 5 + c] - dot)).margin(1e-15));
   }
 }
+
+TEST_CASE("backward called from a hook on what the hook computed says where it is, not only that the tensor has no graph") {
+  Tensor x = full({2}, 3.0, kFloat64).requires_grad_();
+  Tensor y = mul(x, x);
+  y.register_hook([](const Tensor& g) {
+    sum(mul(g, g)).backward();  // g carries no graph in a plain backward
+    return g;
+  });
+  CHECK_THAT(error_of([&] { sum(y).backward(); }),
+             StartsWith("backward: called inside a backward pass (from a hook or a Function's backward), where grad "
+                        "mode is off: the tensor (shape []) was computed there and has no graph"));
+  // a hook may still run a backward of its own graph
+  Tensor w = full({1}, 2.0, kFloat64).requires_grad_();
+  Tensor z = mul(x, x);
+  z.register_hook([&](const Tensor& g) {
+    GradModeGuard on(true);
+    sum(mul(w, w)).backward();
+    return g;
+  });
+  sum(z).backward();
+  CHECK(w.grad().item<double>() == 4.0);
+  CHECK(x.grad().to_vector<double>() == std::vector<double>{6.0, 6.0});
+}

@@ -76,3 +76,81 @@ TEST_CASE("values that must be finite are refused by name: attention's scale, La
   CHECK_THAT(error_of([] { (void)normal({2}, 0.0, -1.0); }), StartsWith("normal: expected a finite mean"));
   CHECK(uniform({3}, 0.5, 0.5).to_vector<float>() == std::vector<float>(3, 0.5f));
 }
+
+TEST_CASE("sizes whose product overflows 64 bits are refused, even in a tensor of no elements") {
+  CHECK_THAT(error_of([] { (void)zeros({0, int64_t(1) << 40, int64_t(1) << 40}); }),
+             StartsWith("zeros: a tensor of shape [0,1099511627776,1099511627776] has sizes whose product (zeros aside) exceeds 2^56"));
+  CHECK(zeros({0, int64_t(1) << 20, int64_t(1) << 20}).numel() == 0);
+  const Tensor e = zeros({0, 4});
+  CHECK_THAT(error_of([&] { (void)e.view({int64_t(1) << 62, 4, 0}); }), StartsWith("view: a tensor of shape"));
+  CHECK_THAT(error_of([&] { (void)e.reshape({-1, int64_t(1) << 62, int64_t(1) << 62}); }), StartsWith("reshape: "));
+  CHECK(e.view({2, 0, 3}).shape() == Shape{2, 0, 3});
+  const Tensor x = arange(6);
+  CHECK_THAT(error_of([&] { (void)split(x, {INT64_MAX, INT64_MAX, 2}); }),
+             StartsWith("split: sizes") && Contains("add up to more than 2^63"));
+  const std::vector<Tensor> one = chunk(x, INT64_MAX);
+  CHECK(one.size() == 6);
+  CHECK(chunk(x, 4).size() == 3);
+  CHECK(chunk(x, 4)[0].numel() == 2);
+}
+
+TEST_CASE("var's correction may be any int64, randint any range inside int64") {
+  const Tensor x = arange(0.0, 4.0, 1.0, kFloat64);  // sum of squared deviations 5
+  CHECK(var(x, {0}, INT64_MIN).item<double>() == Approx(5.0 / 0x1p63));
+  CHECK(std::isinf(var(x, {0}, INT64_MAX).item<double>()));
+  CHECK(var(x, {0}, 1).item<double>() == Approx(5.0 / 3));
+  Generator g(7);
+  const Tensor r = randint(INT64_MIN, INT64_MAX, {1000}, &g);
+  const std::vector<int64_t> v = r.to_vector<int64_t>();
+  CHECK(*std::min_element(v.begin(), v.end()) < 0);
+  CHECK(*std::max_element(v.begin(), v.end()) > 0);
+  Generator g1(3), g2(3);  // a small range draws what it always drew
+  const std::vector<int64_t> small = randint(-5, 5, {200}, &g1).to_vector<int64_t>();
+  for (int64_t s : small) CHECK((s >= -5 && s < 5));
+  CHECK(randint(-5, 5, {200}, &g2).to_vector<int64_t>() == small);
+}
+
+TEST_CASE("int64 arithmetic wraps around modulo 2^64, as PyTorch's does") {
+  const Tensor m = sub(mul(full({2}, 0x1p62, kInt64), 2.0), 1.0);  // INT64_MAX
+  // (built without overflow: 2^62 * 2 wraps to INT64_MIN, minus 1 wraps to INT64_MAX)
+  CHECK(m.to_vector<int64_t>() == std::vector<int64_t>{INT64_MAX, INT64_MAX});
+  CHECK(add(m, 1.0).to_vector<int64_t>() == std::vector<int64_t>{INT64_MIN, INT64_MIN});
+  CHECK(add(m, m).to_vector<int64_t>() == std::vector<int64_t>{-2, -2});
+  CHECK(mul(m, m).to_vector<int64_t>() == std::vector<int64_t>{1, 1});
+  CHECK(sub(neg(m), 2.0).to_vector<int64_t>() == std::vector<int64_t>{INT64_MAX, INT64_MAX});
+  CHECK(neg(add(m, 1.0)).to_vector<int64_t>() == std::vector<int64_t>{INT64_MIN, INT64_MIN});
+  CHECK(sum(m).item<int64_t>() == -2);
+  CHECK(sum(m.view({1, 2}), {0}).to_vector<int64_t>() == std::vector<int64_t>{INT64_MAX, INT64_MAX});
+  CHECK(sum(full({3, 70}, 0x1p62, kInt64), {0}).to_vector<int64_t>()[69] == -(int64_t(1) << 62));  // 3 * 2^62 wrapped
+}
+
+TEST_CASE("a value int64 cannot hold is refused by the conversion that meets it") {
+  const double nan = std::nan("");
+  for (double v : {nan, (double)INFINITY, 1e300, -1e19, 0x1p63}) {
+    INFO(v);
+    CHECK_THAT(error_of([&] { (void)full({2}, v, kInt64); }), StartsWith("fill_: the value ") && Contains("int64"));
+    CHECK_THAT(error_of([&] { zeros({2}, kInt64).fill_(v); }), StartsWith("fill_: the value "));
+    CHECK_THAT(error_of([&] { (void)full({3}, v, kFloat64).to(kInt64); }),
+               StartsWith("to: element 0 (") && Contains("of a float64 tensor of shape [3] cannot be converted to int64"));
+    CHECK_THAT(error_of([&] { zeros({3}, kInt64).copy_(full({3}, v, kFloat32)); }), StartsWith("copy_: element 0"));
+    CHECK_THAT(error_of([&] { (void)masked_fill(zeros({2}, kInt64), ones({2}, kBool), v); }),
+               StartsWith("masked_fill: the value "));
+    CHECK_THAT(error_of([&] { (void)add(zeros({2}, kInt64), v); }), StartsWith("add: the value "));
+  }
+  CHECK(full({2}, -0x1p63, kInt64).to_vector<int64_t>()[0] == INT64_MIN);
+  CHECK(full({2}, -2.7, kFloat64).to(kInt64).to_vector<int64_t>()[1] == -2);  // toward zero, as PyTorch
+  CHECK(full({2}, 2.5, kInt64).to_vector<int64_t>()[0] == 2);
+  CHECK_THAT(error_of([] { (void)mul(ones({2}, kInt64), 0.5); }),
+             StartsWith("mul: the scalar 0.5 is not an integer, and the tensor is int64"));
+  CHECK(mul(ones({2}, kInt64), 3.0).to_vector<int64_t>()[0] == 3);
+}
+
+TEST_CASE("a reduction too large for memory is OutOfMemory, not std::bad_alloc") {
+  const Tensor x = ones({1}).expand({int64_t(1) << 55});
+  try {
+    (void)sum(x);
+    FAIL("sum of 2^55 elements returned");
+  } catch (const OutOfMemory& e) {
+    CHECK_THAT(std::string(e.what()), StartsWith("sum: out of memory: reducing a tensor of shape [36028797018963968]"));
+  }
+}

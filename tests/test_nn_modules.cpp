@@ -244,7 +244,11 @@ TEST_CASE("the positional table puts sin on even and cos on odd features") {
     }
   Tensor x = zeros({2, 4, 6}, kFloat64);
   CHECK(equal(pe.forward(x, 3).select(0, 1), pe.pe.narrow(0, 3, 4)));
-  CHECK_THAT(error_of([&] { pe.forward(zeros({1, 4, 6}, kFloat64), 8); }), Contains("exceed max_len 10"));
+  CHECK_THAT(error_of([&] { pe.forward(zeros({1, 4, 6}, kFloat64), 8); }),
+             Contains("expected 0 <= start <= max_len - L = 6") && Contains("got start 8"));
+  for (int64_t start : {INT64_MAX - 1, INT64_MIN, int64_t(-1)})
+    CHECK_THAT(error_of([&] { pe.forward(zeros({1, 4, 6}, kFloat64), start); }),
+               Contains("got start " + std::to_string(start)));
 }
 
 TEST_CASE("Dropout is the identity in eval mode and drops and rescales in training") {

@@ -237,10 +237,10 @@ TEST_CASE("RunDirectory creates, checks, locks and sweeps its directory") {
              Catch::Contains("cannot create the directory"));
 }
 
-TEST_CASE("StopSignals turns SIGINT, SIGTERM and SIGHUP into a flag, keeps the first, and restores the old handlers") {
+TEST_CASE("StopSignals turns INT, TERM, HUP, USR1, USR2 and XCPU into a flag, keeps the first, and restores the old handlers") {
   struct sigaction before;
   sigaction(SIGTERM, nullptr, &before);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2, SIGXCPU}) {
     struct sigaction cur;
     sigaction(sig, nullptr, &cur);
     if (cur.sa_handler == SIG_IGN) signal(sig, SIG_DFL);  // a run started in the background ignores SIGINT
@@ -256,6 +256,7 @@ TEST_CASE("StopSignals turns SIGINT, SIGTERM and SIGHUP into a flag, keeps the f
   sigaction(SIGTERM, nullptr, &now);
   CHECK(now.sa_handler == before.sa_handler);
   CHECK(std::string(training::StopSignals::name(SIGTERM)) == "SIGTERM");
+  CHECK(std::string(training::StopSignals::name(SIGUSR1)) == "SIGUSR1");
 }
 
 TEST_CASE("StopSignals leaves a signal the process was started ignoring ignored (nohup), and answers SIGPIPE") {

@@ -54,6 +54,16 @@ TEST_CASE("the model's configuration goes through a checkpoint's config and is c
   cfg = seq2seq::to_config(c);
   cfg["colour"] = int64_t(3);
   CHECK_THAT(error_of([&] { seq2seq::from_config(cfg, "f.h5"); }), Contains("unknown attribute 'colour'"));
+  // score_scale: the range the command line takes, so that a file cannot make every score overflow
+  for (double bad : {1e308, 1e7, 1e-7, 0.0, -1.0}) {
+    cfg = seq2seq::to_config(c);
+    cfg["score_scale"] = bad;
+    CHECK_THAT(error_of([&] { seq2seq::from_config(cfg, "f.h5"); }),
+               Contains("attribute 'score_scale' must be a real in [1e-06, 1e+06]"));
+  }
+  cfg = seq2seq::to_config(c);
+  cfg["score_scale"] = 1e6;
+  CHECK(seq2seq::from_config(cfg, "f.h5").score_scale == 1e6);
 }
 
 TEST_CASE("a tiny Transformer learns to reverse strings, and greedy decoding gets all of them right") {

@@ -121,6 +121,24 @@ TEST_CASE("a stop signal ends the trainer after the step in flight, saved, with 
   CHECK(p.reasons.back() == "stopped by SIGTERM");
 }
 
+TEST_CASE("a stop signal pending when an evaluation is due skips the evaluation and saves the step") {
+  ember::training::StopSignals signals;
+  Trainer t({.program = "test", .steps = 100, .eval_every = 5, .save_every = 5});
+  Program p;
+  p.attach(t);
+  auto step = t.step;
+  t.step = [&] {
+    StepResult r = step();
+    if (p.steps_taken == 10) std::raise(SIGTERM);
+    return r;
+  };
+  REQUIRE(t.run() == 128 + SIGTERM);
+  CHECK(p.steps_taken == 10);
+  CHECK(p.evaluated == std::vector<int64_t>{5});  // not at step 10
+  CHECK(p.saved == std::vector<int64_t>{5, 10});
+  CHECK(p.reasons.back() == "stopped by SIGTERM");
+}
+
 TEST_CASE("a save that fails ends the trainer with an error naming the step and the last good checkpoint") {
   Trainer t({.program = "test", .steps = 10, .save_every = 3});
   Program p;

@@ -438,6 +438,16 @@ watch::Log renamed_log(Tiny& t, const std::string& name) {
 
 }  // namespace
 
+TEST_CASE("a probe whose module name cannot name a figure file is refused when the recorder is made") {
+  Tiny t;
+  for (const std::string name : {"", "a/b", ".."}) {
+    watch::Probe p = t.probe();
+    p.sites[1].module = name;
+    CHECK_THAT(error_of([&] { watch::Recorder r(p, scratch("probe_names"), 5, "test", {}); }),
+               Catch::StartsWith("watch::Recorder: the probe names module \"" + name + "\", which cannot name a figure file"));
+  }
+}
+
 TEST_CASE("a module name from a watch file that could name a file outside the output directory is refused") {
   Tiny t;
   const std::string dir = scratch("names");

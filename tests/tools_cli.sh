@@ -103,6 +103,26 @@ expect 1 ap_zero "$probe" /dev/zero "$dir/probe.h5"
 contains "$dir/ap_zero.out" "attention_probe: '/dev/zero' is a character device, not a regular file"
 expect 1 ap_kind "$probe" "$data/adam.h5" "$dir/probe.h5"
 contains "$dir/ap_kind.out" "'$data/adam.h5': attribute 'kind' must be \"multihead_attention\", got \"adam\""
+python=${PYTHON:-/usr/bin/python3}
+if "$python" -c "import h5py" 2>/dev/null; then
+  for schema in 2 none; do
+    cp "$case_file" "$dir/schema.h5"
+    "$python" -c "
+import sys, h5py
+with h5py.File(sys.argv[1], 'r+') as f:
+    del f.attrs['schema']
+    if sys.argv[2] != 'none': f.attrs['schema'] = int(sys.argv[2])
+" "$dir/schema.h5" "$schema"
+    expect 1 ap_schema "$probe" "$dir/schema.h5" "$dir/probe.h5"
+    if [ "$schema" = none ]; then
+      contains "$dir/ap_schema.out" "'$dir/schema.h5' has no root attribute 'schema' (expected an integer in [0, 1073741824])"
+    else
+      contains "$dir/ap_schema.out" "'$dir/schema.h5': attribute 'schema' is 2; this program reads schema 1"
+    fi
+  done
+else
+  echo "skipped: the edited-schema check needs python3 with h5py"
+fi
 expect 1 ap_out_notdir "$probe" "$case_file" "$dir/plain/out.h5"
 contains "$dir/ap_out_notdir.out" "'$dir/plain' is not a directory"
 expect 1 ap_out_dir "$probe" "$case_file" "$dir"

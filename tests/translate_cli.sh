@@ -110,9 +110,10 @@ contains "$dir/sigint.out" "stopped by SIGINT at step"
 ls "$dir/run3"/ckpt-*.h5 >/dev/null 2>&1 || fail "Ctrl-C saved no checkpoint"
 
 
-# SIGTERM (what schedulers send) and SIGHUP save as Ctrl-C does, with the conventional
-# exit codes, and the run resumes from what they saved
-for sig in TERM HUP; do
+# SIGTERM (what schedulers send), SIGHUP and SIGUSR1 (a scheduler's warning before its
+# time limit) save as Ctrl-C does, with the conventional exit codes, and the run resumes
+# from what they saved
+for sig in TERM HUP USR1; do
   out="$dir/run_$sig"
   "$bin" train "${small[@]}" --out "$out" --steps 100000 --save-every 100000 >"$dir/sig$sig.out" 2>"$dir/sig$sig.err" &
   pid=$!
@@ -219,6 +220,21 @@ open(path, "wb").write(b)
 PY
   run 1 skewed "$bin" train "${small[@]}" --out "$dir/skewed" --steps 40 --resume "$dir/skewed.h5"
   contains "$dir/skewed.err" "key '/schedule' attribute 'last_step' is 5, but the run is at step 30"
+  # a number of processes that cannot be is refused, not printed
+  cp "$dir/cosine/ckpt-00000030.h5" "$dir/worlds.h5"
+  "$python" - "$dir/worlds.h5" <<'PY'
+import sys, zlib, h5py, numpy
+path = sys.argv[1]
+with h5py.File(path, "r+") as f:
+    del f["extra/world_size"]
+    f["extra/world_size"] = numpy.array([0], dtype=numpy.int64)
+b = bytearray(open(path, "rb").read())
+head = b"ember checkpoint\nschema 1\nsize %d\ncrc32 %08x\n" % (len(b), zlib.crc32(bytes(b[512:])) & 0xffffffff)
+b[:512] = head + b"\0" * (512 - len(head))
+open(path, "wb").write(b)
+PY
+  run 1 worlds "$bin" train "${small[@]}" --out "$dir/worlds" --steps 40 --resume "$dir/worlds.h5"
+  contains "$dir/worlds.err" "key '/extra/world_size' should hold the number of processes that saved it, an int64 >= 1"
 else
   echo "skipped: the edited-schedule check needs python3 with h5py"
 fi

@@ -119,6 +119,15 @@ EOF
     [ "$(ls -A "$dir/names_out_$tag")" = sub ] || fail "files were written beside --out"
     [ -z "$(ls -A "$dir/names_out_$tag/sub")" ] || fail "figures were written for a file with a bad module name"
   done
+  # an empty module name ("a,,b") is refused, not skipped
+  "$python" - "$dir/watched/watch.h5" "$dir/empty_name.h5" <<'EOF' >"$dir/h5py_empty.out" 2>&1 || fail "h5py: $(tail -3 "$dir/h5py_empty.out")"
+import shutil, sys, h5py
+shutil.copy(sys.argv[1], sys.argv[2])
+with h5py.File(sys.argv[2], "r+") as f:
+    f.attrs["modules"] = "encoder_self,,decoder_self,decoder_cross"
+EOF
+  run 1 plot_empty_name "$plot" "$dir/empty_name.h5" --out "$dir/empty_name_out"
+  contains "$dir/plot_empty_name.err" "attribute 'modules' names module \"\", which cannot name a figure file"
   # a file whose values are all 1e308 (finite) draws its figures
   "$python" - "$dir/watched/watch.h5" "$dir/huge.h5" <<'EOF' >"$dir/h5py_huge.out" 2>&1 || fail "h5py: $(tail -3 "$dir/h5py_huge.out")"
 import shutil, sys, h5py

@@ -199,6 +199,11 @@ class GraphTask {
   Tensor seed(const Tensor& root, const Tensor& grad, size_t i, bool single) {
     if (!root.defined())
       fail_undefined(root, op_, single ? "the tensor" : cat_str("output ", (int64_t)i).c_str());
+    if (!root.requires_grad() && t_in_backward && !grad_enabled())
+      fail(op_, "called inside a backward pass (from a hook or a Function's backward), where grad mode is off: ",
+           single ? std::string("the tensor") : cat_str("output ", i), " (shape ", root.shape(),
+           ") was computed there and has no graph; compute it outside, or run the outer backward with "
+           "create_graph = true");
     if (!root.requires_grad())
       fail(op_, single ? std::string("the tensor") : cat_str("output ", i),
            " does not require grad and has no grad_fn (shape ", root.shape(),

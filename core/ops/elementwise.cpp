@@ -35,13 +35,15 @@ Tensor binary_forward(const char* name, const Tensor& a, const Tensor& b, bool f
   return out;
 }
 
+// out = op(a, s) elementwise, s converted to a's element type (an integer for int64).
 template <class Op>
-Tensor scalar_forward(const char* name, const Tensor& a, bool float_only, Op op) {
+Tensor scalar_forward(const char* name, const Tensor& a, bool float_only, double s, Op op) {
   if (float_only) need_float(name, a);
   Tensor out = empty(a.shape(), a.dtype());
   dispatch_numeric(a.dtype(), name, [&](auto tag) {
     using T = decltype(tag);
-    map1<T, T>(out, a.detach(), [&](T x) { return op(x); });
+    const T v = scalar_as<T>(s, name, /*integral=*/true);
+    map1<T, T>(out, a.detach(), [&](T x) { return op(x, v); });
   });
   return out;
 }
@@ -88,7 +90,7 @@ Tensor unary_op(const char* name, const Tensor& a, const Loc& loc, Save save, F 
 Tensor add(const Tensor& a, const Tensor& b, Loc loc) {
   check_defined(a, "add", "the first operand");
   check_defined(b, "add", "the second operand");
-  Tensor out = binary_forward("add", a, b, false, [](auto x, auto y) { return x + y; });
+  Tensor out = binary_forward("add", a, b, false, [](auto x, auto y) { return wrapping_add(x, y); });
   return record("add", loc, out, {a, b}, wants_grad(a, b) ? BackwardFn([](const Tensor& g) {
     return std::vector<Tensor>{g, g};
   }) : nullptr);
@@ -97,7 +99,7 @@ Tensor add(const Tensor& a, const Tensor& b, Loc loc) {
 Tensor sub(const Tensor& a, const Tensor& b, Loc loc) {
   check_defined(a, "sub", "the first operand");
   check_defined(b, "sub", "the second operand");
-  Tensor out = binary_forward("sub", a, b, false, [](auto x, auto y) { return x - y; });
+  Tensor out = binary_forward("sub", a, b, false, [](auto x, auto y) { return wrapping_sub(x, y); });
   bool gb = b.requires_grad();
   return record("sub", loc, out, {a, b}, wants_grad(a, b) ? BackwardFn([gb](const Tensor& g) {
     return std::vector<Tensor>{g, gb ? neg(g) : Tensor()};
@@ -107,7 +109,7 @@ Tensor sub(const Tensor& a, const Tensor& b, Loc loc) {
 Tensor mul(const Tensor& a, const Tensor& b, Loc loc) {
   check_defined(a, "mul", "the first operand");
   check_defined(b, "mul", "the second operand");
-  Tensor out = binary_forward("mul", a, b, false, [](auto x, auto y) { return x * y; });
+  Tensor out = binary_forward("mul", a, b, false, [](auto x, auto y) { return wrapping_mul(x, y); });
   BackwardFn bw;
   Tensor sa, sb;
   if (wants_grad(a, b)) {
@@ -199,32 +201,32 @@ static BackwardFn pass_through(const Tensor& a, double scale) {
 
 Tensor add(const Tensor& a, double s, Loc loc) {
   check_defined(a, "add", "the input");
-  Tensor out = scalar_forward("add", a, false, [s](auto x) { return x + static_cast<decltype(x)>(s); });
+  Tensor out = scalar_forward("add", a, false, s, [](auto x, auto v) { return wrapping_add(x, v); });
   return record("add", loc, out, {a}, pass_through(a, 1.0));
 }
 Tensor sub(const Tensor& a, double s, Loc loc) {
   check_defined(a, "sub", "the input");
-  Tensor out = scalar_forward("sub", a, false, [s](auto x) { return x - static_cast<decltype(x)>(s); });
+  Tensor out = scalar_forward("sub", a, false, s, [](auto x, auto v) { return wrapping_sub(x, v); });
   return record("sub", loc, out, {a}, pass_through(a, 1.0));
 }
 Tensor rsub(double s, const Tensor& a, Loc loc) {
   check_defined(a, "rsub", "the input");
-  Tensor out = scalar_forward("rsub", a, false, [s](auto x) { return static_cast<decltype(x)>(s) - x; });
+  Tensor out = scalar_forward("rsub", a, false, s, [](auto x, auto v) { return wrapping_sub(v, x); });
   return record("rsub", loc, out, {a}, pass_through(a, -1.0));
 }
 Tensor mul(const Tensor& a, double s, Loc loc) {
   check_defined(a, "mul", "the input");
-  Tensor out = scalar_forward("mul", a, false, [s](auto x) { return x * static_cast<decltype(x)>(s); });
+  Tensor out = scalar_forward("mul", a, false, s, [](auto x, auto v) { return wrapping_mul(x, v); });
   return record("mul", loc, out, {a}, pass_through(a, s));
 }
 Tensor div(const Tensor& a, double s, Loc loc) {
   check_defined(a, "div", "the input");
-  Tensor out = scalar_forward("div", a, true, [s](auto x) { return x / static_cast<decltype(x)>(s); });
+  Tensor out = scalar_forward("div", a, true, s, [](auto x, auto v) { return x / v; });
   return record("div", loc, out, {a}, pass_through(a, 1.0 / s));
 }
 Tensor rdiv(double s, const Tensor& a, Loc loc) {
   check_defined(a, "rdiv", "the input");
-  Tensor out = scalar_forward("rdiv", a, true, [s](auto x) { return static_cast<decltype(x)>(s) / x; });
+  Tensor out = scalar_forward("rdiv", a, true, s, [](auto x, auto v) { return v / x; });
   BackwardFn bw;
   if (wants_grad(a)) {
     bw = [xa = SavedTensor(a), s](const Tensor& g) {
@@ -252,7 +254,7 @@ Tensor pow(const Tensor& a, double p, Loc loc) {
 // ------------------------------------------------------------------ unary
 Tensor neg(const Tensor& a, Loc loc) {
   check_defined(a, "neg", "the input");
-  Tensor out = scalar_forward("neg", a, false, [](auto x) { return -x; });
+  Tensor out = scalar_forward("neg", a, false, 0.0, [](auto x, auto zero) { return wrapping_sub(zero, x); });
   return record("neg", loc, out, {a}, pass_through(a, -1.0));
 }
 Tensor exp(const Tensor& a, Loc loc) {

@@ -27,7 +27,7 @@ Tensor masked_fill(const Tensor& a, const Tensor& mask, double value, Loc loc) {
   Tensor out = empty(s, a.dtype());
   dispatch_numeric(a.dtype(), "masked_fill", [&](auto tag) {
     using T = decltype(tag);
-    const T v = static_cast<T>(value);
+    const T v = scalar_as<T>(value, "masked_fill", /*integral=*/false);
     map2<T, T, uint8_t>(out, a.detach(), me, [v](T x, uint8_t m) { return m ? v : x; });
   });
   BackwardFn bw;
@@ -137,7 +137,9 @@ std::vector<Tensor> split(const Tensor& a, const std::vector<int64_t>& sizes, in
   int64_t total = 0;
   for (int64_t s : sizes) {
     if (s < 0) fail("split", "sizes must be non-negative, got ", (Shape)sizes);
-    total += s;
+    if (__builtin_add_overflow(total, s, &total))
+      fail("split", "sizes ", (Shape)sizes, " add up to more than 2^63, but dim ", dim, " of shape ", a.shape(),
+           " has size ", a.size(dim));
   }
   if (total != a.size(dim))
     fail("split", "sizes ", (Shape)sizes, " add up to ", total, " but dim ", dim, " of shape ", a.shape(), " has size ",
@@ -166,7 +168,7 @@ std::vector<Tensor> chunk(const Tensor& a, int64_t chunks, int64_t dim) {
   if (chunks <= 0) fail("chunk", "chunks must be positive, got ", chunks);
   dim = wrap_indexed_dim(dim, a.dim(), "chunk");
   int64_t n = a.size(dim);
-  return split(a, std::max<int64_t>(1, (n + chunks - 1) / chunks), dim);
+  return split(a, std::max<int64_t>(1, n / chunks + (n % chunks != 0)), dim);
 }
 
 // ------------------------------------------------------------------ indexing

@@ -157,7 +157,7 @@ Tensor var(const Tensor& a, const Dims& dims, int64_t correction, bool keepdim, 
     if (m[d]) rd.push_back(d);
   Tensor centered = sub(a, mean(a, rd, true, loc), loc);
   Tensor ss = sum(mul(centered, centered, loc), rd, keepdim, loc);
-  return div(ss, (double)std::max<int64_t>(n - correction, 0), loc);
+  return div(ss, std::max((double)n - (double)correction, 0.0), loc);  // in double: correction may be any int64
 }
 
 }  // namespace ember

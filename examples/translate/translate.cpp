@@ -81,7 +81,7 @@ struct TrainOptions {
 
 void add_train_options(CLI::App* app, TrainOptions& o) {
   using namespace cli;
-  using seq2seq::kMaxLayers, seq2seq::kMaxLength, seq2seq::kMaxWidth;
+  using seq2seq::kMaxLayers, seq2seq::kMaxLength, seq2seq::kMaxWidth, seq2seq::kMinScoreScale, seq2seq::kMaxScoreScale;
   auto& g = o.given;
   g["--train"] = cli::text(*app, "--train", o.train, "training pairs, source<TAB>target a line");
   g["--valid"] = cli::text(*app, "--valid", o.valid, "validation pairs");
@@ -96,7 +96,7 @@ void add_train_options(CLI::App* app, TrainOptions& o) {
   g["--dec-layers"] = integer(*app, "--dec-layers", o.dec_layers, 1, kMaxLayers, "decoder layers");
   g["--ffn"] = integer(*app, "--ffn", o.ffn, 1, kMaxWidth * 16, "feed-forward width");
   g["--dropout"] = real(*app, "--dropout", o.dropout, 0, 0.99, "dropout probability");
-  g["--score-scale"] = real(*app, "--score-scale", o.score_scale, 1e-6, 1e6,
+  g["--score-scale"] = real(*app, "--score-scale", o.score_scale, kMinScoreScale, kMaxScoreScale,
                             "multiply every attention's scores by this on top of 1/sqrt(d_k) "
                             "(sqrt(d_k) = sqrt(d_model / heads): unscaled)");
   g["--max-len"] = integer(*app, "--max-len", o.max_len, 2, kMaxLength, "longest sequence, </s> included");
@@ -120,7 +120,7 @@ void add_train_options(CLI::App* app, TrainOptions& o) {
   g["--clip"] = real(*app, "--clip", o.clip, 0, 1e12, "clip the gradient norm to this (0: no clipping)");
   g["--eval-every"] = integer(*app, "--eval-every", o.eval_every, 1, kMaxSteps, "validation exact match every N steps");
   g["--save-every"] = integer(*app, "--save-every", o.save_every, 1, kMaxSteps,
-                              "checkpoint every N steps (also at the end and on SIGINT, SIGTERM, SIGHUP)");
+                              "checkpoint every N steps (also at the end and on a stop signal: INT, TERM, HUP, USR1, USR2, XCPU)");
   g["--keep"] = integer(*app, "--keep", o.keep, 1, 1000000, "keep the newest N checkpoints");
   g["--log-every"] = integer(*app, "--log-every", o.log_every, 1, kMaxSteps,
                              "a progress line every N steps when not on a terminal");
@@ -657,8 +657,13 @@ int train(const TrainOptions& o) {
     series("loss_history", hist.step, hist.loss);
     series("valid_history", hist.eval_step, hist.eval_acc);
     std::string ranks;
-    if (c.extra.count("world_size") && c.extra.at("world_size").numel() == 1)
-      ranks = cat_str(", saved by ", (long long)c.extra.at("world_size").item(), " process(es)");
+    if (c.extra.count("world_size")) {
+      const Tensor& w = c.extra.at("world_size");
+      if (w.dtype() != kInt64 || w.numel() != 1 || w.to_vector<int64_t>()[0] < 1)
+        fail("translate train", "'", *resume, "': key '/extra/world_size' should hold the number of processes that ",
+             "saved it, an int64 >= 1 of shape [1]; got ", dtype_name(w.dtype()), " ", w.shape());
+      ranks = cat_str(", saved by ", w.to_vector<int64_t>()[0], " process(es)");
+    }
     std::printf("resumed from %s at step %lld (epoch %lld, pair %lld of the epoch%s)\n", resume->c_str(),
                 (long long)progress.step, (long long)progress.epoch, (long long)progress.position, ranks.c_str());
   }

@@ -202,9 +202,9 @@ nn::TransformerConfig from_config(const io::Config& config, const std::string& f
   it = config.find("score_scale");
   if (it != config.end()) {
     const double* s = std::get_if<double>(&it->second);
-    if (!s || !(*s > 0 && std::isfinite(*s)))
-      fail(op, "'", file, "': key '/config' attribute 'score_scale' must be a positive finite real, got ",
-           io::to_string(it->second));
+    if (!s || !(*s >= kMinScoreScale && *s <= kMaxScoreScale))
+      fail(op, "'", file, "': key '/config' attribute 'score_scale' must be a real in [", kMinScoreScale, ", ",
+           kMaxScoreScale, "], got ", io::to_string(it->second));
     c.score_scale = *s;
   }
   if (config.size() != to_config(c).size() - (it == config.end()))

@@ -74,6 +74,7 @@ constexpr int64_t kMaxVocab = int64_t(1) << 21;  // every Unicode code point
 constexpr int64_t kMaxWidth = int64_t(1) << 16;  // d_model; the feed-forward may be 16x wider
 constexpr int64_t kMaxLayers = 1024;
 constexpr int64_t kMaxLength = int64_t(1) << 20;
+constexpr double kMinScoreScale = 1e-6, kMaxScoreScale = 1e6;  // beyond these, scores underflow or overflow
 
 // The number of parameters of a Transformer of this configuration, and an estimate of
 // the memory a training step at this batch size needs (parameters, gradients, Adam's

@@ -104,6 +104,12 @@ int Trainer::run() {
       }
     }
     if (evaluate && s_.eval_every > 0 && (step_ % s_.eval_every == 0 || step_ == s_.steps)) {
+      // an evaluation can take as long as many steps: a stop pending now is answered first
+      // (agreed among ranks, which all reach this step)
+      int pending = StopSignals::received();
+      if (agree_on_signal) pending = agree_on_signal(pending);
+      if (pending && step_ < s_.steps) continue;  // the loop's top saves this step and stops
+      if (pending) break;                          // the last step: saved below
       const double metric = evaluate();
       best_ = std::max(best_, metric);
       reached_ = metric >= s_.target;

@@ -76,8 +76,8 @@ RunDirectory::~RunDirectory() {
 namespace {
 
 volatile std::sig_atomic_t g_first = 0;
-const int kSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
-constexpr int kCount = 4;
+const int kSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGUSR1, SIGUSR2, SIGXCPU};
+constexpr int kCount = 7;
 struct sigaction g_previous[kCount], g_previous_xfsz;
 
 extern "C" void on_stop_signal(int sig) {
@@ -119,6 +119,9 @@ const char* StopSignals::name(int signal) {
     case SIGTERM: return "SIGTERM";
     case SIGHUP: return "SIGHUP";
     case SIGPIPE: return "SIGPIPE";
+    case SIGUSR1: return "SIGUSR1";
+    case SIGUSR2: return "SIGUSR2";
+    case SIGXCPU: return "SIGXCPU";
     default: return "a signal";
   }
 }

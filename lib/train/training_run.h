@@ -3,8 +3,10 @@
 //   (not at the first save, hundreds of steps later), and locked for the run's lifetime
 //   so that a second run on it refuses, naming the first one's process. It also removes
 //   the temporary files that saves killed midway left behind.
-// - StopSignals: SIGINT, SIGTERM (what cluster schedulers send), SIGHUP and SIGPIPE (the
-//   reader of the output has gone) only set a flag; the loop checks it between steps,
+// - StopSignals: SIGINT, SIGTERM (what cluster schedulers send), SIGHUP, SIGPIPE (the
+//   reader of the output has gone), SIGUSR1 and SIGUSR2 (a scheduler's warning before
+//   its time limit, as Slurm's --signal sends) and SIGXCPU (the soft CPU-time limit)
+//   only set a flag; the loop checks it between steps,
 //   saves and exits with 128 + the signal number. A signal the process was started
 //   ignoring (nohup's SIGHUP) stays ignored.
 //   SIGXFSZ is ignored meanwhile, so that a write past `ulimit -f` fails with its reason.

@@ -340,9 +340,10 @@ Log Log::read_h5(const std::string& path) {
   for (size_t a = 0; a <= joined.size();) {
     size_t b = joined.find(',', a);
     if (b == std::string::npos) b = joined.size();
-    if (b > a) log.modules.push_back(joined.substr(a, b - a));
+    log.modules.push_back(joined.substr(a, b - a));  // an empty name ("a,,b") is refused below
     a = b + 1;
   }
+  if (joined.empty()) log.modules.clear();
   if (log.modules.empty()) fail(op, "'", path, "': attribute 'modules' names no module");
   for (size_t i = 0; i < log.modules.size(); i++) {
     check_module_name(log.modules[i], op, cat_str("'", path, "': attribute 'modules' "));
@@ -527,6 +528,7 @@ Recorder::Recorder(Probe probe, std::string dir, int64_t every, std::string prog
                    std::map<std::string, std::string> info)
     : probe_(std::move(probe)), dir_(std::move(dir)), program_(std::move(program)), every_(every) {
   if (every_ < 1) fail("watch::Recorder", "expected a positive interval, got ", every_);
+  for (const Site& s : probe_.sites) check_module_name(s.module, "watch::Recorder", "the probe ");
   log_ = Log::for_sites(probe_.sites);
   log_.info = std::move(info);
 }
