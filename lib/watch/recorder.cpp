@@ -1,0 +1,87 @@
+// A run's watch: measures every so many steps, keeps the log, writes its files and
+// figures, and resumes with the run.
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+
+#include "core/error.h"
+#include "lib/watch/detail.h"
+#include "lib/watch/watch.h"
+
+namespace ember::watch {
+
+using ember::cat_str;
+using ember::fail;
+using ember::Shape;
+using namespace detail;
+
+// ------------------------------------------------------------------ a run's watch
+
+Recorder::Recorder(Probe probe, std::string dir, int64_t every, std::string program,
+                   std::map<std::string, std::string> info)
+    : probe_(std::move(probe)), dir_(std::move(dir)), program_(std::move(program)), every_(every) {
+  if (every_ < 1) fail("watch::Recorder", "expected a positive interval, got ", every_);
+  for (const Site& s : probe_.sites) check_module_name(s.module, "watch::Recorder", "the probe ");
+  log_ = Log::for_sites(probe_.sites);
+  log_.info = std::move(info);
+}
+
+void Recorder::resume(int64_t step) {
+  const std::string path = h5_path();
+  if (!std::filesystem::exists(path)) return;
+  try {
+    Log old = Log::read_h5(path);
+    if (!old.same_shape(log_) || old.info != log_.info) {
+      std::printf("%s: %s watched another model or probe batch: a new watch begins\n", program_.c_str(), path.c_str());
+      return;
+    }
+    old.truncate_after(step);
+    log_.snapshots = std::move(old.snapshots);
+  } catch (const ember::Error& e) {
+    std::printf("%s: a new watch begins, the old one cannot be read: %s\n", program_.c_str(), e.what());
+  }
+}
+
+void Recorder::after_step(int64_t step) {
+  if (step % every_ != 0) return;
+  if (!log_.snapshots.empty() && log_.snapshots.back().step >= step) return;
+  const auto start = std::chrono::steady_clock::now();
+  log_.add(measure(probe_, step));
+  seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  probes_++;
+}
+
+bool Recorder::write(bool figures) {
+  const auto start = std::chrono::steady_clock::now();
+  // each file on its own: one that cannot be written does not keep the others from being
+  bool all = true;
+  auto attempt = [&](const std::function<void()>& f) {
+    try {
+      f();
+    } catch (const ember::Error& e) {
+      if (!warned_) {
+        std::fflush(stdout);
+        std::fprintf(stderr, "%s: warning: training goes on without some of the watch's files: %s\n",
+                     program_.c_str(), e.what());
+      }
+      warned_ = true;
+      all = false;
+    }
+  };
+  attempt([&] { log_.write_h5(h5_path()); });
+  attempt([&] { log_.write_csv(dir_ + "/watch.csv"); });
+  if (figures) attempt([&] { log_.draw(dir_); });
+  seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return all;
+}
+
+std::string Recorder::finish(const std::string& probe, double training_seconds) {
+  const bool wrote = write();
+  char b[160];
+  std::snprintf(b, sizeof b, "watch: %lld measurements of %s, %.1f s with the files (%.1f%% of training); ", (long long)probes_,
+                probe.c_str(), seconds_, 100 * seconds_ / std::max(training_seconds, 1e-9));
+  return b + (wrote ? cat_str(h5_path(), ", watch.csv and watch_*.png in ", dir_)
+                    : std::string("(some files not written: see the warning)"));
+}
+
+}  // namespace ember::watch
