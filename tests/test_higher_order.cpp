@@ -556,3 +556,47 @@ TEST_CASE("first-order gradients are bitwise the same with and without create_gr
   Tensor lrecorded = grad({log_softmax(x, 0)}, {x}, {u}, {.create_graph = true})[0];
   CHECK(equal(lplain, lrecorded.detach()));
 }
+
+// ------------------------------------------------------------------ one derivative, written twice
+// Each unary op writes its derivative twice: as a scalar function for a plain backward (one
+// kernel pass) and as ops for a backward that is itself recorded (create_graph). The two
+// must give the same gradient, at points where each op is smooth.
+TEST_CASE("each unary op's derivative as a kernel equals its derivative written with ops") {
+  const std::vector<std::pair<std::string, std::function<Tensor(const Tensor&)>>> ops = {
+      {"exp", [](const Tensor& x) { return exp(x); }},
+      {"log", [](const Tensor& x) { return log(x); }},
+      {"sqrt", [](const Tensor& x) { return sqrt(x); }},
+      {"rsqrt", [](const Tensor& x) { return rsqrt(x); }},
+      {"abs", [](const Tensor& x) { return abs(x); }},
+      {"tanh", [](const Tensor& x) { return tanh(x); }},
+      {"sigmoid", [](const Tensor& x) { return sigmoid(x); }},
+      {"relu", [](const Tensor& x) { return relu(x); }},
+      {"gelu", [](const Tensor& x) { return gelu(x); }},
+      {"gelu tanh", [](const Tensor& x) { return gelu(x, true); }},
+      {"square", [](const Tensor& x) { return square(x); }},
+      {"pow 3", [](const Tensor& x) { return pow(x, 3.0); }},
+      {"pow -1.5", [](const Tensor& x) { return pow(x, -1.5); }},
+      {"pow 0", [](const Tensor& x) { return pow(x, 0.0); }},
+      {"rdiv", [](const Tensor& x) { return rdiv(2.5, x); }},
+  };
+  // positive points away from 0 (log, sqrt, pow of a fraction) and a non-uniform upstream
+  // gradient; a transposed view too, so that strided reads take part
+  Generator gen(5);
+  const Tensor base = add(mul(rand({3, 4}, kFloat64, &gen), 2.0), 0.25);
+  const Tensor up = randn64({3, 4}, 11);
+  for (bool transposed : {false, true}) {
+    for (const auto& [name, f] : ops) {
+      INFO(name << (transposed ? ", transposed" : ""));
+      for (double sign : {1.0, -1.0}) {
+        if (sign < 0 && (name == "log" || name == "sqrt" || name == "rsqrt" || name.rfind("pow -", 0) == 0)) continue;
+        Tensor x0 = mul(base, sign);
+        if (transposed) x0 = x0.t().contiguous().t();
+        Tensor x = x0.detach().requires_grad_();
+        const Tensor plain = grad({f(x)}, {x}, {up})[0];
+        const Tensor recorded = grad({f(x)}, {x}, {up}, {.create_graph = true})[0];
+        const double largest = max_abs_diff(plain, zeros_like(plain));
+        CHECK(max_abs_diff(plain, recorded.detach()) <= 1e-13 * (1.0 + largest));
+      }
+    }
+  }
+}

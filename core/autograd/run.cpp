@@ -4,6 +4,7 @@
 #include "core/autograd.h"
 
 #include <algorithm>
+#include <cassert>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -41,13 +42,14 @@ std::string shapes_of(const std::vector<Edge>& inputs) {
 Tensor sum_to(const Tensor& g, const Shape& shape) {
   if (g.shape() == shape) return g;
   const int64_t lead = g.dim() - (int64_t)shape.size();
-  if (lead < 0) fail("backward", "internal: gradient of shape ", g.shape(), " cannot be summed to ", shape);
+  // every op's gradient broadcasts to its input (custom Functions and hooks are checked
+  // where they return one): an engine invariant, not a user's mistake
+  assert(lead >= 0 && "sum_to: a gradient has fewer dims than its input");
   std::vector<int64_t> dims;
   for (int64_t d = 0; d < g.dim(); d++) {
     if (d < lead) dims.push_back(d);
     else if (shape[d - lead] == 1 && g.size(d) != 1) dims.push_back(d);
-    else if (shape[d - lead] != g.size(d))
-      fail("backward", "internal: gradient of shape ", g.shape(), " cannot be summed to ", shape);
+    else assert(shape[d - lead] == g.size(d) && "sum_to: a gradient does not broadcast to its input");
   }
   Tensor r = dims.empty() ? g : sum(g, dims, /*keepdim=*/true);
   return r.reshape(shape);
@@ -386,9 +388,8 @@ class GraphTask {
       } restore{prev};
       in_grads = n->backward(g);
     }
-    if (in_grads.size() != n->inputs.size())
-      fail(n->name, "internal: backward returned ", (int64_t)in_grads.size(), " gradients for ",
-           (int64_t)n->inputs.size(), " inputs");
+    // one gradient per input (a custom Function's count is checked in Function::apply)
+    assert(in_grads.size() == n->inputs.size() && "a backward returned a gradient count unlike its inputs'");
     if (anomaly_enabled()) check_finite_backward(*n, in_grads);
     if (!retain_) release(*n);
     for (size_t i = 0; i < n->inputs.size(); i++) {
