@@ -344,8 +344,20 @@ Tensor& Tensor::copy_(const Tensor& src) {
     if (stride(d) == 0 && size(d) > 1)
       fail("copy_", "several elements of the destination (shape ", shape(), ", strides ", strides(),
            ") are one memory location; clone() it first");
-  // a source that shares memory with the destination (a.copy_(a.t())) is read whole first
-  const Tensor from = src.storage() == storage() ? src.detach().clone() : src.detach();
+  // a source whose elements may be among the destination's (a.copy_(a.t())) is read whole
+  // first; views of one storage that lie apart (two halves of a tensor) need no copy
+  auto span = [](const Tensor& t) {  // the first and last element t can reach (strides are >= 0)
+    int64_t last = t.offset();
+    for (int64_t d = 0; d < t.dim(); d++) last += (t.size(d) - 1) * t.stride(d);
+    return std::pair<int64_t, int64_t>{t.offset(), last};
+  };
+  bool overlap = src.storage() == storage() && numel() > 0 && src.numel() > 0;
+  if (overlap) {
+    const auto [a0, a1] = span(*this);
+    const auto [b0, b1] = span(src);
+    overlap = a0 <= b1 && b0 <= a1;
+  }
+  const Tensor from = overlap ? src.detach().clone() : src.detach();
   if (dtype() == kInt64) check_fits_int64(from, "copy_");
   kernel::copy(*this, from.expand(shape()));
   return *this;

@@ -47,6 +47,15 @@ TEST_CASE("copy_ from a source sharing the destination's memory copies the sourc
   Tensor b = arange(5, kFloat64);
   b.narrow(0, 1, 4).copy_(b.narrow(0, 0, 4));  // overlapping, shifted by one
   CHECK(b.to_vector<double>() == std::vector<double>{0, 0, 1, 2, 3});
+  Tensor c = arange(5, kFloat64);
+  c.narrow(0, 0, 4).copy_(c.narrow(0, 1, 4));  // the other way
+  CHECK(c.to_vector<double>() == std::vector<double>{1, 2, 3, 4, 4});
+  Tensor h = arange(6, kFloat64);
+  h.narrow(0, 0, 3).copy_(h.narrow(0, 3, 3));  // two halves of one storage, apart
+  CHECK(h.to_vector<double>() == std::vector<double>{3, 4, 5, 3, 4, 5});
+  Tensor m = arange(6, kFloat64).reshape({3, 2});
+  m.select(1, 0).copy_(m.select(1, 1));  // interleaved columns
+  CHECK(m.contiguous().to_vector<double>() == std::vector<double>{1, 1, 3, 3, 5, 5});
   Tensor e = zeros({1, 3}).expand({4, 3});
   CHECK_THAT(error_of([&] { e.copy_(ones({4, 3})); }),
              StartsWith("copy_: several elements of the destination (shape [4,3], strides [0,1])"));
