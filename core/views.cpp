@@ -328,8 +328,23 @@ Tensor Tensor::to(DType dt) const {
                 grad ? BackwardFn([src](const Tensor& g) { return std::vector<Tensor>{g.to(src)}; }) : nullptr);
 }
 
+// In-place ops are not recorded: on a tensor that requires grad, in grad mode, they would
+// change what the graph computed behind its back. Refused there, as PyTorch refuses them
+// on a leaf; under NoGradGuard (initialisers, optimizers, loading) they are allowed.
+static void check_in_place(const Tensor& t, const char* op) {
+  if (!grad_enabled() || !t.requires_grad()) return;
+  if (t.is_leaf())
+    fail(op, "a leaf tensor that requires grad (shape ", t.shape(),
+         ") cannot be changed in place while grad mode is on; change it under NoGradGuard, as initialisers "
+         "and optimizers do");
+  fail(op, "a tensor that requires grad (shape ", t.shape(), ", computed by ", t.grad_fn()->name,
+       ") cannot be changed in place while grad mode is on: in-place ops are not recorded in the graph; "
+       "use an op that returns a new tensor");
+}
+
 Tensor& Tensor::fill_(double v) {
   live("fill_");
+  check_in_place(*this, "fill_");
   if (dtype() == kInt64) scalar_as<int64_t>(v, "fill_", /*integral=*/false);
   kernel::fill(*this, v);
   return *this;
@@ -338,6 +353,7 @@ Tensor& Tensor::fill_(double v) {
 Tensor& Tensor::copy_(const Tensor& src) {
   live("copy_");
   check_defined(src, "copy_", "the source");
+  check_in_place(*this, "copy_");
   Shape bs = broadcast_shapes(shape(), src.shape(), "copy_");
   if (bs != shape()) fail("copy_", "cannot copy a tensor of shape ", src.shape(), " into shape ", shape());
   for (int64_t d = 0; d < dim(); d++)

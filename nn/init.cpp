@@ -28,9 +28,15 @@ void normal_(Tensor& t, double mean, double std, Generator* gen) {
 }
 
 void zeros_(Tensor& t) {
-  check_defined(t, "zeros_", "the input"); t.fill_(0.0); }
+  check_defined(t, "zeros_", "the input");
+  NoGradGuard ng;
+  t.fill_(0.0);
+}
 void ones_(Tensor& t) {
-  check_defined(t, "ones_", "the input"); t.fill_(1.0); }
+  check_defined(t, "ones_", "the input");
+  NoGradGuard ng;
+  t.fill_(1.0);
+}
 
 void kaiming_uniform_(Tensor& w, double a, Generator* gen) {
   check_defined(w, "kaiming_uniform_", "the input");

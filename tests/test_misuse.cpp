@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/autograd.h"
 #include "core/ops.h"
 #include "nn/attention.h"
 #include "nn/functional.h"
@@ -162,4 +163,31 @@ TEST_CASE("a reduction too large for memory is OutOfMemory, not std::bad_alloc")
   } catch (const OutOfMemory& e) {
     CHECK_THAT(std::string(e.what()), StartsWith("sum: out of memory: reducing a tensor of shape [36028797018963968]"));
   }
+}
+
+TEST_CASE("in-place ops on a tensor that requires grad are refused in grad mode and allowed under NoGradGuard") {
+  Tensor w = ones({2, 3}, kFloat64).requires_grad_();
+  CHECK_THAT(error_of([&] { w.fill_(2.0); }),
+             StartsWith("fill_: a leaf tensor that requires grad (shape [2,3]) cannot be changed in place while grad "
+                        "mode is on; change it under NoGradGuard"));
+  CHECK_THAT(error_of([&] { w.zero_(); }), StartsWith("fill_: a leaf tensor that requires grad"));
+  CHECK_THAT(error_of([&] { w.copy_(zeros({2, 3}, kFloat64)); }), StartsWith("copy_: a leaf tensor that requires grad"));
+  // a view of it is part of the graph: refused too, naming the op that made it
+  CHECK_THAT(error_of([&] { w.select(0, 1).fill_(5.0); }),
+             StartsWith("fill_: a tensor that requires grad (shape [3], computed by select) cannot be changed in place"));
+  Tensor y = mul(w, 2.0);
+  CHECK_THAT(error_of([&] { y.copy_(zeros({2, 3}, kFloat64)); }), Contains("computed by mul"));
+  CHECK(w.to_vector<double>() == std::vector<double>(6, 1.0));  // nothing changed
+  {
+    NoGradGuard ng;
+    w.fill_(3.0);
+    w.select(0, 1).copy_(full({3}, 4.0, kFloat64));
+  }
+  CHECK(w.to_vector<double>() == std::vector<double>{3, 3, 3, 4, 4, 4});
+  CHECK(w.requires_grad());
+  w.detach().fill_(7.0);  // a detached alias does not require grad: allowed, as in PyTorch
+  CHECK(w.to_vector<double>()[0] == 7.0);
+  Tensor plain = ones({2});
+  plain.fill_(2.0);  // a tensor outside autograd: always allowed
+  CHECK(plain.to_vector<float>()[1] == 2.0f);
 }

@@ -195,6 +195,7 @@ struct CaseSpec {
 std::string write_case(const std::string& path, const CaseSpec& spec) {
   h5::Writer w(path);
   w.attr("/", "kind", "multihead_attention");
+  w.attr_int("/", "schema", 1);
   spec.attrs(w);
   w.write("input/query", full(spec.query, spec.query_value, kFloat64));
   w.write("input/key", full({1, 3, 4}, 0.25, kFloat64));
