@@ -215,9 +215,14 @@ MultiHeadAttentionOutput MultiHeadAttention::forward(const Tensor& query, const 
   // are small, and the fused op a little faster).
   // An attention hook sees the scores and weights in the graph: attention is then composed
   // of primitive ops, with the fused op's dropout draws.
+  // Weights asked for in grad mode are returned in the graph, as PyTorch's are (a loss on
+  // them - attention supervision, an entropy penalty - reaches the parameters): attention
+  // is then composed too. The fused op's weights carry no graph of their own.
   AttentionResult r;
   const bool hooks = has_forward_hooks();  // hooks see the weights
-  if (has_attention_hooks()) {
+  const bool weights_in_graph = need_weights != AttnWeights::None && grad_enabled() &&
+                                (q.requires_grad() || k.requires_grad() || v.requires_grad());
+  if (has_attention_hooks() || weights_in_graph) {
     detail::check_inputs(op, q, k, v, mask);
     Tensor keep;
     if (is_training() && dropout > 0.0) {
@@ -226,8 +231,9 @@ MultiHeadAttentionOutput MultiHeadAttention::forward(const Tensor& query, const 
                                   DropoutDraws::take(dropout_gen ? *dropout_gen : default_generator(), dropout, shape));
     }
     detail::Composed c = detail::composed_attention(q, k, v, mask, scale(), keep);
-    attention_hooks_.run(*this, AttentionInternals{c.scores, c.weights, mask.defined() ? mask.blocked() : Tensor()});
-    r = {c.output, c.weights.detach()};
+    if (has_attention_hooks())
+      attention_hooks_.run(*this, AttentionInternals{c.scores, c.weights, mask.defined() ? mask.blocked() : Tensor()});
+    r = {c.output, weights_in_graph ? c.weights : c.weights.detach()};
   } else if (need_weights == AttnWeights::None && !hooks && L * S >= kTiledMinPairs) {
     r.output = scaled_dot_product_attention_tiled(q, k, v, mask, dropout, is_training(), dropout_gen, scale());
   } else {

@@ -303,7 +303,42 @@ TEST_CASE("MultiHeadAttention returns weights per head or averaged over heads") 
   CHECK(per.weights.shape() == Shape{2, 2, 3, 3});
   CHECK(allclose(avg.weights, mean(per.weights, {1}), 1e-6, 1e-7));
   CHECK(!none.weights.defined());
-  CHECK(equal(per.output, none.output));
+  // weights in the graph come from attention composed of ops, the output without them from
+  // the fused op: the same values up to rounding (as PyTorch's paths are)
+  CHECK(allclose(per.output, none.output, 1e-6, 1e-7));
+  NoGradGuard ng;
+  CHECK(equal(m.forward(x, x, x, {.need_weights = AttnWeights::PerHead}).output, m.forward(x, x, x).output));
+}
+
+TEST_CASE("MultiHeadAttention's returned weights are in the graph: a loss on them reaches inputs and parameters") {
+  Generator gen(31);
+  MultiHeadAttention m({.embed_dim = 6, .num_heads = 2, .kdim = 5, .vdim = 4, .gen = &gen, .dtype = kFloat64});
+  Tensor q = randn({2, 3, 6}, kFloat64, &gen).requires_grad_();
+  Tensor k = randn({2, 4, 5}, kFloat64, &gen).requires_grad_();
+  Tensor v = randn({2, 4, 4}, kFloat64, &gen).requires_grad_();
+  const Tensor up_w = randn({2, 2, 3, 4}, kFloat64, &gen), up_o = randn({2, 3, 6}, kFloat64, &gen);
+  auto pad = AttentionMask::blocked(from_bools({false, false, true, false, false, false, false, true}, {2, 4}));
+  for (AttnWeights how : {AttnWeights::PerHead, AttnWeights::Averaged}) {
+    INFO((how == AttnWeights::PerHead ? "per head" : "averaged"));
+    // a loss on the weights alone (attention supervision), and one mixing weights and output
+    for (bool mixed : {false, true}) {
+      auto r = check_module(m, {q, k, v}, [&](const std::vector<Tensor>& in) {
+        auto out = m.forward(in[0], in[1], in[2], {.key_padding_mask = pad, .need_weights = how});
+        Tensor w = how == AttnWeights::PerHead ? out.weights : out.weights.unsqueeze(1);
+        Tensor loss = sum(mul(w, how == AttnWeights::PerHead ? up_w : mean(up_w, {1}, true)));
+        return mixed ? add(loss, sum(mul(out.output, up_o))) : loss;
+      });
+      INFO(r.to_string());
+      CHECK(r.passed);
+    }
+    auto out = m.forward(q, k, v, {.need_weights = how});
+    REQUIRE(out.weights.requires_grad());
+    sum(mul(out.weights, out.weights)).backward();
+    CHECK(k.grad().defined());
+    CHECK_FALSE(v.grad().defined());  // the weights do not depend on the values
+    q.zero_grad(), k.zero_grad();
+    for (auto& [name, p] : m.named_parameters()) p.zero_grad();
+  }
 }
 
 TEST_CASE("gradcheck: Linear, Embedding and LayerNorm modules") {
