@@ -55,6 +55,8 @@ Tensor arange(double start, double end, double step, DType dtype) {
   if (!(n <= double(kMaxElements)))
     fail("arange", "[", start, ", ", end, ") in steps of ", step, " would have more than 2^56 elements");
   const int64_t len = n > 0 ? (int64_t)n : 0;
+  if (dtype == kInt64 && len > 0 && !(fits_int64(start) && fits_int64(start + double(len - 1) * step)))
+    fail("arange", "[", start, ", ", end, ") in steps of ", step, " has values int64 cannot hold");
   Tensor t = empty({len}, dtype);
   dispatch_all(dtype, [&](auto tag) {
     using T = decltype(tag);
@@ -69,6 +71,11 @@ template <class T>
 static Tensor from_values(const std::vector<T>& v, const Shape& shape, DType dt, const char* op = "from_vector") {
   const int64_t n = checked_numel(shape, op);
   if ((int64_t)v.size() != n) fail(op, "shape ", shape, " needs ", n, " values, got ", (int64_t)v.size());
+  if constexpr (std::is_floating_point_v<T>)
+    if (dt == kInt64)
+      for (size_t i = 0; i < v.size(); i++)
+        if (!fits_int64((double)v[i]))
+          fail(op, "value ", (int64_t)i, " (", (double)v[i], ") cannot be converted to int64 without overflow");
   Tensor t = empty(shape, dt);
   dispatch_all(dt, [&](auto tag) {
     using S = decltype(tag);
@@ -82,6 +89,16 @@ Tensor from_vector(const std::vector<float>& v, const Shape& s) { return from_va
 Tensor from_vector(const std::vector<double>& v, const Shape& s) { return from_values(v, s, kFloat64); }
 Tensor from_vector(const std::vector<int64_t>& v, const Shape& s) { return from_values(v, s, kInt64); }
 Tensor from_vector(const std::vector<double>& v, const Shape& s, DType dt) { return from_values(v, s, dt); }
+namespace literal_detail {
+Tensor make(const std::vector<double>& v, const Shape& s, DType dt, const char* op) { return from_values(v, s, dt, op); }
+Tensor make(const std::vector<int64_t>& v, const Shape& s, DType dt, const char* op) { return from_values(v, s, dt, op); }
+Tensor make(const std::vector<uint8_t>& v, const Shape& s, DType dt, const char* op) { return from_values(v, s, dt, op); }
+void fail_ragged(const Shape& shape, size_t level, size_t got) {
+  fail("tensor", "expected lists of equal length at each level: a list at level ", (int64_t)level, " has ",
+       (int64_t)got, " elements where an earlier one has ", shape[level], " (sizes so far ", shape, ")");
+}
+}  // namespace literal_detail
+
 Tensor from_bools(const std::vector<bool>& v, const Shape& s) {
   std::vector<uint8_t> u(v.begin(), v.end());
   return from_values(u, s, kBool, "from_bools");

@@ -16,9 +16,15 @@ namespace ember {
 // ---------------------------------------------------------------- printing
 namespace {
 
+PrintOptions g_options;
+
 struct Formatter {
   enum Mode { Int, Fixed, Sci, Bool, Whole } mode = Fixed;
   int width = 1;
+  int precision = 4;
+
+  // An int64 element, printed from its own value (a double would round past 2^53).
+  std::string fmt_int(int64_t v) const { return std::to_string(v); }
 
   std::string fmt(double v) const {
     char buf[64];
@@ -26,43 +32,54 @@ struct Formatter {
     if (std::isnan(v)) return "nan";
     if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
     switch (mode) {
-      case Int: std::snprintf(buf, sizeof buf, "%lld", (long long)v); break;
       case Whole: std::snprintf(buf, sizeof buf, "%.0f.", v); break;
-      case Sci: std::snprintf(buf, sizeof buf, "%.4e", v); break;
-      default: std::snprintf(buf, sizeof buf, "%.4f", v); break;
+      case Sci: std::snprintf(buf, sizeof buf, "%.*e", precision, v); break;
+      default: std::snprintf(buf, sizeof buf, "%.*f", precision, v); break;
     }
     return buf;
   }
 };
 
-constexpr int64_t kSummarizeAbove = 1000;
-constexpr int64_t kEdgeItems = 3;
-
 // Indices of dim d to print (-1 marks the "..." gap).
 std::vector<int64_t> shown(int64_t n, bool summarize) {
   std::vector<int64_t> r;
-  if (summarize && n > 2 * kEdgeItems) {
-    for (int64_t i = 0; i < kEdgeItems; i++) r.push_back(i);
+  const int64_t edge = g_options.edgeitems;
+  if (summarize && n > 2 * edge) {
+    for (int64_t i = 0; i < edge; i++) r.push_back(i);
     r.push_back(-1);
-    for (int64_t i = n - kEdgeItems; i < n; i++) r.push_back(i);
+    for (int64_t i = n - edge; i < n; i++) r.push_back(i);
   } else {
     for (int64_t i = 0; i < n; i++) r.push_back(i);
   }
   return r;
 }
 
+// The shown elements as text, in order (each tensor prints with one format).
+std::string element(const Tensor& t, const Formatter& f) {
+  return f.mode == Formatter::Int ? f.fmt_int(t.item<int64_t>()) : f.fmt(t.item());
+}
+
 void collect(const Tensor& t, bool summarize, std::vector<double>& out) {
   if (t.dim() == 0) {
-    out.push_back(t.item());
+    out.push_back(t.dtype() == kInt64 ? 0.0 : t.item());  // int64 values are printed from the tensor
     return;
   }
   for (int64_t i : shown(t.size(0), summarize))
     if (i >= 0) collect(t.select(0, i), summarize, out);
 }
 
+void width_of_ints(const Tensor& t, bool summarize, Formatter& f) {
+  if (t.dim() == 0) {
+    f.width = std::max<int>(f.width, (int)element(t, f).size());
+    return;
+  }
+  for (int64_t i : shown(t.size(0), summarize))
+    if (i >= 0) width_of_ints(t.select(0, i), summarize, f);
+}
+
 void emit(std::ostringstream& os, const Tensor& t, const Formatter& f, bool summarize, int indent) {
   if (t.dim() == 0) {
-    std::string s = f.fmt(t.item());
+    std::string s = element(t, f);
     os << std::string(f.width > (int)s.size() ? f.width - s.size() : 0, ' ') << s;
     return;
   }
@@ -86,10 +103,11 @@ std::string Tensor::to_string() const {
   if (!defined()) return "tensor(undefined)";
   NoGradGuard ng;
   Tensor t = detach();
-  bool summarize = numel() > kSummarizeAbove;
+  bool summarize = numel() > g_options.threshold;
   std::vector<double> vals;
   if (numel() > 0) collect(t, summarize, vals);
   Formatter f;
+  f.precision = g_options.precision;
   if (dtype() == kBool) f.mode = Formatter::Bool;
   else if (dtype() == kInt64) f.mode = Formatter::Int;
   else {
@@ -102,11 +120,14 @@ std::string Tensor::to_string() const {
       if (a > 0) mn = std::min(mn, a);
       if (v != std::round(v)) whole = false;
     }
-    if (whole && mx < 1e8) f.mode = Formatter::Whole;
+    if (g_options.sci_mode) f.mode = *g_options.sci_mode ? Formatter::Sci : Formatter::Fixed;
+    else if (whole && mx < 1e8) f.mode = Formatter::Whole;
     else if (mx >= 1e8 || (mn < 1e-4 && mn > 0) || (mn > 0 && mx / mn > 1e4)) f.mode = Formatter::Sci;
     else f.mode = Formatter::Fixed;
   }
-  for (double v : vals) f.width = std::max<int>(f.width, (int)f.fmt(v).size());
+  if (f.mode == Formatter::Int) width_of_ints(t, summarize, f);
+  else
+    for (double v : vals) f.width = std::max<int>(f.width, (int)f.fmt(v).size());
   std::ostringstream os;
   os << "tensor(";
   if (numel() == 0) os << "[]";
@@ -119,5 +140,16 @@ std::string Tensor::to_string() const {
 }
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t) { return os << t.to_string(); }
+
+void set_printoptions(const PrintOptions& options) {
+  const char* op = "set_printoptions";
+  if (options.precision < 0 || options.precision > 30) fail(op, "precision must be in [0, 30], got ", options.precision);
+  if (options.threshold < 0) fail(op, "threshold must be non-negative, got ", options.threshold);
+  if (options.edgeitems < 1 || options.edgeitems > 1000000)
+    fail(op, "edgeitems must be in [1, 1000000], got ", options.edgeitems);
+  g_options = options;
+}
+
+PrintOptions get_printoptions() { return g_options; }
 
 }  // namespace ember

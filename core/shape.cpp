@@ -3,6 +3,7 @@
 #include "core/shape.h"
 
 #include <algorithm>
+#include <ostream>
 #include <string>
 
 #include "core/error.h"
@@ -18,6 +19,8 @@ std::string shape_str(const Shape& s) {
   }
   return r + "]";
 }
+
+std::ostream& operator<<(std::ostream& os, const Shape& s) { return os << shape_str(s); }
 
 int64_t numel_of(const Shape& shape) {
   int64_t n = 1;

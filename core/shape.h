@@ -3,6 +3,7 @@
 // negative dims, NumPy broadcasting. Errors name the op that asked.
 #pragma once
 #include <cstdint>
+#include <iosfwd>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,7 @@ constexpr int64_t kMaxElements = int64_t(1) << 56;
 
 // "[2,3,4]"
 std::string shape_str(const Shape& s);
+std::ostream& operator<<(std::ostream& os, const Shape& s);  // as shape_str
 
 int64_t numel_of(const Shape& shape);
 // The number of elements of a new tensor of this shape; throws naming op when a size is

@@ -3,6 +3,9 @@
 // factories.cpp, printing in print.cpp.
 #include "core/tensor.h"
 
+#include <cmath>
+#include <limits>
+
 #include "core/autograd.h"
 #include "core/kernels.h"
 
@@ -60,6 +63,15 @@ double Tensor::item() const {
   return dispatch_all(dtype(), [&](auto tag) { return (double)*data<decltype(tag)>(); });
 }
 
+int64_t Tensor::item_int64() const {
+  live("item");
+  if (numel() != 1) fail("item", "expected a tensor with one element, got shape ", shape());
+  if (dtype() == kInt64) return *data<int64_t>();
+  const double v = item();
+  if (!fits_int64(v)) fail("item", "the value ", v, " of a ", dtype_name(dtype()), " tensor does not fit int64");
+  return (int64_t)v;
+}
+
 double Tensor::at(std::initializer_list<int64_t> index) const {
   live("at");
   if ((int64_t)index.size() != dim())
@@ -81,10 +93,30 @@ std::vector<T> Tensor::to_vector() const {
   dispatch_all(dtype(), [&](auto tag) {
     using S = decltype(tag);
     const S* p = c.data<S>();
-    for (size_t i = 0; i < out.size(); i++) out[i] = static_cast<T>(p[i]);
+    if constexpr (std::is_floating_point_v<S> && std::is_integral_v<T>) {
+      // NaN, infinities and values past T's range have no T: refused, not undefined
+      const double hi = std::ldexp(1.0, std::numeric_limits<T>::digits), lo = std::is_signed_v<T> ? -hi : 0.0;
+      for (size_t i = 0; i < out.size(); i++) {
+        if (!(double(p[i]) >= lo && double(p[i]) < hi))
+          fail("to_vector", "element ", (int64_t)i, " (", (double)p[i], ") of a ", dtype_name(dtype()),
+               " tensor does not fit the integer type asked for (range [", std::is_signed_v<T> ? "-2^" : "0",
+               std::is_signed_v<T> ? std::to_string(std::numeric_limits<T>::digits) : std::string(), ", 2^",
+               std::numeric_limits<T>::digits, "))");
+        out[i] = static_cast<T>(p[i]);
+      }
+    } else {
+      for (size_t i = 0; i < out.size(); i++) out[i] = static_cast<T>(p[i]);
+    }
   });
   return out;
 }
+
+namespace literal_detail {
+void fail_tolist_depth(const Tensor& t, int depth) {
+  fail("tolist", "asked for ", depth, " levels of nesting, but the tensor of shape ", t.shape(), " has ", t.dim(),
+       " dims");
+}
+}  // namespace literal_detail
 template std::vector<float> Tensor::to_vector<float>() const;
 template std::vector<double> Tensor::to_vector<double>() const;
 template std::vector<int64_t> Tensor::to_vector<int64_t>() const;

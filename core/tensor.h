@@ -14,6 +14,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -140,9 +141,20 @@ class Tensor {
   template <class T> T* data() const;
   void* raw_data() const;
   double item() const;  // the value of a one-element tensor, converted to double
-  template <class T> T item() const { return static_cast<T>(item()); }
-  template <class T> std::vector<T> to_vector() const;  // row-major values, converted
+  // The value as T: exact for an int64 tensor read as an integer type; a float value read
+  // as an integer must fit it (truncated toward zero).
+  template <class T> T item() const {
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) return static_cast<T>(item_int64());
+    else return static_cast<T>(item());
+  }
+  // Row-major values, converted (float, double, int64_t, int, uint8_t); a float value read
+  // as an integer type must fit it.
+  template <class T> std::vector<T> to_vector() const;
+  // Nested vectors of depth D = dim(), as torch's tolist(): t.tolist<double, 2>() is a
+  // std::vector<std::vector<double>>; D = 0 gives the value itself.
+  template <class T, int D> auto tolist() const;
   double at(std::initializer_list<int64_t> index) const;  // one element, as double
+  int64_t item_int64() const;  // item() read as int64, exactly
 
   // --- autograd
   bool requires_grad() const { return live("Tensor::requires_grad").requires_grad; }
@@ -222,6 +234,19 @@ inline void check_defined(const Tensor& t, const char* op, const char* what = "t
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t);
 
+// How tensors print, for the whole process (torch.set_printoptions): digits after the
+// point, the element count above which a tensor is summarised with "...", the items kept
+// at each edge then, and fixed or scientific notation (chosen from the values if unset).
+// Set it before printing from several threads.
+struct PrintOptions {
+  int precision = 4;
+  int64_t threshold = 1000;
+  int64_t edgeitems = 3;
+  std::optional<bool> sci_mode;
+};
+void set_printoptions(const PrintOptions& options);  // PrintOptions{} restores the defaults
+PrintOptions get_printoptions();
+
 // --- creation
 // Uninitialised contents (like torch.empty): for outputs that are overwritten whole.
 Tensor empty(const Shape& shape, DType dtype = kFloat32);
@@ -241,6 +266,39 @@ Tensor from_vector(const std::vector<double>& values, const Shape& shape);
 Tensor from_vector(const std::vector<int64_t>& values, const Shape& shape);
 Tensor from_vector(const std::vector<double>& values, const Shape& shape, DType dtype);
 Tensor from_bools(const std::vector<bool>& values, const Shape& shape);
+// A braced list of numbers: from_vector({1.0, 2.0}, {2}) is float64, ({1, 2}, {2}) int64,
+// ({1.0f}, {1}) float32, ({true, false}, {2}) bool.
+template <class T>
+Tensor from_vector(std::initializer_list<T> values, const Shape& shape);
+
+// A tensor from nested braces, as torch.tensor: tensor({{1.0, 2.0}, {3.0, 4.0}}) is a
+// [2, 2] tensor, tensor(2.5) a 0-dim one; up to 6 levels deep. The dtype is PyTorch's
+// default for the literals (float32 for reals, int64 for integers, bool for bools) unless
+// given; values are converted to it (a real becoming int64 is truncated toward zero, and
+// refused when int64 cannot hold it). Lists of one level must have equal lengths.
+template <class T>
+Tensor tensor(T value, std::optional<DType> dtype = std::nullopt)
+  requires std::is_arithmetic_v<T>;
+template <class T>
+Tensor tensor(std::initializer_list<T> values, std::optional<DType> dtype = std::nullopt);
+template <class T>
+Tensor tensor(std::initializer_list<std::initializer_list<T>> values, std::optional<DType> dtype = std::nullopt);
+template <class T>
+Tensor tensor(std::initializer_list<std::initializer_list<std::initializer_list<T>>> values,
+              std::optional<DType> dtype = std::nullopt);
+template <class T>
+Tensor tensor(std::initializer_list<std::initializer_list<std::initializer_list<std::initializer_list<T>>>> values,
+              std::optional<DType> dtype = std::nullopt);
+template <class T>
+Tensor tensor(
+    std::initializer_list<std::initializer_list<std::initializer_list<std::initializer_list<std::initializer_list<T>>>>>
+        values,
+    std::optional<DType> dtype = std::nullopt);
+template <class T>
+Tensor tensor(std::initializer_list<std::initializer_list<
+                  std::initializer_list<std::initializer_list<std::initializer_list<std::initializer_list<T>>>>>>
+                  values,
+              std::optional<DType> dtype = std::nullopt);
 // Random tensors from a generator (the default one when none is given).
 Tensor randn(const Shape& shape, DType dtype = kFloat32, Generator* gen = nullptr);
 Tensor rand(const Shape& shape, DType dtype = kFloat32, Generator* gen = nullptr);
@@ -251,6 +309,139 @@ Tensor normal(const Shape& shape, double mean, double std, DType dtype = kFloat3
 Tensor randint(int64_t low, int64_t high, const Shape& shape, Generator* gen = nullptr);
 
 // --- template definitions
+namespace literal_detail {
+// The values of a literal as one of the three kinds a C++ literal can be, row-major.
+Tensor make(const std::vector<double>& values, const Shape& shape, DType dtype, const char* op);
+Tensor make(const std::vector<int64_t>& values, const Shape& shape, DType dtype, const char* op);
+Tensor make(const std::vector<uint8_t>& values, const Shape& shape, DType dtype, const char* op);
+[[noreturn]] void fail_ragged(const Shape& shape, size_t level, size_t got);
+
+template <class T>
+using Kind = std::conditional_t<std::is_same_v<T, bool>, uint8_t,
+                                std::conditional_t<std::is_integral_v<T>, int64_t, double>>;
+template <class T>
+constexpr DType default_dtype() {
+  if constexpr (std::is_same_v<T, bool>) return kBool;
+  else if constexpr (std::is_integral_v<T>) return kInt64;
+  else return kFloat32;  // torch.tensor's default for reals
+}
+
+template <class T>
+struct Leaf {
+  using type = T;
+};
+template <class T>
+struct Leaf<std::initializer_list<T>> {
+  using type = typename Leaf<T>::type;
+};
+
+// Appends the values of v (a number or nested lists) to out, sizes to shape as each level
+// is first met; a later list of another length at a level is refused.
+template <class V, class Out>
+void flatten(const V& v, size_t level, Shape& shape, std::vector<Out>& out) {
+  if constexpr (std::is_arithmetic_v<V>) {
+    out.push_back(static_cast<Out>(v));
+  } else {
+    if (shape.size() == level) shape.push_back((int64_t)v.size());
+    else if (shape[level] != (int64_t)v.size()) fail_ragged(shape, level, v.size());
+    for (const auto& e : v) flatten(e, level + 1, shape, out);
+  }
+}
+
+template <class List>
+Tensor from_list(const List& values, std::optional<DType> dtype) {
+  using T = typename Leaf<List>::type;
+  static_assert(std::is_arithmetic_v<T>, "tensor: expected numbers in the braces");
+  std::vector<Kind<T>> flat;
+  Shape shape;
+  flatten(values, 0, shape, flat);
+  return make(flat, shape, dtype.value_or(default_dtype<T>()), "tensor");
+}
+}  // namespace literal_detail
+
+namespace literal_detail {
+template <class T, int D>
+struct Nested {
+  using type = std::vector<typename Nested<T, D - 1>::type>;
+};
+template <class T>
+struct Nested<T, 0> {
+  using type = T;
+};
+// The block of `flat` starting at `at` with sizes shape[level..], as nested vectors.
+template <class T, int D>
+typename Nested<T, D>::type build(const std::vector<T>& flat, const Shape& shape, size_t level, int64_t& at) {
+  if constexpr (D == 0) {
+    return flat[(size_t)at++];
+  } else {
+    typename Nested<T, D>::type out;
+    out.reserve((size_t)shape[level]);
+    for (int64_t i = 0; i < shape[level]; i++) out.push_back(build<T, D - 1>(flat, shape, level + 1, at));
+    return out;
+  }
+}
+[[noreturn]] void fail_tolist_depth(const Tensor& t, int depth);
+}  // namespace literal_detail
+
+template <class T, int D>
+auto Tensor::tolist() const {
+  static_assert(D >= 0, "tolist: the depth is the tensor's number of dims");
+  if (dim() != D) literal_detail::fail_tolist_depth(*this, D);
+  const std::vector<T> flat = to_vector<T>();
+  int64_t at = 0;
+  return literal_detail::build<T, D>(flat, shape(), 0, at);
+}
+
+template <class T>
+Tensor from_vector(std::initializer_list<T> values, const Shape& shape) {
+  static_assert(std::is_arithmetic_v<T>, "from_vector: expected numbers");
+  using K = literal_detail::Kind<T>;
+  const std::vector<K> flat(values.begin(), values.end());
+  const DType dtype = std::is_same_v<T, float> ? kFloat32 : std::is_same_v<K, double> ? kFloat64 : literal_detail::default_dtype<T>();
+  return literal_detail::make(flat, shape, dtype, "from_vector");
+}
+
+template <class T>
+Tensor tensor(T value, std::optional<DType> dtype)
+  requires std::is_arithmetic_v<T>
+{
+  using K = literal_detail::Kind<T>;
+  return literal_detail::make(std::vector<K>{static_cast<K>(value)}, Shape{},
+                              dtype.value_or(literal_detail::default_dtype<T>()), "tensor");
+}
+template <class T>
+Tensor tensor(std::initializer_list<T> values, std::optional<DType> dtype) {
+  return literal_detail::from_list(values, dtype);
+}
+template <class T>
+Tensor tensor(std::initializer_list<std::initializer_list<T>> values, std::optional<DType> dtype) {
+  return literal_detail::from_list(values, dtype);
+}
+template <class T>
+Tensor tensor(std::initializer_list<std::initializer_list<std::initializer_list<T>>> values,
+              std::optional<DType> dtype) {
+  return literal_detail::from_list(values, dtype);
+}
+template <class T>
+Tensor tensor(std::initializer_list<std::initializer_list<std::initializer_list<std::initializer_list<T>>>> values,
+              std::optional<DType> dtype) {
+  return literal_detail::from_list(values, dtype);
+}
+template <class T>
+Tensor tensor(
+    std::initializer_list<std::initializer_list<std::initializer_list<std::initializer_list<std::initializer_list<T>>>>>
+        values,
+    std::optional<DType> dtype) {
+  return literal_detail::from_list(values, dtype);
+}
+template <class T>
+Tensor tensor(std::initializer_list<std::initializer_list<
+                  std::initializer_list<std::initializer_list<std::initializer_list<std::initializer_list<T>>>>>>
+                  values,
+              std::optional<DType> dtype) {
+  return literal_detail::from_list(values, dtype);
+}
+
 template <class T>
 T* Tensor::data() const {
   live("Tensor::data");

@@ -2,6 +2,7 @@
 #include "nn/layers.h"
 
 #include <cmath>
+#include <type_traits>
 
 #include "nn/functional.h"
 #include "nn/init.h"
@@ -89,14 +90,21 @@ Tensor LayerNorm::forward(const Tensor& x) {
 
 PositionalEncoding::PositionalEncoding(int64_t d, int64_t max_len_, DType dtype) : d_model(d), max_len(max_len_) {
   if (d <= 0 || max_len <= 0) fail("PositionalEncoding", "d_model and max_len must be positive, got ", d, " and ", max_len);
-  std::vector<double> table((size_t)(max_len * d));
-  for (int64_t pos = 0; pos < max_len; pos++)
-    for (int64_t i = 0; i < d; i += 2) {
-      double angle = (double)pos / std::pow(10000.0, (double)i / (double)d);
-      table[pos * d + i] = std::sin(angle);
-      if (i + 1 < d) table[pos * d + i + 1] = std::cos(angle);
-    }
-  pe = from_vector(table, {max_len, d}, dtype);
+  // the table is made in place: its size is checked (and refused past 2^56 elements, or
+  // past memory) before anything is computed
+  if (!is_floating(dtype)) fail("PositionalEncoding", "expected a float dtype, got ", dtype_name(dtype));
+  pe = empty({max_len, d}, dtype);
+  auto fill = [&](auto* table) {
+    using T = std::remove_pointer_t<decltype(table)>;
+    for (int64_t pos = 0; pos < max_len; pos++)
+      for (int64_t i = 0; i < d; i += 2) {
+        double angle = (double)pos / std::pow(10000.0, (double)i / (double)d);
+        table[pos * d + i] = T(std::sin(angle));
+        if (i + 1 < d) table[pos * d + i + 1] = T(std::cos(angle));
+      }
+  };
+  if (dtype == kFloat32) fill(pe.data<float>());
+  else fill(pe.data<double>());
   register_buffer("pe", pe, /*persistent=*/false);
 }
 

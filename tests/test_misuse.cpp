@@ -10,6 +10,7 @@
 #include "core/ops.h"
 #include "nn/attention.h"
 #include "nn/functional.h"
+#include "nn/layers.h"
 #include "test_util.h"
 
 using namespace ember;
@@ -190,4 +191,69 @@ TEST_CASE("in-place ops on a tensor that requires grad are refused in grad mode 
   Tensor plain = ones({2});
   plain.fill_(2.0);  // a tensor outside autograd: always allowed
   CHECK(plain.to_vector<float>()[1] == 2.0f);
+}
+
+TEST_CASE("a backward given to record() by hand is checked: its gradient count and shapes, naming the op") {
+  Tensor x = ones({2, 3}).requires_grad_(), w = ones({2, 3}).requires_grad_();
+  auto op = [&](BackwardFn bw) {
+    Tensor out = empty({2, 3});
+    out.copy_(x.detach());
+    return record("myop", Loc::current(), out, {x, w}, std::move(bw));
+  };
+  Tensor few = op([](const Tensor& g) { return std::vector<Tensor>{g}; });
+  CHECK_THAT(error_of([&] { sum(few).backward(); }),
+             StartsWith("myop: its backward returned 1 gradients for 2 inputs"));
+  Tensor none = op([](const Tensor&) { return std::vector<Tensor>{}; });
+  CHECK_THAT(error_of([&] { sum(none).backward(); }), StartsWith("myop: its backward returned 0 gradients for 2 inputs"));
+  Tensor flat = op([](const Tensor& g) { return std::vector<Tensor>{g.reshape({6}), g}; });
+  CHECK_THAT(error_of([&] { sum(flat).backward(); }),
+             StartsWith("myop: its backward returned a gradient of shape [6] for input 0 of shape [2,3]"));
+  Tensor wide = op([](const Tensor& g) { return std::vector<Tensor>{g, g.unsqueeze(0).expand({4, 2, 3})}; });
+  sum(wide).backward();  // a broadcast gradient is summed to its input, as PyTorch's engine does
+  CHECK(w.grad().to_vector<float>() == std::vector<float>(6, 4.0f));
+  CHECK_THAT(error_of([] { (void)sum_to(arange(6).to(kFloat32), {2, 3}); }),
+             StartsWith("sum_to: a gradient of shape [6] cannot be summed to shape [2,3]"));
+}
+
+TEST_CASE("a positional table too large to hold is refused before it is computed") {
+  CHECK_THAT(error_of([] { nn::PositionalEncoding pe(4, int64_t(1) << 62); }),
+             StartsWith("empty: a tensor of shape [4611686018427387904,4] would have more than 2^56 elements"));
+  CHECK_THAT(error_of([] { nn::PositionalEncoding pe(int64_t(1) << 32, int64_t(1) << 32); }), Contains("2^56"));
+  try {
+    nn::PositionalEncoding pe(1 << 16, int64_t(1) << 36);  // 2^52 elements: past memory
+    FAIL("a 2^52-element table was made");
+  } catch (const OutOfMemory&) {
+  }
+}
+
+TEST_CASE("an int64 or bool tensor compares exactly with a number; where takes no fraction into one") {
+  const Tensor z = tensor({int64_t(0), int64_t(1), INT64_MAX});
+  auto bools = [](const Tensor& t) { return t.to_vector<uint8_t>(); };
+  CHECK(bools(eq(z, 0.5)) == std::vector<uint8_t>{0, 0, 0});
+  CHECK(bools(ge(z, 0.5)) == std::vector<uint8_t>{0, 1, 1});
+  CHECK(bools(lt(z, 0.5)) == std::vector<uint8_t>{1, 0, 0});
+  CHECK(bools(le(z, 1.0)) == std::vector<uint8_t>{1, 1, 0});
+  CHECK(bools(eq(z, 0x1p63)) == std::vector<uint8_t>{0, 0, 0});  // INT64_MAX is not 2^63
+  CHECK(bools(lt(z, 1e300)) == std::vector<uint8_t>{1, 1, 1});
+  CHECK(bools(gt(z, -1e300)) == std::vector<uint8_t>{1, 1, 1});
+  CHECK(bools(ne(z, std::nan(""))) == std::vector<uint8_t>{1, 1, 1});
+  CHECK(bools(eq(z, std::nan(""))) == std::vector<uint8_t>{0, 0, 0});
+  CHECK(bools(eq(tensor({true, false}), 2.0)) == std::vector<uint8_t>{0, 0});
+  CHECK(bools(eq(tensor({true, false}), 1.0)) == std::vector<uint8_t>{1, 0});
+  // a float tensor compares in its own dtype, as PyTorch's does
+  CHECK(bools(eq(tensor({0.1f}), 0.1)) == std::vector<uint8_t>{1});
+  const Tensor cond = tensor({true, false, true});
+  CHECK_THAT(error_of([&] { (void)where(cond, z, 0.5); }), StartsWith("where: the scalar 0.5 is not an integer"));
+  CHECK_THAT(error_of([&] { (void)where(cond, z, 1e300); }), StartsWith("where: the value 1e+300 cannot be converted to int64"));
+  CHECK(where(cond, z, -4.0).to_vector<int64_t>() == std::vector<int64_t>{0, -4, INT64_MAX});
+  CHECK_THAT(error_of([&] { (void)where(cond, cond, 0.5); }), StartsWith("where: the scalar 0.5 is not a bool"));
+}
+
+TEST_CASE("cat refuses sizes whose sum passes 2^63 or 2^56, naming itself") {
+  std::vector<Tensor> many(256, zeros({int64_t(1) << 56, 0}));
+  CHECK_THAT(error_of([&] { (void)cat(many, 0); }), StartsWith("cat: the sizes in dim 0 of 256 tensors"));
+  std::vector<Tensor> three(3, zeros({int64_t(1) << 55, 0}));
+  CHECK_THAT(error_of([&] { (void)cat(three, 0); }),
+             StartsWith("cat: a tensor of shape [108086391056891904,0] has sizes whose product (zeros aside) exceeds 2^56"));
+  CHECK(cat(std::vector<Tensor>(2, zeros({int64_t(1) << 55, 0})), 0).shape() == Shape{int64_t(1) << 56, 0});
 }

@@ -13,10 +13,12 @@
 #include "core/gemm.h"
 #include "core/ops.h"
 #include "core/random.h"
+#include "test_util.h"
 
 using namespace ember;
 using Catch::Matchers::Contains;
 using Catch::Matchers::StartsWith;
+using ember::testing::error_of;
 
 namespace {
 
@@ -1119,4 +1121,82 @@ TEST_CASE("matmul and linear agree with a float64 loop at skinny and regular sha
       if (tb) b64 = b64.t().contiguous().t();
       CHECK(allclose(matmul(a64, b64), expected, 1e-12, 1e-12));
     }
+}
+
+// ------------------------------------------------------------------ numbers in and out
+TEST_CASE("tensor() takes nested braces as torch.tensor does, with PyTorch's default dtypes") {
+  const Tensor m = tensor({{1.0, 2.0, 3.0}, {4.0, 5.0, 6.0}});
+  CHECK(m.shape() == Shape{2, 3});
+  CHECK(m.dtype() == kFloat32);  // torch.tensor's default for reals
+  CHECK(m.to_vector<float>() == std::vector<float>{1, 2, 3, 4, 5, 6});
+  CHECK(tensor({{1.0, 2.0}}, kFloat64).dtype() == kFloat64);
+  CHECK(tensor({1, 2}).dtype() == kInt64);
+  CHECK(tensor({true, false}).dtype() == kBool);
+  CHECK(tensor({INT64_MAX, INT64_MIN}).to_vector<int64_t>() == std::vector<int64_t>{INT64_MAX, INT64_MIN});  // exact
+  const Tensor s = tensor(2.5, kFloat64);
+  CHECK(s.dim() == 0);
+  CHECK(s.item() == 2.5);
+  const Tensor deep = tensor({{{{{{1, 2}}}}}});  // six levels
+  CHECK(deep.shape() == Shape{1, 1, 1, 1, 1, 2});
+  CHECK(tensor({{{1.5, -2.7}}}, kInt64).to_vector<int64_t>() == std::vector<int64_t>{1, -2});  // toward zero
+  CHECK(tensor({{1.0}, {2.0}}).shape() == Shape{2, 1});
+  CHECK_THAT(error_of([] { (void)tensor({{1.0, 2.0}, {3.0}}); }),
+             StartsWith("tensor: expected lists of equal length at each level: a list at level 1 has 1 elements "
+                        "where an earlier one has 2"));
+  CHECK_THAT(error_of([] { (void)tensor({1e300}, kInt64); }), StartsWith("tensor: value 0 (1e+300) cannot be converted to int64"));
+  CHECK_THAT(error_of([] { (void)tensor({std::nan("")}, kInt64); }), StartsWith("tensor: value 0 (nan)"));
+  // a flat list with a shape: the list's own type decides, with no ambiguity
+  CHECK(from_vector({1.0, 2.0}, {2}).dtype() == kFloat64);
+  CHECK(from_vector({1.0f, 2.0f}, {1, 2}).dtype() == kFloat32);
+  CHECK(from_vector({1, 2, 3, 4}, {2, 2}).dtype() == kInt64);
+  CHECK_THAT(error_of([] { (void)from_vector({1.0, 2.0}, {3}); }), StartsWith("from_vector: shape [3] needs 3 values, got 2"));
+  CHECK_THAT(error_of([] { (void)from_vector(std::vector<double>{NAN}, {1}, kInt64); }),
+             StartsWith("from_vector: value 0 (nan) cannot be converted to int64"));
+}
+
+TEST_CASE("tolist gives nested vectors of the tensor's depth, and integer reads refuse what does not fit") {
+  const Tensor m = arange(0.0, 6.0, 1.0, kFloat64).reshape({2, 3}).t();  // strided: read in logical order
+  const std::vector<std::vector<double>> rows = m.tolist<double, 2>();
+  CHECK(rows == std::vector<std::vector<double>>{{0, 3}, {1, 4}, {2, 5}});
+  CHECK(tensor(7).tolist<int64_t, 0>() == 7);
+  CHECK(zeros({2, 0}).tolist<float, 2>() == std::vector<std::vector<float>>{{}, {}});
+  CHECK_THAT(error_of([&] { (void)m.tolist<double, 1>(); }),
+             StartsWith("tolist: asked for 1 levels of nesting, but the tensor of shape [3,2] has 2 dims"));
+  CHECK(tensor({int64_t(1) << 60}).item<int64_t>() == int64_t(1) << 60);  // not through a double
+  CHECK(tensor(-3.9).item<int>() == -3);
+  CHECK_THAT(error_of([] { (void)tensor(std::nan("")).item<int64_t>(); }),
+             StartsWith("item: the value nan of a float32 tensor does not fit int64"));
+  CHECK_THAT(error_of([] { (void)tensor({1.0, 3e9}).to_vector<int>(); }),
+             StartsWith("to_vector: element 1 (3e+09) of a float32 tensor does not fit the integer type asked for "
+                        "(range [-2^31, 2^31))"));
+  CHECK_THAT(error_of([] { (void)tensor({INFINITY}).to_vector<int64_t>(); }), StartsWith("to_vector: element 0 (inf)"));
+}
+
+TEST_CASE("set_printoptions sets digits, summarising and notation for the process, as torch.set_printoptions") {
+  const Tensor x = tensor({0.1, 1.0 / 3}, kFloat64);
+  CHECK(x.to_string() == "tensor([0.1000, 0.3333], shape=[2], dtype=float64)");
+  set_printoptions({.precision = 17});
+  CHECK(x.to_string() == "tensor([0.10000000000000001, 0.33333333333333331], shape=[2], dtype=float64)");
+  set_printoptions({.precision = 2, .sci_mode = true});
+  CHECK(x.to_string() == "tensor([1.00e-01, 3.33e-01], shape=[2], dtype=float64)");
+  set_printoptions({.threshold = 5, .edgeitems = 1});
+  CHECK(arange(10).to_string() == "tensor([0, ..., 9], shape=[10], dtype=int64)");
+  CHECK(get_printoptions().edgeitems == 1);
+  set_printoptions({});
+  CHECK(x.to_string() == "tensor([0.1000, 0.3333], shape=[2], dtype=float64)");
+  CHECK_THAT(error_of([] { set_printoptions({.precision = -1}); }), StartsWith("set_printoptions: precision must be in [0, 30]"));
+  CHECK_THAT(error_of([] { set_printoptions({.edgeitems = 0}); }), StartsWith("set_printoptions: edgeitems must be in"));
+  CHECK(get_printoptions().precision == 4);  // a refused call changes nothing
+  std::ostringstream os;
+  os << Shape{2, 3} << " " << Shape{};
+  CHECK(os.str() == "[2,3] []");
+}
+
+TEST_CASE("int64 tensors print their exact values, and arange refuses int64 values past 2^63") {
+  const Tensor big = tensor({INT64_MAX, INT64_MIN, int64_t(1) << 53 | 1});
+  CHECK(big.to_string() ==
+        "tensor([ 9223372036854775807, -9223372036854775808,     9007199254740993], shape=[3], dtype=int64)");
+  CHECK(tensor(INT64_MAX - 1).to_string() == "tensor(9223372036854775806, shape=[], dtype=int64)");
+  CHECK_THAT(error_of([] { (void)arange(0, 1e300, 1e299, kInt64); }), StartsWith("arange: [0, 1e+300) in steps of 1e+299 has values int64 cannot hold"));
+  CHECK(arange(0, 1e300, 1e299, kFloat64).numel() == 10);
 }

@@ -4,7 +4,6 @@
 #include "core/autograd.h"
 
 #include <algorithm>
-#include <cassert>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -39,17 +38,25 @@ std::string shapes_of(const std::vector<Edge>& inputs) {
 }
 }  // namespace
 
+// Whether a gradient of shape g can be summed to shape s (s broadcasts to g).
+static bool broadcasts_to(const Shape& g, const Shape& s) {
+  if (g.size() < s.size()) return false;
+  const size_t lead = g.size() - s.size();
+  for (size_t d = 0; d < s.size(); d++)
+    if (s[d] != 1 && s[d] != g[lead + d]) return false;
+  return true;
+}
+
 Tensor sum_to(const Tensor& g, const Shape& shape) {
   if (g.shape() == shape) return g;
   const int64_t lead = g.dim() - (int64_t)shape.size();
-  // every op's gradient broadcasts to its input (custom Functions and hooks are checked
-  // where they return one): an engine invariant, not a user's mistake
-  assert(lead >= 0 && "sum_to: a gradient has fewer dims than its input");
+  if (lead < 0) fail("sum_to", "a gradient of shape ", g.shape(), " cannot be summed to shape ", shape, " (it has fewer dims)");
   std::vector<int64_t> dims;
   for (int64_t d = 0; d < g.dim(); d++) {
     if (d < lead) dims.push_back(d);
     else if (shape[d - lead] == 1 && g.size(d) != 1) dims.push_back(d);
-    else assert(shape[d - lead] == g.size(d) && "sum_to: a gradient does not broadcast to its input");
+    else if (shape[d - lead] != g.size(d))
+      fail("sum_to", "a gradient of shape ", g.shape(), " cannot be summed to shape ", shape, " (dim ", d, ")");
   }
   Tensor r = dims.empty() ? g : sum(g, dims, /*keepdim=*/true);
   return r.reshape(shape);
@@ -388,14 +395,19 @@ class GraphTask {
       } restore{prev};
       in_grads = n->backward(g);
     }
-    // one gradient per input (a custom Function's count is checked in Function::apply)
-    assert(in_grads.size() == n->inputs.size() && "a backward returned a gradient count unlike its inputs'");
+    // a backward given to record() by hand is checked here (Function::apply checks its own)
+    if (in_grads.size() != n->inputs.size())
+      fail(n->name, "its backward returned ", (int64_t)in_grads.size(), " gradients for ", (int64_t)n->inputs.size(),
+           " inputs (an undefined tensor stands for an input without one)");
     if (anomaly_enabled()) check_finite_backward(*n, in_grads);
     if (!retain_) release(*n);
     for (size_t i = 0; i < n->inputs.size(); i++) {
       Edge& e = n->inputs[i];
       if (!in_grads[i].defined()) continue;
       if (!leads_on(e)) continue;
+      if (!broadcasts_to(in_grads[i].shape(), e.shape))
+        fail(n->name, "its backward returned a gradient of shape ", in_grads[i].shape(), " for input ", (int64_t)i,
+             " of shape ", e.shape, ", which it cannot be summed to");
       Tensor gi = sum_to(in_grads[i], e.shape);
       if (gi.dtype() != e.dtype) gi = gi.to(e.dtype);
       if (!e.fn) {

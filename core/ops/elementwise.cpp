@@ -375,7 +375,6 @@ static Tensor compare(const char* name, const Tensor& a, const Tensor& b, Cmp cm
   });
   return out;
 }
-static Tensor scalar_like(const Tensor& a, double s) { return full({}, s, a.dtype()); }
 
 Tensor eq(const Tensor& a, const Tensor& b) {
   check_defined(a, "eq", "the first operand");
@@ -407,29 +406,58 @@ Tensor ge(const Tensor& a, const Tensor& b) {
   check_defined(b, "ge", "the second operand");
   return compare("ge", a, b, [](auto x, auto y) { return x >= y; });
 }
+// A tensor compared with a number. A float tensor compares with the number in its own
+// dtype, as PyTorch does (eq(float32 0.1, 0.1) holds); an int64 or bool tensor compares
+// exactly with the number itself (eq(int64 0, 0.5) does not hold, nor eq(INT64_MAX, 2^63)).
+enum class Order { Less, Equal, Greater, Unordered };
+static Order order_of(int64_t x, double s) {
+  if (std::isnan(s)) return Order::Unordered;
+  if (s >= 0x1p63) return Order::Less;
+  if (s < -0x1p63) return Order::Greater;
+  const double fl = std::floor(s);
+  const int64_t i = (int64_t)fl;
+  if (x < i) return Order::Less;
+  if (x > i) return Order::Greater;
+  return fl == s ? Order::Equal : Order::Less;
+}
+template <class Pred>
+static Tensor compare_scalar(const char* name, const Tensor& a, double s, Pred pred) {
+  check_defined(a, name, "the input");
+  if (is_floating(a.dtype())) {
+    Tensor out = empty(a.shape(), kBool);
+    dispatch_float(a.dtype(), name, [&](auto tag) {
+      using T = decltype(tag);
+      const T v = static_cast<T>(s);
+      map1<uint8_t, T>(out, a.detach(), [&](T x) {
+        return (uint8_t)pred(x < v ? Order::Less : x > v ? Order::Greater : x == v ? Order::Equal : Order::Unordered);
+      });
+    });
+    return out;
+  }
+  Tensor out = empty(a.shape(), kBool);
+  if (a.dtype() == kInt64)
+    map1<uint8_t, int64_t>(out, a.detach(), [&](int64_t x) { return (uint8_t)pred(order_of(x, s)); });
+  else
+    map1<uint8_t, uint8_t>(out, a.detach(), [&](uint8_t x) { return (uint8_t)pred(order_of(x != 0, s)); });
+  return out;
+}
 Tensor eq(const Tensor& a, double s) {
-  check_defined(a, "eq", "the input");
-  return eq(a, scalar_like(a, s));
+  return compare_scalar("eq", a, s, [](Order o) { return o == Order::Equal; });
 }
 Tensor ne(const Tensor& a, double s) {
-  check_defined(a, "ne", "the input");
-  return ne(a, scalar_like(a, s));
+  return compare_scalar("ne", a, s, [](Order o) { return o != Order::Equal; });
 }
 Tensor lt(const Tensor& a, double s) {
-  check_defined(a, "lt", "the input");
-  return lt(a, scalar_like(a, s));
+  return compare_scalar("lt", a, s, [](Order o) { return o == Order::Less; });
 }
 Tensor le(const Tensor& a, double s) {
-  check_defined(a, "le", "the input");
-  return le(a, scalar_like(a, s));
+  return compare_scalar("le", a, s, [](Order o) { return o == Order::Less || o == Order::Equal; });
 }
 Tensor gt(const Tensor& a, double s) {
-  check_defined(a, "gt", "the input");
-  return gt(a, scalar_like(a, s));
+  return compare_scalar("gt", a, s, [](Order o) { return o == Order::Greater; });
 }
 Tensor ge(const Tensor& a, double s) {
-  check_defined(a, "ge", "the input");
-  return ge(a, scalar_like(a, s));
+  return compare_scalar("ge", a, s, [](Order o) { return o == Order::Greater || o == Order::Equal; });
 }
 
 static void need_bool(const char* op, const Tensor& t) {

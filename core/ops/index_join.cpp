@@ -64,6 +64,9 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b, Loc loc) {
 Tensor where(const Tensor& cond, const Tensor& a, double b, Loc loc) {
   check_defined(cond, "where", "cond");
   check_defined(a, "where", "a");
+  if (a.dtype() == kInt64) (void)scalar_as<int64_t>(b, "where", /*integral=*/true);
+  if (a.dtype() == kBool && b != 0 && b != 1)
+    fail("where", "the scalar ", b, " is not a bool (0 or 1), and the tensor is bool");
   return where(cond, a, full({}, b, a.dtype()), loc);
 }
 
@@ -91,10 +94,13 @@ Tensor cat(const std::vector<Tensor>& ts, int64_t dim, Loc loc) {
     if (!ok)
       fail("cat", "sizes must match except in dim ", dim, ": tensor 0 has shape ", t0.shape(), " but tensor ",
            (int64_t)i, " has shape ", t.shape());
-    total += t.size(dim);
+    if (__builtin_add_overflow(total, t.size(dim), &total))
+      fail("cat", "the sizes in dim ", dim, " of ", (int64_t)ts.size(), " tensors of shape ", t0.shape(),
+           " ... add up to more than 2^63");
   }
   Shape s = t0.shape();
   s[dim] = total;
+  checked_numel(s, "cat");
   Tensor out = empty(s, t0.dtype());
   std::vector<int64_t> sizes;
   int64_t off = 0;
