@@ -1,7 +1,7 @@
 // The pieces of a character-level sequence-to-sequence program around nn::Transformer:
 // examples as token ids, padded batches, greedy decoding with cached keys and values,
 // accuracy, and the model's configuration as a checkpoint stores it. The date
-// translator (translate.cpp) is built from them, and so is the copy/reverse test.
+// translator (examples/translate) is built from them, and so is the copy/reverse test.
 #pragma once
 #include <cstdint>
 #include <memory>
