@@ -229,11 +229,11 @@ int watch_checkpoint(const WatchOptions& o) {
   watch::Probe probe = probe_of(*l.model, set, rows);
   watch::Log log = watch::Log::for_sites(probe.sites);
   log.add(watch::measure(probe, l.checkpoint.progress.step));
-  const auto& cfg = l.model->cfg;
+  const nn::TransformerConfig& cfg = l.model->cfg;
   std::printf("%s: step %lld, d_model %lld, %lld heads (d_k %lld), --score-scale %g; the first %lld pairs of %s, "
               "teacher-forced, in eval mode\n",
-              o.checkpoint.c_str(), (long long)l.checkpoint.progress.step, (long long)cfg.d_model, (long long)cfg.nhead,
-              (long long)(cfg.d_model / cfg.nhead), cfg.score_scale, (long long)rows, o.data.c_str());
+              o.checkpoint.c_str(), (long long)l.checkpoint.progress.step, (long long)cfg.layer.d_model,
+              (long long)cfg.layer.nhead, (long long)(cfg.layer.d_model / cfg.layer.nhead), cfg.layer.score_scale, (long long)rows, o.data.c_str());
   std::printf("score std: of the softmax's input over allowed keys; entropy in nats, H/logn normalised by the number "
               "of keys; max w: the largest weight; sat.: queries whose largest weight is above 0.99; P the weights, Z "
               "the scores, Wq and Wk the head's rows of the query and key projections\n\n%s",

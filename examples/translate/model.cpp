@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "lib/cli/cli.h"
+#include "lib/seq2seq/model_options.h"
 #include "lib/watch/transformer_probe.h"
 
 namespace ember::translate {

@@ -22,7 +22,7 @@
 #include "core/error.h"
 #include "dist/dist.h"
 #include "examples/translate/options.h"
-#include "lib/seq2seq/seq2seq.h"
+#include "lib/seq2seq/model_options.h"
 
 namespace ember::translate {
 
@@ -32,7 +32,6 @@ using cli::UsageError;
 
 void add_train_options(CLI::App* app, TrainOptions& o) {
   using namespace cli;
-  using seq2seq::kMaxLayers, seq2seq::kMaxLength, seq2seq::kMaxWidth, seq2seq::kMinScoreScale, seq2seq::kMaxScoreScale;
   auto& g = o.given;
   g["--train"] = cli::text(*app, "--train", o.train, "training pairs, source<TAB>target a line");
   g["--valid"] = cli::text(*app, "--valid", o.valid, "validation pairs");
@@ -41,16 +40,12 @@ void add_train_options(CLI::App* app, TrainOptions& o) {
   g["--steps"] = integer(*app, "--steps", o.steps, 1, kMaxSteps, "at most this many optimizer steps");
   g["--target-acc"] = real(*app, "--target-acc", o.target_acc, 0, 2, "stop once validation exact match reaches this (2: never)");
   g["--batch"] = integer(*app, "--batch", o.batch, 1, kMaxSize, "pairs per batch");
-  g["--d-model"] = integer(*app, "--d-model", o.d_model, 1, kMaxWidth, "model width");
-  g["--heads"] = integer(*app, "--heads", o.heads, 1, kMaxWidth, "attention heads (must divide --d-model)");
-  g["--enc-layers"] = integer(*app, "--enc-layers", o.enc_layers, 1, kMaxLayers, "encoder layers");
-  g["--dec-layers"] = integer(*app, "--dec-layers", o.dec_layers, 1, kMaxLayers, "decoder layers");
-  g["--ffn"] = integer(*app, "--ffn", o.ffn, 1, kMaxWidth * 16, "feed-forward width");
-  g["--dropout"] = real(*app, "--dropout", o.dropout, 0, 0.99, "dropout probability");
-  g["--score-scale"] = real(*app, "--score-scale", o.score_scale, kMinScoreScale, kMaxScoreScale,
-                            "multiply every attention's scores by this on top of 1/sqrt(d_k) "
-                            "(sqrt(d_k) = sqrt(d_model / heads): unscaled)");
-  g["--max-len"] = integer(*app, "--max-len", o.max_len, 2, kMaxLength, "longest sequence, </s> included");
+  for (const seq2seq::ModelField& f : seq2seq::model_fields()) {  // the model's shape
+    if (!f.flag) continue;
+    g[f.flag] = f.kind == seq2seq::FieldKind::Integer
+                    ? integer(*app, f.flag, f.integer(o.model), int64_t(f.lo), int64_t(f.hi), f.help)
+                    : real(*app, f.flag, f.real(o.model), f.lo, f.hi, f.help);
+  }
   g["--lr"] = real(*app, "--lr", o.lr, 0, 1e300, "Adam's peak learning rate, reached after --warmup steps");
   g["--warmup"] = integer(*app, "--warmup", o.warmup, 1, kMaxSteps, "warmup steps");
   g["--schedule"] = app->add_option_function<std::string>(

@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "lib/cli/cli.h"
+#include "lib/seq2seq/model_options.h"
+#include "nn/transformer.h"
 
 namespace ember::translate {
 
@@ -23,9 +25,9 @@ struct TrainOptions {
   int64_t check_every = 0;  // data-parallel: compare the ranks' parameters every N steps
   bool watch = false;       // measure attention on a probe batch (lib/watch)
   int64_t watch_every = 50, watch_rows = 64;
-  // the model's shape
-  int64_t d_model = 128, heads = 4, enc_layers = 2, dec_layers = 2, ffn = 512, max_len = 64;
-  double dropout = 0.1, score_scale = 1.0;
+  // the model's options (the fields of seq2seq::model_fields() that have a flag); its
+  // vocabularies come from the training pairs
+  nn::TransformerConfig model = seq2seq::default_model_config();
   std::map<std::string, CLI::Option*> given;  // by flag, to tell which were on the command line
 };
 

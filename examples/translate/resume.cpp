@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/ops.h"
+#include "lib/seq2seq/model_options.h"
 
 namespace ember::translate {
 
@@ -97,9 +98,9 @@ std::unique_ptr<optim::Schedule> resumed_schedule(const io::Checkpoint& c, const
   const double warmup = v.at("warmup"), peak = s->lr_at(std::max<int64_t>(1, std::llround(warmup)));
   if (!(warmup >= 1 && warmup <= double(cli::kMaxSteps)) || !(peak > 0) || !std::isfinite(peak))
     fail("translate train", "'", path, "': ", what, " (warmup ", shortest(warmup), ", peak ", shortest(peak), ")");
-  if (c.schedule->kind == "InverseSqrt" && v.at("d_model") != double(cfg.d_model))
+  if (c.schedule->kind == "InverseSqrt" && v.at("d_model") != double(cfg.layer.d_model))
     fail("translate train", "'", path, "': key '/schedule' attribute 'd_model' is ", shortest(v.at("d_model")),
-         ", the model's d_model is ", cfg.d_model);
+         ", the model's d_model is ", cfg.layer.d_model);
   if (c.schedule->last_step != c.progress.step)
     fail("translate train", "'", path, "': key '/schedule' attribute 'last_step' is ", c.schedule->last_step,
          ", but the run is at step ", c.progress.step, " ('/progress')");
@@ -115,14 +116,8 @@ void check_resume_options(const TrainOptions& o, const io::Checkpoint& c, const 
     if (std::abs(want - have) <= 1e-12 * std::max(1.0, std::abs(have))) matches.push_back(text);
     else refused.push_back(cat_str(text, " (the checkpoint's ", what, " is ", shortest(have), ")"));
   };
-  compare("--d-model", double(o.d_model), double(cfg.d_model), "d_model");
-  compare("--heads", double(o.heads), double(cfg.nhead), "number of heads");
-  compare("--enc-layers", double(o.enc_layers), double(cfg.num_encoder_layers), "number of encoder layers");
-  compare("--dec-layers", double(o.dec_layers), double(cfg.num_decoder_layers), "number of decoder layers");
-  compare("--ffn", double(o.ffn), double(cfg.dim_feedforward), "feed-forward width");
-  compare("--max-len", double(o.max_len), double(cfg.max_len), "maximum length");
-  compare("--dropout", o.dropout, cfg.dropout, "dropout");
-  compare("--score-scale", o.score_scale, cfg.score_scale, "score scale");
+  for (const seq2seq::ModelField& f : seq2seq::model_fields())  // the model
+    if (f.flag) compare(f.flag, seq2seq::value_of(f, o.model), seq2seq::value_of(f, cfg), f.what);
   // the schedule
   if (c.schedule) {
     const auto& k = c.schedule->kind;

@@ -26,6 +26,7 @@
 #include "io/checkpoint.h"
 #include "lib/cli/cli.h"
 #include "lib/plot/plot.h"
+#include "lib/seq2seq/model_options.h"
 #include "lib/seq2seq/seq2seq.h"
 #include "lib/train/stdout_writer.h"
 #include "lib/train/trainer.h"
@@ -93,10 +94,9 @@ std::pair<double, int> exchange(double loss_share, int signal) {
 std::map<std::string, std::string> watch_info(const std::string& program, const nn::TransformerConfig& cfg,
                                               int64_t rows, const std::string& data) {
   return {{"program", program},
-          {"model", cat_str("d_model ", cfg.d_model, ", ", cfg.nhead, " heads, ", cfg.num_encoder_layers, "+",
-                            cfg.num_decoder_layers, " layers, ffn ", cfg.dim_feedforward)},
-          {"head_dim", cat_str(cfg.d_model / cfg.nhead)},
-          {"score_scale", cat_str(cfg.score_scale)},
+          {"model", seq2seq::describe(cfg)},
+          {"head_dim", cat_str(cfg.layer.d_model / cfg.layer.nhead)},
+          {"score_scale", cat_str(cfg.layer.score_scale)},
           {"probe", cat_str("the first ", rows, " pairs of ", data)}};
 }
 
@@ -160,22 +160,16 @@ int train(const TrainOptions& o) {
     tgt_vocab = vocab_of(*previous, "target", *resume);
     check_resume_options(o, *previous, cfg, *resume);
   } else {
-    if (o.d_model % o.heads != 0)
-      throw UsageError{cat_str("--heads ", o.heads, " must divide --d-model ", o.d_model), "train"};
+    if (o.model.layer.d_model % o.model.layer.nhead != 0)
+      throw UsageError{cat_str("--heads ", o.model.layer.nhead, " must divide --d-model ", o.model.layer.d_model),
+                       "train"};
     std::vector<std::string> sources, targets;
     for (auto& p : train_pairs) sources.push_back(p.source), targets.push_back(p.target);
     src_vocab = CharVocab::build(sources);
     tgt_vocab = CharVocab::build(targets);
+    cfg = o.model;
     cfg.src_vocab = src_vocab.size();
     cfg.tgt_vocab = tgt_vocab.size();
-    cfg.d_model = o.d_model;
-    cfg.nhead = o.heads;
-    cfg.num_encoder_layers = o.enc_layers;
-    cfg.num_decoder_layers = o.dec_layers;
-    cfg.dim_feedforward = o.ffn;
-    cfg.dropout = o.dropout;
-    cfg.max_len = o.max_len;
-    cfg.score_scale = o.score_scale;
   }
   const int64_t rows_here = (o.batch + world - 1) / world;  // this process's part of a batch
   cli::check_fits_in_memory("translate train", seq2seq::training_bytes(cfg, rows_here),
@@ -194,11 +188,9 @@ int train(const TrainOptions& o) {
   // train something else, or hang at the end). Checked before anything is trained.
   if (world > 1) {
     std::string job = cat_str(o.steps, ' ', o.batch, ' ', o.seed, ' ', o.lr, ' ', o.warmup, ' ', o.schedule, ' ',
-                              o.decay_steps, ' ', o.min_lr, ' ', o.clip, ' ', o.dropout,
-                              ' ', o.target_acc, ' ', o.eval_every, ' ', o.save_every, ' ', o.check_every, ' ',
-                              cfg.score_scale, ' ',
-                              cfg.d_model, ' ', cfg.nhead, ' ', cfg.num_encoder_layers, ' ', cfg.num_decoder_layers, ' ',
-                              cfg.dim_feedforward, ' ', cfg.max_len, ' ', previous ? previous->progress.step : -1, '\n');
+                              o.decay_steps, ' ', o.min_lr, ' ', o.clip, ' ', o.target_acc, ' ', o.eval_every, ' ',
+                              o.save_every, ' ', o.check_every, ' ', previous ? previous->progress.step : -1, '\n');
+    for (const auto& [key, value] : seq2seq::to_config(cfg)) job += key + '=' + io::to_string(value) + '\n';
     for (const auto* set : {&train_pairs, &valid_pairs})
       for (const auto& p : *set) job += p.source + '\t' + p.target + '\n';
     Tensor bytes = from_vector(std::vector<int64_t>(job.begin(), job.end()), {(int64_t)job.size()});
@@ -212,12 +204,12 @@ int train(const TrainOptions& o) {
   // with the data order's, so that a resumed run draws the masks it would have drawn)
   Generator init_gen((uint64_t)o.seed * 1000003 + 17), dropout_gen((uint64_t)o.seed),
       data_gen((uint64_t)o.seed * 7919 + 3);
-  cfg.dropout_gen = &dropout_gen;
+  cfg.layer.dropout_gen = &dropout_gen;
   auto model = std::make_shared<nn::Transformer>(cfg, &init_gen);
   seq2seq::xavier_init(*model, &init_gen);
   auto params = model->named_parameters();
   // on resume the schedule is the checkpoint's (check_resume_options refused a new one)
-  std::unique_ptr<optim::Schedule> sched = previous ? resumed_schedule(*previous, cfg, *resume) : new_schedule(o, cfg.d_model);
+  std::unique_ptr<optim::Schedule> sched = previous ? resumed_schedule(*previous, cfg, *resume) : new_schedule(o, cfg.layer.d_model);
   optim::Adam opt(params, {.lr = sched->lr_at(1), .beta1 = 0.9, .beta2 = 0.98, .eps = 1e-9});
 
   io::Progress progress;
@@ -305,12 +297,9 @@ int train(const TrainOptions& o) {
   std::vector<std::vector<int64_t>> valid_sources, valid_targets;
   for (auto& e : valid_set) valid_sources.push_back(e.source), valid_targets.push_back(e.target);
 
-  std::printf("training a %lld-parameter Transformer (d_model %lld, %lld heads, %lld+%lld layers, ffn %lld) on %zu pairs, "
-              "%s%d thread(s)%s\n",
-              (long long)model->num_parameters(), (long long)cfg.d_model, (long long)cfg.nhead,
-              (long long)cfg.num_encoder_layers, (long long)cfg.num_decoder_layers, (long long)cfg.dim_feedforward,
-              train_set.size(), world > 1 ? cat_str(world, " processes x ").c_str() : "", num_threads(),
-              world > 1 ? " each" : "");
+  std::printf("training a %lld-parameter Transformer (%s) on %zu pairs, %s%d thread(s)%s\n",
+              (long long)model->num_parameters(), seq2seq::describe(cfg).c_str(), train_set.size(),
+              world > 1 ? cat_str(world, " processes x ").c_str() : "", num_threads(), world > 1 ? " each" : "");
   const std::string curves = (fs::path(o.out) / "curves.png").string();
   const double best_before = hist.eval_acc.empty() ? 0 : hist.eval_acc.back();
   const bool reached_before = !hist.eval_acc.empty() && best_before >= o.target_acc;
