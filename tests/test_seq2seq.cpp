@@ -65,6 +65,31 @@ TEST_CASE("the model's configuration goes through a checkpoint's config and is c
   cfg = seq2seq::to_config(c);
   cfg["score_scale"] = 1e6;
   CHECK(seq2seq::from_config(cfg, "f.h5").layer.score_scale == 1e6);
+  // dropout: the range --dropout takes
+  for (double bad : {0.995, 1.0, -0.1}) {
+    cfg = seq2seq::to_config(c);
+    cfg["dropout"] = bad;
+    CHECK_THAT(error_of([&] { seq2seq::from_config(cfg, "f.h5"); }),
+               Contains("attribute 'dropout' must be a real in [0, 0.99]"));
+  }
+  // written before scores could be scaled: no score_scale, which is then 1
+  cfg = seq2seq::to_config(c);
+  cfg.erase("score_scale");
+  CHECK(seq2seq::from_config(cfg, "f.h5").layer.score_scale == 1.0);
+}
+
+TEST_CASE("the model's table names every key of a checkpoint's config once, and gives the command line's defaults") {
+  nn::TransformerConfig c = seq2seq::default_model_config();
+  c.src_vocab = 40, c.tgt_vocab = 15;
+  const io::Config config = seq2seq::to_config(c);
+  CHECK(config.size() == seq2seq::model_fields().size());
+  for (const seq2seq::ModelField& f : seq2seq::model_fields()) {
+    CHECK(config.count(f.key) == 1);
+    if (f.flag) CHECK(seq2seq::value_of(f, c) == f.initial);
+  }
+  CHECK(c.layer.d_model == 128);
+  CHECK(c.max_len == 64);
+  CHECK(seq2seq::describe(c) == "d_model 128, 4 heads, 2+2 layers, ffn 512");
 }
 
 TEST_CASE("a tiny Transformer learns to reverse strings, and greedy decoding gets all of them right") {
