@@ -145,7 +145,9 @@ TEST_CASE("score_scale multiplies the scores on top of 1/sqrt(d), and must be po
     CHECK_THAT(e, Catch::Contains("MultiHeadAttention") && Catch::Contains("score_scale must be positive and finite"));
   }
   // a model's configuration is checked once, where the model is built
-  TransformerConfig bad{.src_vocab = 9, .tgt_vocab = 7, .layer = {.d_model = 8, .nhead = 2, .dim_feedforward = 8, .score_scale = -2}};
+  TransformerConfig bad{.src_vocab = 9,
+                        .tgt_vocab = 7,
+                        .layer = {.d_model = 8, .nhead = 2, .dim_feedforward = 8, .score_scale = -2}};
   CHECK_THAT(error_of([&] { Transformer model(bad); }), Catch::Contains("Transformer: score_scale must be positive"));
   CHECK_THAT(error_of([&] { check_config(bad.layer, "EncoderLayer"); }),
              Catch::Contains("EncoderLayer: score_scale must be positive"));
