@@ -32,6 +32,11 @@ bool launched_by_mpirun();
 // on, so that no other rank waits for it in a collective.
 [[noreturn]] void abort_job(int code);
 
+// The threads this process's share of the machine's cores comes to: the processes of
+// the job on this machine (mpirun's OMPI_COMM_WORLD_LOCAL_SIZE, else the world size)
+// share num_threads() cores evenly, each taking at least one.
+int threads_per_process();
+
 enum class ReduceOp { Sum, Mean };
 
 // Every rank's t replaced by the elementwise sum (or mean) over the ranks. The result is

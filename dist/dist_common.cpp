@@ -1,11 +1,19 @@
 // What dist.h builds on its collectives, the same with MPI or without.
 #include <algorithm>
+#include <cstdlib>
 #include <string>
 
 #include "core/ops.h"
+#include "core/parallel.h"
 #include "dist/dist.h"
 
 namespace ember::dist {
+
+int threads_per_process() {
+  const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  const int ranks_here = local ? std::max(1, std::atoi(local)) : world_size();
+  return std::max(1, num_threads() / ranks_here);
+}
 
 bool any(bool flag) {
   Tensor t = from_vector(std::vector<int64_t>{flag ? 1 : 0}, {1});

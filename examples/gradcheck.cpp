@@ -263,6 +263,7 @@ std::vector<Entry> entries() {
                [](const Flags& f, DType t) {
                  Generator g(f.options.seed);
                  nn::LayerConfig cfg{.d_model = f.embed, .nhead = f.heads, .dim_feedforward = f.ffn, .dropout = 0.0};
+                 nn::check_config(cfg, "EncoderLayer");  // the layer trusts it
                  auto layer = std::make_shared<nn::EncoderLayer>(cfg, &g, kFloat64);
                  layer->to(t);
                  Flags self = f;
@@ -282,6 +283,7 @@ std::vector<Entry> entries() {
                [](const Flags& f, DType t) {
                  Generator g(f.options.seed);
                  nn::LayerConfig cfg{.d_model = f.embed, .nhead = f.heads, .dim_feedforward = f.ffn, .dropout = 0.0};
+                 nn::check_config(cfg, "DecoderLayer");  // the layer trusts it
                  auto layer = std::make_shared<nn::DecoderLayer>(cfg, &g, kFloat64);
                  layer->to(t);
                  Masks m = masks_of(f);

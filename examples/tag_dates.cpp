@@ -73,6 +73,7 @@ class Tagger : public nn::Module {
     drop = register_module("drop", std::make_shared<nn::Dropout>(c.dropout, c.dropout_gen));
     const nn::LayerConfig layer{.d_model = c.d_model, .nhead = c.heads, .dim_feedforward = c.ffn,
                                 .dropout = c.dropout, .score_scale = c.score_scale, .dropout_gen = c.dropout_gen};
+    nn::check_config(layer, "Tagger");  // the encoder's layers trust it
     encoder = register_module("encoder", std::make_shared<nn::Encoder>(layer, c.layers, gen));
     head = register_module("head", std::make_shared<nn::Linear>(c.d_model, kClasses, true, gen));
   }

@@ -119,11 +119,10 @@ Tensor PositionalEncoding::forward(const Tensor& x, int64_t start) {
   return hooked({x}, add(x, pe.narrow(0, start, L)));
 }
 
-FeedForward::FeedForward(int64_t d_model, int64_t d_ff, double p, Activation act, Generator* gen, DType dtype)
-    : activation(act) {
-  linear1 = register_module("linear1", std::make_shared<Linear>(d_model, d_ff, true, gen, dtype));
-  dropout = register_module("dropout", std::make_shared<Dropout>(p));
-  linear2 = register_module("linear2", std::make_shared<Linear>(d_ff, d_model, true, gen, dtype));
+FeedForward::FeedForward(const FeedForwardOptions& o) : activation(o.activation) {
+  linear1 = register_module("linear1", std::make_shared<Linear>(o.d_model, o.d_ff, true, o.gen, o.dtype));
+  dropout = register_module("dropout", std::make_shared<Dropout>(o.dropout, o.dropout_gen));
+  linear2 = register_module("linear2", std::make_shared<Linear>(o.d_ff, o.d_model, true, o.gen, o.dtype));
 }
 
 // ReLU and dropout run as one op (one pass each way) unless a hook on the dropout wants

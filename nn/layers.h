@@ -70,11 +70,20 @@ class PositionalEncoding : public Module {
 
 enum class Activation { ReLU, GELU };
 
+// FeedForward({.d_model = 512, .d_ff = 2048, .dropout = 0.1, .dropout_gen = &masks})
+struct FeedForwardOptions {
+  int64_t d_model = 0, d_ff = 0;
+  double dropout = 0.0;
+  Activation activation = Activation::ReLU;
+  Generator* gen = nullptr;          // initialisation (the default generator when null)
+  Generator* dropout_gen = nullptr;  // dropout masks (the default generator when null); must outlive the module
+  DType dtype = kFloat32;
+};
+
 // linear2(dropout(activation(linear1(x)))): [.., d_model] -> [.., d_model].
 class FeedForward : public UnaryModule {
  public:
-  FeedForward(int64_t d_model, int64_t d_ff, double dropout = 0.0, Activation activation = Activation::ReLU,
-              Generator* gen = nullptr, DType dtype = kFloat32);
+  explicit FeedForward(const FeedForwardOptions& options);
   Tensor forward(const Tensor& x) override;
   // On packed rows [N, d_model] (the dropout's masks those of the padded batch).
   Tensor forward(const Tensor& rows, const Packing& packing);

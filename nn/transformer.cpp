@@ -1,24 +1,51 @@
 // Encoder/decoder layers, stacks and the encoder-decoder model.
 #include "nn/transformer.h"
 
+#include <cassert>
 #include <cmath>
 
 #include "nn/init.h"
 
 namespace ember::nn {
 
-namespace {
-void check_config(const LayerConfig& c, const char* op) {
+std::string config_error(const LayerConfig& c) {
   if (c.d_model <= 0 || c.nhead <= 0 || c.dim_feedforward <= 0)
-    fail(op, "d_model, nhead and dim_feedforward must be positive, got ", c.d_model, ", ", c.nhead, ", ",
-         c.dim_feedforward);
-  if (c.d_model % c.nhead != 0) fail(op, "d_model ", c.d_model, " is not divisible by nhead ", c.nhead);
+    return cat_str("d_model, nhead and dim_feedforward must be positive, got ", c.d_model, ", ", c.nhead, ", ",
+                   c.dim_feedforward);
+  if (c.d_model % c.nhead != 0) return cat_str("d_model ", c.d_model, " is not divisible by nhead ", c.nhead);
+  if (!(c.dropout >= 0.0 && c.dropout < 1.0)) return cat_str("dropout must be in [0, 1), got ", c.dropout);
   if (!(c.score_scale > 0.0 && std::isfinite(c.score_scale)))
-    fail(op, "score_scale must be positive and finite, got ", c.score_scale);
+    return cat_str("score_scale must be positive and finite, got ", c.score_scale);
+  return "";
 }
+
+std::string config_error(const TransformerConfig& c) {
+  if (c.src_vocab <= 0 || c.tgt_vocab <= 0)
+    return cat_str("src_vocab and tgt_vocab must be positive, got ", c.src_vocab, " and ", c.tgt_vocab);
+  if (std::string e = config_error(c.layer); !e.empty()) return e;
+  if (c.num_encoder_layers <= 0 || c.num_decoder_layers <= 0)
+    return cat_str("num_encoder_layers and num_decoder_layers must be positive, got ", c.num_encoder_layers, " and ",
+                   c.num_decoder_layers);
+  return "";
+}
+
+void check_config(const LayerConfig& c, const char* op) {
+  if (std::string e = config_error(c); !e.empty()) fail(op, e);
+}
+
+void check_config(const TransformerConfig& c, const char* op) {
+  if (std::string e = config_error(c); !e.empty()) fail(op, e);
+}
+
+namespace {
 
 MultiHeadAttentionOptions attention_options(const LayerConfig& c, Generator* gen, DType dtype) {
   return {.embed_dim = c.d_model, .num_heads = c.nhead, .dropout = c.dropout, .score_scale = c.score_scale,
+          .gen = gen, .dropout_gen = c.dropout_gen, .dtype = dtype};
+}
+
+FeedForwardOptions feed_forward_options(const LayerConfig& c, Generator* gen, DType dtype) {
+  return {.d_model = c.d_model, .d_ff = c.dim_feedforward, .dropout = c.dropout, .activation = c.activation,
           .gen = gen, .dropout_gen = c.dropout_gen, .dtype = dtype};
 }
 
@@ -35,11 +62,9 @@ Tensor feed_forward(FeedForward& f, const Tensor& h, const Packing* packing) {
 
 // ------------------------------------------------------------------ EncoderLayer
 EncoderLayer::EncoderLayer(const LayerConfig& c, Generator* gen, DType dtype) : cfg(c) {
-  check_config(c, "EncoderLayer");
+  assert(config_error(c).empty());
   self_attn = register_module("self_attn", std::make_shared<MultiHeadAttention>(attention_options(c, gen, dtype)));
-  ffn = register_module("ffn", std::make_shared<FeedForward>(c.d_model, c.dim_feedforward, c.dropout, c.activation,
-                                                              gen, dtype));
-  ffn->dropout->gen = c.dropout_gen;
+  ffn = register_module("ffn", std::make_shared<FeedForward>(feed_forward_options(c, gen, dtype)));
   norm1 = register_module("norm1", std::make_shared<LayerNorm>(c.d_model, c.layer_norm_eps, true, dtype));
   norm2 = register_module("norm2", std::make_shared<LayerNorm>(c.d_model, c.layer_norm_eps, true, dtype));
   dropout1 = register_module("dropout1", std::make_shared<Dropout>(c.dropout, c.dropout_gen));
@@ -79,12 +104,10 @@ Tensor EncoderLayer::forward(const Tensor& rows, const Packing& packing) {
 
 // ------------------------------------------------------------------ DecoderLayer
 DecoderLayer::DecoderLayer(const LayerConfig& c, Generator* gen, DType dtype) : cfg(c) {
-  check_config(c, "DecoderLayer");
+  assert(config_error(c).empty());
   self_attn = register_module("self_attn", std::make_shared<MultiHeadAttention>(attention_options(c, gen, dtype)));
   cross_attn = register_module("cross_attn", std::make_shared<MultiHeadAttention>(attention_options(c, gen, dtype)));
-  ffn = register_module("ffn", std::make_shared<FeedForward>(c.d_model, c.dim_feedforward, c.dropout, c.activation,
-                                                              gen, dtype));
-  ffn->dropout->gen = c.dropout_gen;
+  ffn = register_module("ffn", std::make_shared<FeedForward>(feed_forward_options(c, gen, dtype)));
   norm1 = register_module("norm1", std::make_shared<LayerNorm>(c.d_model, c.layer_norm_eps, true, dtype));
   norm2 = register_module("norm2", std::make_shared<LayerNorm>(c.d_model, c.layer_norm_eps, true, dtype));
   norm3 = register_module("norm3", std::make_shared<LayerNorm>(c.d_model, c.layer_norm_eps, true, dtype));
@@ -142,7 +165,7 @@ Tensor DecoderLayer::forward(const Tensor& x, const Tensor& memory, const Decode
 
 // ------------------------------------------------------------------ stacks
 Encoder::Encoder(const LayerConfig& c, int64_t n, Generator* gen, DType dtype) {
-  if (n <= 0) fail("Encoder", "num_layers must be positive, got ", n);
+  assert(n > 0 && config_error(c).empty());
   layers = register_module("layers", std::make_shared<ModuleList>());
   for (int64_t i = 0; i < n; i++) layers->push_back(std::make_shared<EncoderLayer>(c, gen, dtype));
   if (c.norm_first) norm = register_module("norm", std::make_shared<LayerNorm>(c.d_model, c.layer_norm_eps, true, dtype));
@@ -163,7 +186,7 @@ Tensor Encoder::forward(const Tensor& rows, const Packing& packing) {
 }
 
 Decoder::Decoder(const LayerConfig& c, int64_t n, Generator* gen, DType dtype) {
-  if (n <= 0) fail("Decoder", "num_layers must be positive, got ", n);
+  assert(n > 0 && config_error(c).empty());
   layers = register_module("layers", std::make_shared<ModuleList>());
   for (int64_t i = 0; i < n; i++) layers->push_back(std::make_shared<DecoderLayer>(c, gen, dtype));
   if (c.norm_first) norm = register_module("norm", std::make_shared<LayerNorm>(c.d_model, c.layer_norm_eps, true, dtype));
@@ -187,27 +210,25 @@ Tensor Decoder::forward(const Tensor& x, const Tensor& memory, const DecoderCall
 
 // ------------------------------------------------------------------ Transformer
 Transformer::Transformer(const TransformerConfig& c, Generator* gen, DType dtype) : cfg(c) {
-  if (c.src_vocab <= 0 || c.tgt_vocab <= 0)
-    fail("Transformer", "src_vocab and tgt_vocab must be positive, got ", c.src_vocab, " and ", c.tgt_vocab);
-  LayerConfig lc = c.layer();
-  check_config(lc, "Transformer");
-  src_embed = register_module("src_embed", std::make_shared<Embedding>(c.src_vocab, c.d_model, c.pad_id, gen, dtype));
-  tgt_embed = register_module("tgt_embed", std::make_shared<Embedding>(c.tgt_vocab, c.d_model, c.pad_id, gen, dtype));
+  check_config(c, "Transformer");  // the layers below trust it
+  const LayerConfig& lc = c.layer;
+  src_embed = register_module("src_embed", std::make_shared<Embedding>(c.src_vocab, lc.d_model, c.pad_id, gen, dtype));
+  tgt_embed = register_module("tgt_embed", std::make_shared<Embedding>(c.tgt_vocab, lc.d_model, c.pad_id, gen, dtype));
   // N(0, 1/d_model), so that after the sqrt(d_model) scale embeddings have unit variance
   // and do not drown the positional signal.
   for (auto& e : {src_embed, tgt_embed}) {
-    init::normal_(e->weight, 0.0, 1.0 / std::sqrt((double)c.d_model), gen);
+    init::normal_(e->weight, 0.0, 1.0 / std::sqrt((double)lc.d_model), gen);
     if (c.pad_id >= 0) e->weight.detach().select(0, c.pad_id).fill_(0.0);
   }
-  pos = register_module("pos", std::make_shared<PositionalEncoding>(c.d_model, c.max_len, dtype));
-  dropout = register_module("dropout", std::make_shared<Dropout>(c.dropout, c.dropout_gen));
+  pos = register_module("pos", std::make_shared<PositionalEncoding>(lc.d_model, c.max_len, dtype));
+  dropout = register_module("dropout", std::make_shared<Dropout>(lc.dropout, lc.dropout_gen));
   encoder = register_module("encoder", std::make_shared<Encoder>(lc, c.num_encoder_layers, gen, dtype));
   decoder = register_module("decoder", std::make_shared<Decoder>(lc, c.num_decoder_layers, gen, dtype));
-  out_proj = register_module("out_proj", std::make_shared<Linear>(c.d_model, c.tgt_vocab, true, gen, dtype));
+  out_proj = register_module("out_proj", std::make_shared<Linear>(lc.d_model, c.tgt_vocab, true, gen, dtype));
 }
 
 Tensor Transformer::embed(const std::shared_ptr<Embedding>& table, const Tensor& ids, int64_t start) {
-  Tensor x = mul(table->forward(ids), std::sqrt((double)cfg.d_model));
+  Tensor x = mul(table->forward(ids), std::sqrt((double)cfg.layer.d_model));
   return dropout->forward(pos->forward(x, start));
 }
 
@@ -215,7 +236,7 @@ Tensor Transformer::encode_rows(const Tensor& src, const Packing& packing) {
   if (src.size(1) > cfg.max_len)
     fail("Transformer::encode", "source length ", src.size(1), " exceeds max_len ", cfg.max_len);
   // embeddings of the kept tokens only, each with the positional encoding of its place
-  Tensor x = mul(src_embed->forward(packing.pack(src)), std::sqrt((double)cfg.d_model));
+  Tensor x = mul(src_embed->forward(packing.pack(src)), std::sqrt((double)cfg.layer.d_model));
   x = dropout->forward(add(x, index_select(pos->pe, 0, packing.positions)), packing);
   return encoder->forward(x, packing);
 }

@@ -16,12 +16,17 @@
 #pragma once
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "nn/multihead_attention.h"
 
 namespace ember::nn {
 
+// What every encoder and decoder layer is built from. The Transformer checks it (with
+// its own fields) once, at construction; the layers and stacks below it trust what they
+// are given. A program that builds layers or stacks itself checks its configuration
+// with check_config first.
 struct LayerConfig {
   int64_t d_model = 128;
   int64_t nhead = 4;
@@ -127,30 +132,26 @@ class Decoder : public Module {
   std::shared_ptr<DecoderLayer> layer(size_t i) const { return layers->at<DecoderLayer>(i); }
 };
 
+// Transformer({.src_vocab = 40, .tgt_vocab = 15, .layer = {.d_model = 64, .nhead = 2}, .max_len = 48})
 struct TransformerConfig {
   int64_t src_vocab = 0, tgt_vocab = 0;
-  int64_t d_model = 128, nhead = 4;
+  // Every layer's width, heads, feed-forward, activation, norm placement and score scale;
+  // its dropout and dropout generator are also the embeddings'.
+  LayerConfig layer;
   int64_t num_encoder_layers = 2, num_decoder_layers = 2;
-  int64_t dim_feedforward = 512;
-  double dropout = 0.1;
-  Activation activation = Activation::ReLU;
-  bool norm_first = false;
-  int64_t max_len = 512;
+  int64_t max_len = 512;  // rows of the positional table
   int64_t pad_id = 0;
-  double score_scale = 1.0;  // every attention's scores times this, on top of 1/sqrt(d_model / nhead)
-  Generator* dropout_gen = nullptr;  // every dropout mask of the model (the default generator when null)
-  LayerConfig layer() const {
-    return {.d_model = d_model,
-            .nhead = nhead,
-            .dim_feedforward = dim_feedforward,
-            .dropout = dropout,
-            .activation = activation,
-            .norm_first = norm_first,
-            .layer_norm_eps = 1e-5,
-            .score_scale = score_scale,
-            .dropout_gen = dropout_gen};
-  }
 };
+
+// What is wrong with a configuration, or "" when layers (and a Transformer) can be built
+// from it: d_model, nhead and dim_feedforward positive, nhead dividing d_model, dropout in
+// [0, 1), score_scale positive and finite; for a Transformer also positive vocabularies
+// and layer counts. (The embeddings and the positional table check pad_id and max_len.)
+std::string config_error(const LayerConfig& c);
+std::string config_error(const TransformerConfig& c);
+// Throws "op: <what is wrong>" unless config_error finds nothing.
+void check_config(const LayerConfig& c, const char* op);
+void check_config(const TransformerConfig& c, const char* op);
 
 // What token-by-token decoding carries from one step to the next.
 struct DecoderState {

@@ -21,12 +21,12 @@ static TransformerConfig tiny_config() {
   TransformerConfig c;
   c.src_vocab = 11;
   c.tgt_vocab = 13;
-  c.d_model = 16;
-  c.nhead = 4;
+  c.layer.d_model = 16;
+  c.layer.nhead = 4;
+  c.layer.dim_feedforward = 32;
+  c.layer.dropout = 0.1;
   c.num_encoder_layers = 2;
   c.num_decoder_layers = 2;
-  c.dim_feedforward = 32;
-  c.dropout = 0.1;
   c.max_len = 64;
   return c;
 }
@@ -270,7 +270,7 @@ TEST_CASE("Dropout is the identity in eval mode and drops and rescales in traini
 
 TEST_CASE("FeedForward is linear2(activation(linear1(x)))") {
   for (Activation act : {Activation::ReLU, Activation::GELU}) {
-    FeedForward ff(4, 8, 0.0, act);
+    FeedForward ff({.d_model = 4, .d_ff = 8, .activation = act});
     Tensor x = randn({3, 4});
     Tensor h = ff.linear1->forward(x);
     Tensor expect = ff.linear2->forward(act == Activation::ReLU ? relu(h) : gelu(h));
@@ -563,8 +563,8 @@ TEST_CASE("MultiHeadAttention's is_causal equals an explicit causal mask, padded
 TEST_CASE("Transformer's packed encoder gives the logits of the padded computation") {
   for (bool pre : {false, true}) {
     TransformerConfig c = tiny_config();
-    c.norm_first = pre;
-    c.dropout = 0.0;
+    c.layer.norm_first = pre;
+    c.layer.dropout = 0.0;
     Generator g(4);
     Transformer model(c, &g, kFloat64);
     Tensor src = from_vector(std::vector<int64_t>{3, 4, 5, 0, 6, 0, 0, 0, 7, 8, 9, 10}, {3, 4});
@@ -572,7 +572,7 @@ TEST_CASE("Transformer's packed encoder gives the logits of the padded computati
     Tensor logits = model.forward(src, tgt);
     // the padded path: encoder on [B, S, E] with a key padding mask, decoder on padded memory
     AttentionMask pad = padding_mask(src, c.pad_id);
-    Tensor x = add(mul(model.src_embed->forward(src), std::sqrt((double)c.d_model)), model.pos->pe.narrow(0, 0, 4));
+    Tensor x = add(mul(model.src_embed->forward(src), std::sqrt((double)c.layer.d_model)), model.pos->pe.narrow(0, 0, 4));
     Tensor memory = model.encoder->forward(x, pad);
     Tensor expected = model.decode(tgt, memory, pad);
     INFO("norm_first " << pre);
@@ -582,7 +582,7 @@ TEST_CASE("Transformer's packed encoder gives the logits of the padded computati
     CHECK(allclose(model.forward(src, full_tgt), model.decode(full_tgt, memory, pad), 1e-12, 1e-12));
     Tensor encoded = model.encode(src);  // padded, zeros at padding
     CHECK(allclose(encoded.select(0, 0).narrow(0, 0, 3), memory.select(0, 0).narrow(0, 0, 3), 1e-12, 1e-12));
-    CHECK(equal(encoded.select(0, 1).narrow(0, 1, 3), zeros({3, c.d_model}, kFloat64)));
+    CHECK(equal(encoded.select(0, 1).narrow(0, 1, 3), zeros({3, c.layer.d_model}, kFloat64)));
   }
 }
 
@@ -599,7 +599,7 @@ TEST_CASE("Transformer maps src [B,S] and tgt [B,T] to logits [B,T,V]") {
 TEST_CASE("decoding token by token gives the teacher-forced logits on the same prefix") {
   for (bool pre : {false, true}) {
     TransformerConfig c = tiny_config();
-    c.norm_first = pre;
+    c.layer.norm_first = pre;
     Generator g(9);
     Transformer model(c, &g, kFloat64);
     model.eval();
@@ -745,7 +745,7 @@ TEST_CASE("attention dropout of a slice of the batch equals that slice of the wh
 
 TEST_CASE("every dropout of a model draws from the generator its configuration names, never the default one") {
   TransformerConfig c = tiny_config();
-  c.dropout = 0.3;
+  c.layer.dropout = 0.3;
   Generator init(5);
   Tensor src = from_vector(std::vector<int64_t>{3, 4, 5, 1, 2, 0}, {2, 3});
   Tensor tgt = from_vector(std::vector<int64_t>{1, 6, 7, 2, 3, 0}, {2, 3});
@@ -753,7 +753,7 @@ TEST_CASE("every dropout of a model draws from the generator its configuration n
   // and what that forward took from the generator and from the default one.
   auto run = [&](uint64_t seed, uint64_t* drawn, bool* default_touched) {
     Generator g(seed), w(5);
-    c.dropout_gen = &g;
+    c.layer.dropout_gen = &g;
     Transformer m(c, &w);
     m.train();
     const auto before = default_generator().get_state();

@@ -30,12 +30,12 @@ nn::TransformerConfig model_config() {
   nn::TransformerConfig c;
   c.src_vocab = kVocab;
   c.tgt_vocab = kVocab;
-  c.d_model = 16;
-  c.nhead = 2;
+  c.layer.d_model = 16;
+  c.layer.nhead = 2;
+  c.layer.dim_feedforward = 32;
+  c.layer.dropout = 0.1;
   c.num_encoder_layers = 1;
   c.num_decoder_layers = 1;
-  c.dim_feedforward = 32;
-  c.dropout = 0.1;
   c.max_len = 16;
   return c;
 }
@@ -72,7 +72,7 @@ struct Trainer {
 
   explicit Trainer(const Corpus& d) : data(d) {
     nn::TransformerConfig cfg = model_config();
-    cfg.dropout_gen = &dropout_gen;  // every dropout mask comes from here
+    cfg.layer.dropout_gen = &dropout_gen;  // every dropout mask comes from here
     model = std::make_shared<nn::Transformer>(cfg, &model_gen);
     opt = std::make_unique<Adam>(model->named_parameters(), AdamOptions{.lr = 1e-3, .weight_decay = 1e-4});
   }
@@ -109,7 +109,7 @@ struct Trainer {
 
   void save(const std::string& path) {
     Checkpoint c = make_checkpoint(model->state_dict(), opt.get(), &sched, generators(), progress,
-                                   {{"d_model", model->cfg.d_model}, {"dropout", model->cfg.dropout}});
+                                   {{"d_model", model->cfg.layer.d_model}, {"dropout", model->cfg.layer.dropout}});
     c.extra["data_order"] = order;
     c.extra["losses"] = from_vector(losses, {(int64_t)losses.size()});
     save_checkpoint(path, c);
@@ -121,7 +121,7 @@ struct Trainer {
     t.optimizer = opt.get();
     t.schedule = &sched;
     t.generators = generators();
-    t.config = {{"d_model", model->cfg.d_model}, {"dropout", model->cfg.dropout}};
+    t.config = {{"d_model", model->cfg.layer.d_model}, {"dropout", model->cfg.layer.dropout}};
     Checkpoint c = load_checkpoint(path, t);
     progress = c.progress;
     order = c.extra.at("data_order");

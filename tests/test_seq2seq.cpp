@@ -9,6 +9,7 @@
 #include "core/parallel.h"
 #include "nn/functional.h"
 #include "optim/schedule.h"
+#include "lib/seq2seq/model_options.h"
 #include "lib/seq2seq/seq2seq.h"
 
 using namespace ember;
@@ -38,8 +39,8 @@ TEST_CASE("accuracy counts exact matches and matching characters") {
 
 TEST_CASE("the model's configuration goes through a checkpoint's config and is checked on the way back") {
   nn::TransformerConfig c;
-  c.src_vocab = 40, c.tgt_vocab = 15, c.d_model = 64, c.nhead = 2, c.num_encoder_layers = 3;
-  c.dropout = 0.2, c.activation = nn::Activation::GELU, c.max_len = 48;
+  c.src_vocab = 40, c.tgt_vocab = 15, c.num_encoder_layers = 3, c.max_len = 48;
+  c.layer.d_model = 64, c.layer.nhead = 2, c.layer.dropout = 0.2, c.layer.activation = nn::Activation::GELU;
   auto back = seq2seq::from_config(seq2seq::to_config(c), "f.h5");
   CHECK(seq2seq::to_config(back) == seq2seq::to_config(c));
   auto cfg = seq2seq::to_config(c);
@@ -63,7 +64,32 @@ TEST_CASE("the model's configuration goes through a checkpoint's config and is c
   }
   cfg = seq2seq::to_config(c);
   cfg["score_scale"] = 1e6;
-  CHECK(seq2seq::from_config(cfg, "f.h5").score_scale == 1e6);
+  CHECK(seq2seq::from_config(cfg, "f.h5").layer.score_scale == 1e6);
+  // dropout: the range --dropout takes
+  for (double bad : {0.995, 1.0, -0.1}) {
+    cfg = seq2seq::to_config(c);
+    cfg["dropout"] = bad;
+    CHECK_THAT(error_of([&] { seq2seq::from_config(cfg, "f.h5"); }),
+               Contains("attribute 'dropout' must be a real in [0, 0.99]"));
+  }
+  // written before scores could be scaled: no score_scale, which is then 1
+  cfg = seq2seq::to_config(c);
+  cfg.erase("score_scale");
+  CHECK(seq2seq::from_config(cfg, "f.h5").layer.score_scale == 1.0);
+}
+
+TEST_CASE("the model's table names every key of a checkpoint's config once, and gives the command line's defaults") {
+  nn::TransformerConfig c = seq2seq::default_model_config();
+  c.src_vocab = 40, c.tgt_vocab = 15;
+  const io::Config config = seq2seq::to_config(c);
+  CHECK(config.size() == seq2seq::model_fields().size());
+  for (const seq2seq::ModelField& f : seq2seq::model_fields()) {
+    CHECK(config.count(f.key) == 1);
+    if (f.flag) CHECK(seq2seq::value_of(f, c) == f.initial);
+  }
+  CHECK(c.layer.d_model == 128);
+  CHECK(c.max_len == 64);
+  CHECK(seq2seq::describe(c) == "d_model 128, 4 heads, 2+2 layers, ffn 512");
 }
 
 TEST_CASE("a tiny Transformer learns to reverse strings, and greedy decoding gets all of them right") {
@@ -84,8 +110,8 @@ TEST_CASE("a tiny Transformer learns to reverse strings, and greedy decoding get
 
   nn::TransformerConfig cfg;
   cfg.src_vocab = cfg.tgt_vocab = 10;
-  cfg.d_model = 32, cfg.nhead = 2, cfg.num_encoder_layers = 1, cfg.num_decoder_layers = 1;
-  cfg.dim_feedforward = 64, cfg.dropout = 0.0, cfg.max_len = 16;
+  cfg.layer = {.d_model = 32, .nhead = 2, .dim_feedforward = 64, .dropout = 0.0};
+  cfg.num_encoder_layers = 1, cfg.num_decoder_layers = 1, cfg.max_len = 16;
   nn::Transformer model(cfg, &gen);
   seq2seq::xavier_init(model, &gen);
   auto params = model.named_parameters();
@@ -127,10 +153,10 @@ TEST_CASE("a checkpoint's data order must be a permutation of the training set, 
 TEST_CASE("parameter_count counts a Transformer's parameters exactly") {
   for (int64_t enc : {1, 2, 3}) {
     nn::TransformerConfig cfg;
-    cfg.norm_first = enc == 2;
     cfg.src_vocab = 11, cfg.tgt_vocab = 7;
-    cfg.d_model = 16, cfg.nhead = 2, cfg.num_encoder_layers = enc, cfg.num_decoder_layers = 2;
-    cfg.dim_feedforward = 24, cfg.max_len = 12;
+    cfg.layer.norm_first = enc == 2;
+    cfg.layer.d_model = 16, cfg.layer.nhead = 2, cfg.layer.dim_feedforward = 24;
+    cfg.num_encoder_layers = enc, cfg.num_decoder_layers = 2, cfg.max_len = 12;
     nn::Transformer model(cfg);
     CHECK(seq2seq::parameter_count(cfg) == double(model.num_parameters()));
   }

@@ -292,7 +292,8 @@ TEST_CASE("modules, optimizers, packings, custom functions and gradcheck refuse 
 
 TEST_CASE("the Transformer's encode, decode and decoding steps name an undefined argument") {
   nn::TransformerConfig cfg;
-  cfg.src_vocab = 6, cfg.tgt_vocab = 6, cfg.d_model = 8, cfg.nhead = 2, cfg.dim_feedforward = 16;
+  cfg.src_vocab = 6, cfg.tgt_vocab = 6;
+  cfg.layer.d_model = 8, cfg.layer.nhead = 2, cfg.layer.dim_feedforward = 16;
   cfg.num_encoder_layers = 1, cfg.num_decoder_layers = 1;
   nn::Transformer model(cfg);
   const Tensor src = from_vector(std::vector<int64_t>{1, 2, 3}, {1, 3});

@@ -144,8 +144,13 @@ TEST_CASE("score_scale multiplies the scores on top of 1/sqrt(d), and must be po
     });
     CHECK_THAT(e, Catch::Contains("MultiHeadAttention") && Catch::Contains("score_scale must be positive and finite"));
   }
-  LayerConfig lc{.d_model = 8, .nhead = 2, .dim_feedforward = 8, .score_scale = -2};
-  CHECK_THAT(error_of([&] { EncoderLayer layer(lc); }), Catch::Contains("EncoderLayer: score_scale must be positive"));
+  // a model's configuration is checked once, where the model is built
+  TransformerConfig bad{.src_vocab = 9,
+                        .tgt_vocab = 7,
+                        .layer = {.d_model = 8, .nhead = 2, .dim_feedforward = 8, .score_scale = -2}};
+  CHECK_THAT(error_of([&] { Transformer model(bad); }), Catch::Contains("Transformer: score_scale must be positive"));
+  CHECK_THAT(error_of([&] { check_config(bad.layer, "EncoderLayer"); }),
+             Catch::Contains("EncoderLayer: score_scale must be positive"));
 }
 
 TEST_CASE("head statistics of known weights: entropy, its normalised form, the largest weight, saturation") {
@@ -200,8 +205,11 @@ struct Tiny {
   Tensor src, tgt_in, tgt_out;
   std::vector<watch::Site> sites;
   Tiny() {
-    TransformerConfig c{.src_vocab = 9, .tgt_vocab = 7, .d_model = 8, .nhead = 2, .num_encoder_layers = 2,
-                        .num_decoder_layers = 1, .dim_feedforward = 16, .dropout = 0.2, .dropout_gen = &drop};
+    TransformerConfig c{.src_vocab = 9,
+                        .tgt_vocab = 7,
+                        .layer = {.d_model = 8, .nhead = 2, .dim_feedforward = 16, .dropout = 0.2, .dropout_gen = &drop},
+                        .num_encoder_layers = 2,
+                        .num_decoder_layers = 1};
     model = std::make_shared<Transformer>(c, &init, kFloat64);
     src = from_vector(std::vector<int64_t>{3, 4, 5, 6, 1, 2, 7, 1, 0, 0, 8, 3, 1, 0, 0}, {3, 5});
     tgt_in = from_vector(std::vector<int64_t>{2, 3, 4, 5, 2, 6, 0, 0, 2, 3, 5, 0}, {3, 4});

@@ -1,4 +1,4 @@
-// Batching, decoding, accuracy and configuration for the sequence-to-sequence examples.
+// Batching, decoding and accuracy for the sequence-to-sequence examples.
 #include "lib/seq2seq/seq2seq.h"
 
 #include <algorithm>
@@ -147,72 +147,6 @@ Accuracy combine(const std::vector<double>& c) {
   return a;
 }
 
-io::Config to_config(const nn::TransformerConfig& c) {
-  return {{"src_vocab", c.src_vocab},
-          {"tgt_vocab", c.tgt_vocab},
-          {"d_model", c.d_model},
-          {"nhead", c.nhead},
-          {"num_encoder_layers", c.num_encoder_layers},
-          {"num_decoder_layers", c.num_decoder_layers},
-          {"dim_feedforward", c.dim_feedforward},
-          {"dropout", c.dropout},
-          {"activation", std::string(c.activation == nn::Activation::GELU ? "gelu" : "relu")},
-          {"norm_first", int64_t(c.norm_first)},
-          {"max_len", c.max_len},
-          {"pad_id", c.pad_id},
-          {"score_scale", c.score_scale}};
-}
-
-nn::TransformerConfig from_config(const io::Config& config, const std::string& file) {
-  const char* op = "from_config";
-  auto integer = [&](const char* k, int64_t lo, int64_t hi) {
-    auto it = config.find(k);
-    if (it == config.end()) fail(op, "'", file, "': key '/config' lacks '", k, "'");
-    auto* v = std::get_if<int64_t>(&it->second);
-    if (!v) fail(op, "'", file, "': key '/config' attribute '", k, "' must be an integer, got ", io::to_string(it->second));
-    if (*v < lo || *v > hi)
-      fail(op, "'", file, "': key '/config' attribute '", k, "' must be in [", lo, ", ", hi, "], got ", *v);
-    return *v;
-  };
-  nn::TransformerConfig c;
-  c.src_vocab = integer("src_vocab", 5, kMaxVocab);
-  c.tgt_vocab = integer("tgt_vocab", 5, kMaxVocab);
-  c.d_model = integer("d_model", 1, kMaxWidth);
-  c.nhead = integer("nhead", 1, c.d_model);
-  if (c.d_model % c.nhead != 0)
-    fail(op, "'", file, "': key '/config': nhead ", c.nhead, " does not divide d_model ", c.d_model);
-  c.num_encoder_layers = integer("num_encoder_layers", 1, kMaxLayers);
-  c.num_decoder_layers = integer("num_decoder_layers", 1, kMaxLayers);
-  c.dim_feedforward = integer("dim_feedforward", 1, kMaxWidth * 16);
-  c.norm_first = integer("norm_first", 0, 1) != 0;
-  c.max_len = integer("max_len", 2, kMaxLength);
-  c.pad_id = integer("pad_id", 0, c.src_vocab - 1);
-  auto it = config.find("dropout");
-  if (it == config.end() || !std::holds_alternative<double>(it->second))
-    fail(op, "'", file, "': key '/config' needs a real 'dropout'");
-  c.dropout = std::get<double>(it->second);
-  if (!(c.dropout >= 0 && c.dropout < 1))
-    fail(op, "'", file, "': key '/config' attribute 'dropout' must be in [0, 1), got ", c.dropout);
-  it = config.find("activation");
-  const std::string* act = it == config.end() ? nullptr : std::get_if<std::string>(&it->second);
-  if (!act || (*act != "relu" && *act != "gelu"))
-    fail(op, "'", file, "': key '/config' needs 'activation' \"relu\" or \"gelu\"");
-  c.activation = *act == "gelu" ? nn::Activation::GELU : nn::Activation::ReLU;
-  // written since scores could be scaled; absent (older checkpoints): 1
-  it = config.find("score_scale");
-  if (it != config.end()) {
-    const double* s = std::get_if<double>(&it->second);
-    if (!s || !(*s >= kMinScoreScale && *s <= kMaxScoreScale))
-      fail(op, "'", file, "': key '/config' attribute 'score_scale' must be a real in [", kMinScoreScale, ", ",
-           kMaxScoreScale, "], got ", io::to_string(it->second));
-    c.score_scale = *s;
-  }
-  if (config.size() != to_config(c).size() - (it == config.end()))
-    for (auto& [k, v] : config)
-      if (!to_config(c).count(k)) fail(op, "'", file, "': key '/config' has an unknown attribute '", k, "'");
-  return c;
-}
-
 void check_order(const std::vector<int64_t>& order, int64_t position, size_t pairs, const std::string& path,
                  const std::string& train) {
   if (order.size() != pairs)
@@ -228,26 +162,6 @@ void check_order(const std::vector<int64_t>& order, int64_t position, size_t pai
   if (position > (int64_t)pairs)
     fail("check_order", "'", path, "': key '/progress/position' is ", position, ", past the ", pairs,
          " pairs of an epoch");
-}
-
-double parameter_count(const nn::TransformerConfig& c) {
-  const double d = double(c.d_model), f = double(c.dim_feedforward);
-  const double attention = 4 * d * d + 4 * d, feed_forward = 2 * d * f + f + d, norm = 2 * d;
-  const double final_norm = c.norm_first ? norm : 0;  // pre-norm stacks end with a LayerNorm, post-norm ones do not
-  const double encoder = double(c.num_encoder_layers) * (attention + feed_forward + 2 * norm) + final_norm;
-  const double decoder = double(c.num_decoder_layers) * (2 * attention + feed_forward + 3 * norm) + final_norm;
-  return double(c.src_vocab + c.tgt_vocab) * d + encoder + decoder + d * double(c.tgt_vocab) + double(c.tgt_vocab);
-}
-
-double training_bytes(const nn::TransformerConfig& c, int64_t batch) {
-  const double tokens = double(batch) * double(c.max_len), layers = double(c.num_encoder_layers + c.num_decoder_layers);
-  const double state = 4 * parameter_count(c) * 4;  // parameters, gradients, two Adam moments
-  const double positions = 2 * double(c.max_len) * double(c.d_model) * 4;
-  // per layer: a few dozen [tokens, d_model] activations, the feed-forward's hidden rows,
-  // and the attention weights of every head
-  const double activations = layers * tokens *
-                             (32 * double(c.d_model) + 4 * double(c.dim_feedforward) + 3 * double(c.nhead) * double(c.max_len)) * 4;
-  return state + positions + activations + tokens * double(c.tgt_vocab) * 4 * 3;
 }
 
 }  // namespace ember::seq2seq

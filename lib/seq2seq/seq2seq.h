@@ -1,7 +1,8 @@
 // The pieces of a character-level sequence-to-sequence program around nn::Transformer:
 // examples as token ids, padded batches, greedy decoding with cached keys and values,
-// accuracy, and the model's configuration as a checkpoint stores it. The date
-// translator (translate.cpp) is built from them, and so is the copy/reverse test.
+// and accuracy (the model's configuration, as a checkpoint stores it and a command line
+// gives it, is model_options.h). The date
+// translator (examples/translate) is built from them, and so is the copy/reverse test.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -9,7 +10,6 @@
 #include <vector>
 
 #include "nn/transformer.h"
-#include "io/checkpoint.h"
 #include "lib/text/text.h"
 
 namespace ember::seq2seq {
@@ -67,24 +67,5 @@ Accuracy combine(const std::vector<double>& counts);
 // with, --train naming it in messages) and the position within it. Errors name the file.
 void check_order(const std::vector<int64_t>& order, int64_t position, size_t pairs, const std::string& path,
                  const std::string& train);
-
-// Upper bounds of a model's sizes, for command lines and checkpoints: far past any
-// model a CPU trains, and small enough that products of them cannot overflow.
-constexpr int64_t kMaxVocab = int64_t(1) << 21;  // every Unicode code point
-constexpr int64_t kMaxWidth = int64_t(1) << 16;  // d_model; the feed-forward may be 16x wider
-constexpr int64_t kMaxLayers = 1024;
-constexpr int64_t kMaxLength = int64_t(1) << 20;
-constexpr double kMinScoreScale = 1e-6, kMaxScoreScale = 1e6;  // beyond these, scores underflow or overflow
-
-// The number of parameters of a Transformer of this configuration, and an estimate of
-// the memory a training step at this batch size needs (parameters, gradients, Adam's
-// moments and activations), to refuse absurd sizes before allocating anything.
-double parameter_count(const ember::nn::TransformerConfig& c);
-double training_bytes(const ember::nn::TransformerConfig& c, int64_t batch);
-
-// The model's configuration as checkpoint attributes, and back (checked: every key
-// present, of the right type, in range).
-ember::io::Config to_config(const ember::nn::TransformerConfig& c);
-ember::nn::TransformerConfig from_config(const ember::io::Config& config, const std::string& file);
 
 }  // namespace ember::seq2seq

@@ -1,0 +1,60 @@
+// What a run that continues from a checkpoint may and may not change: the checkpoint
+// to resume (the newest intact one of --out), the options that must agree with the
+// checkpoint's configuration and schedule, where its saves may go, and a new or a
+// resumed run's learning-rate schedule. Errors name the checkpoint and the options.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/random.h"
+#include "dist/dist.h"
+#include "examples/translate/options.h"
+#include "io/checkpoint.h"
+#include "lib/text/text.h"
+#include "nn/transformer.h"
+#include "optim/optimizer.h"
+#include "optim/schedule.h"
+
+namespace ember::translate {
+
+// The newest checkpoint of the directory that reads back whole; damaged ones are named
+// and skipped.
+std::optional<std::string> newest_intact(const io::CheckpointManager& ckpts, const std::string& out);
+
+// The checkpoint's dropout stream: /rng/dropout, or /rng/default in checkpoints written
+// when dropout drew from the default generator. Its seed is the run's --seed.
+std::string dropout_stream(const io::Checkpoint& c);
+
+// A new run's schedule options: consistent, and none that its schedule would ignore.
+void check_new_schedule(const TrainOptions& o);
+
+// A new run's schedule: linear warmup to --lr, then 1/sqrt(step) or a half cosine.
+std::unique_ptr<optim::Schedule> new_schedule(const TrainOptions& o, int64_t d_model);
+
+// A resumed run's schedule: the checkpoint's, which must be one that train writes.
+std::unique_ptr<optim::Schedule> resumed_schedule(const io::Checkpoint& c, const nn::TransformerConfig& cfg,
+                                                  const std::string& path);
+
+// On resume the checkpoint decides the model and the schedule. Says, for each option given,
+// whether it applies; refuses those that would change what the checkpoint fixed.
+void check_resume_options(const TrainOptions& o, const io::Checkpoint& c, const nn::TransformerConfig& cfg,
+                          const std::string& path);
+
+// Checkpoints of another history in --out would be rotated in among this run's: the
+// resumed checkpoint must be --out's own newest, or --out must hold none.
+void check_resume_place(const io::CheckpointManager& ckpts, const std::string& out, const std::string& resume,
+                        int64_t step);
+
+// What a resumed process starts from, in the parts dist::check_same_on_all_ranks names:
+// two checkpoints of one step (ckpt-00000020.h5 of two runs) pass the check of options,
+// data and step, and differ here.
+std::vector<dist::Part> resumed_state(const optim::NamedParams& params, const optim::Optimizer& opt,
+                                      const optim::Schedule& sched, const io::Progress& progress,
+                                      const std::vector<int64_t>& order, const Generator& data_gen,
+                                      const Generator& dropout_gen, const text::CharVocab& src_vocab,
+                                      const text::CharVocab& tgt_vocab);
+
+}  // namespace ember::translate
