@@ -1,5 +1,5 @@
 // Kernel implementations: copies, reductions, softmax rows (plain and masked), and the
-// index kernels behind embedding lookups. GEMM is in gemm.cpp.
+// index kernels behind embedding lookups. GEMM is in kernels/gemm_*.cpp.
 #include "core/kernels.h"
 
 #include <algorithm>

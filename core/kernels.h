@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/gemm.h"
+#include "core/kernels/gemm.h"
 #include "core/parallel.h"
 #include "core/tensor.h"
 
