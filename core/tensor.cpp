@@ -4,7 +4,7 @@
 #include "core/tensor.h"
 
 #include "core/autograd.h"
-#include "core/kernels.h"
+#include "core/kernels/dispatch.h"
 
 namespace ember {
 

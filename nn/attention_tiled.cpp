@@ -15,7 +15,9 @@
 #include <limits>
 #include <vector>
 
-#include "core/kernels.h"
+#include "core/kernels/dispatch.h"
+#include "core/kernels/elementwise.h"
+#include "core/kernels/gemm.h"
 #include "core/parallel.h"
 #include "core/vec.h"
 #include "nn/attention.h"

@@ -10,7 +10,7 @@
 #include <limits>
 #include <vector>
 
-#include "core/kernels.h"
+#include "core/kernels/dispatch.h"
 #include "core/parallel.h"
 #include "core/vec.h"
 

@@ -13,8 +13,9 @@
 #include <utility>
 #include <vector>
 
-#include "core/kernels.h"
+#include "core/kernels/dispatch.h"
 #include "core/kernels/gemm_internal.h"
+#include "core/parallel.h"
 
 extern "C" void openblas_set_num_threads(int);
 extern "C" int openblas_get_num_threads(void);
