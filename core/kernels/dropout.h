@@ -1,6 +1,6 @@
 // Dropout's loops over raw pointers: the decisions drawn from DropoutDraws (core/random.h)
 // for each element of rows of a contiguous tensor, applied in one pass with no mask in
-// memory, or the decisions of an earlier pass applied again from a byte a element; and
+// memory, or the decisions of an earlier pass applied again from a byte an element; and
 // relu_dropout's backward. The ops (ember::dropout, relu_dropout and their packed forms)
 // are in core/ops/softmax_dropout.cpp.
 #pragma once

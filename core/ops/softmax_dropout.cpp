@@ -126,7 +126,9 @@ Tensor dropout_with(const Tensor& a, const DropoutDraws& draws, const RowKeys& k
     T* y = out.data<T>();
     const T* xp = x.data<T>();
     if (kept) kernel::dropout_kept(y, xp, kept->data(), a.numel(), T(draws.scale));
-    else kernel::dropout_rows(y, mask ? mask->data() : nullptr, xp, keys->data(), (int64_t)keys->size(), cols, draws, relu);
+    else
+      kernel::dropout_rows(y, mask ? mask->data() : nullptr, xp, keys->data(), (int64_t)keys->size(), cols, draws,
+                           relu);
   });
   if (mask) kept = std::move(mask);
   BackwardFn bw;
