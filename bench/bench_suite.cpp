@@ -37,7 +37,7 @@
 #include "core/autograd.h"
 #include "core/error.h"
 #include "core/file_io.h"
-#include "core/gemm.h"
+#include "core/kernels/gemm.h"
 #include "core/ops.h"
 #include "core/parallel.h"
 #include "core/random.h"

@@ -4,7 +4,8 @@
 
 #include <cmath>
 
-#include "core/kernels.h"
+#include "core/kernels/dispatch.h"
+#include "core/parallel.h"
 #include "core/random.h"
 
 namespace ember {

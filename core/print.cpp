@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "core/autograd.h"
-#include "core/kernels.h"
+#include "core/kernels/dispatch.h"
 
 namespace ember {
 

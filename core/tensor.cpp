@@ -7,7 +7,7 @@
 #include <limits>
 
 #include "core/autograd.h"
-#include "core/kernels.h"
+#include "core/kernels/dispatch.h"
 
 namespace ember {
 

@@ -6,7 +6,8 @@
 #include <optional>
 
 #include "core/autograd.h"
-#include "core/kernels.h"
+#include "core/kernels/dispatch.h"
+#include "core/kernels/elementwise.h"
 
 namespace ember {
 

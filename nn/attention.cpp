@@ -19,7 +19,10 @@
 #include <limits>
 #include <vector>
 
-#include "core/kernels.h"
+#include "core/kernels/dispatch.h"
+#include "core/kernels/elementwise.h"
+#include "core/kernels/gemm.h"
+#include "core/kernels/reduce_softmax.h"
 #include "core/parallel.h"
 #include "nn/attention_inputs.h"
 

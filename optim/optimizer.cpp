@@ -11,7 +11,7 @@
 
 #include "core/autograd.h"
 #include "core/ops.h"
-#include "core/kernels.h"
+#include "core/kernels/dispatch.h"
 #include "core/parallel.h"
 
 namespace ember::optim {

@@ -14,7 +14,7 @@
 
 #include "core/autograd.h"
 #include "core/gradcheck.h"
-#include "core/kernels.h"
+#include "core/kernels/elementwise.h"
 #include "core/ops.h"
 #include "core/parallel.h"
 #include "nn/attention.h"

@@ -15,7 +15,7 @@
 #include "core/autograd_functional.h"
 #include "core/function.h"
 #include "core/gradcheck.h"
-#include "core/kernels.h"
+#include "core/kernels/elementwise.h"
 #include "core/ops.h"
 #include "nn/attention.h"
 #include "nn/functional.h"

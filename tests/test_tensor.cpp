@@ -10,7 +10,7 @@
 #include <sstream>
 #include <vector>
 
-#include "core/gemm.h"
+#include "core/kernels/gemm.h"
 #include "core/ops.h"
 #include "core/random.h"
 #include "test_util.h"

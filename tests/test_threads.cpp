@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "core/autograd.h"
-#include "core/gemm.h"
+#include "core/kernels/gemm.h"
 #include "core/ops.h"
 #include "core/parallel.h"
 #include "nn/attention.h"

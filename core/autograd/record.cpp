@@ -5,7 +5,7 @@
 #include <atomic>
 
 #include "core/autograd/state.h"
-#include "core/kernels.h"
+#include "core/kernels/elementwise.h"
 
 namespace ember {
 

@@ -8,7 +8,7 @@
 #include <unordered_set>
 
 #include "core/autograd/state.h"
-#include "core/kernels.h"
+#include "core/kernels/elementwise.h"
 #include "core/ops.h"
 
 namespace ember {

@@ -7,7 +7,8 @@
 #include <cmath>
 #include <cstring>
 
-#include "core/kernels.h"
+#include "core/kernels/dispatch.h"
+#include "core/kernels/elementwise.h"
 #include "core/ops/helpers.h"
 
 namespace ember {

@@ -5,7 +5,9 @@
 
 #include <algorithm>
 
-#include "core/kernels.h"
+#include "core/kernels/dispatch.h"
+#include "core/kernels/elementwise.h"
+#include "core/kernels/index.h"
 #include "core/ops/helpers.h"
 
 namespace ember {

@@ -5,7 +5,8 @@
 
 #include <algorithm>
 
-#include "core/kernels.h"
+#include "core/kernels/gemm.h"
+#include "core/kernels/reduce_softmax.h"
 #include "core/ops/helpers.h"
 
 namespace ember {

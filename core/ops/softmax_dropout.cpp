@@ -5,7 +5,9 @@
 
 #include <algorithm>
 
-#include "core/kernels.h"
+#include "core/kernels/dispatch.h"
+#include "core/kernels/dropout.h"
+#include "core/kernels/reduce_softmax.h"
 #include "core/ops/helpers.h"
 
 namespace ember {
@@ -99,52 +101,11 @@ Tensor log_softmax(const Tensor& a, int64_t dim, Loc loc) {
 // ------------------------------------------------------------------ dropout
 // One pass each way and no mask in memory: element c of row r (every dim but the last) is
 // kept unless draw keys[r] + c of the generator falls below p (DropoutDraws), and the
-// backward makes the same decisions again from the same keys.
+// backward makes the same decisions again from the same keys. The loops are
+// core/kernels/dropout.cpp's.
 namespace {
 using RowKeys = std::shared_ptr<const std::vector<uint64_t>>;
 using KeptMask = std::shared_ptr<const std::vector<uint8_t>>;  // 1 where kept, per element
-
-// With Relu, relu first: out = x * scale where x > 0 and kept, else 0, in the same pass.
-// With Keep, each element's decision is written to kept too.
-template <class T, bool Relu, bool Keep>
-void dropout_apply(T* out, const T* in, int64_t cols, const std::vector<uint64_t>& keys, const DropoutDraws& d,
-                   uint8_t* kept) {
-  const int64_t rows = (int64_t)keys.size();
-  parallel_for(rows, cols * cost::kExp, [&](int64_t b, int64_t e) {
-    // what the loop reads, as locals (so that it vectorises: a byte store may alias anything)
-    const Generator gen = d.gen;
-    const uint64_t threshold = d.threshold;
-    const int64_t n = cols;
-    const T scale = T(d.scale);
-    for (int64_t r = b; r < e; r++) {
-      const uint64_t key = keys[(size_t)r];
-      const T* __restrict x = in + r * n;
-      T* __restrict y = out + r * n;
-      uint8_t* __restrict k = Keep ? kept + r * n : nullptr;
-      for (int64_t c = 0; c < n; c++) {
-        // x read unconditionally, and relu as max (NaN: 0), so that the loop vectorises
-        const T value = (Relu ? std::max(T(0), x[c]) : x[c]) * scale;
-        const bool drop = gen.below(key + (uint64_t)c, threshold);
-        if constexpr (Keep) k[c] = !drop;
-        y[c] = drop ? T(0) : value;
-      }
-    }
-  });
-}
-
-// out = x * scale where kept, else 0: the decisions of an earlier dropout_apply
-template <class T>
-void kept_apply(T* out, const T* in, int64_t n, const uint8_t* kept, T scale) {
-  parallel_for(n, cost::kCopy, [=](int64_t b, int64_t e) {
-    T* __restrict o = out;
-    const T* __restrict x = in;
-    const uint8_t* __restrict k = kept;
-    for (int64_t i = b; i < e; i++) {
-      const T v = x[i] * scale;  // read unconditionally, so that the loop vectorises
-      o[i] = k[i] ? v : T(0);
-    }
-  });
-}
 
 // Dropout with given draws and row keys. Linear in a with the same mask each time, so its
 // backward is itself, and so is every derivative after: the forward keeps its decisions
@@ -164,10 +125,10 @@ Tensor dropout_with(const Tensor& a, const DropoutDraws& draws, const RowKeys& k
     if (a.numel() == 0) return;
     T* y = out.data<T>();
     const T* xp = x.data<T>();
-    if (kept) kept_apply<T>(y, xp, a.numel(), kept->data(), T(draws.scale));
-    else if (relu) dropout_apply<T, true, false>(y, xp, cols, *keys, draws, nullptr);
-    else if (mask) dropout_apply<T, false, true>(y, xp, cols, *keys, draws, mask->data());
-    else dropout_apply<T, false, false>(y, xp, cols, *keys, draws, nullptr);
+    if (kept) kernel::dropout_kept(y, xp, kept->data(), a.numel(), T(draws.scale));
+    else
+      kernel::dropout_rows(y, mask ? mask->data() : nullptr, xp, keys->data(), (int64_t)keys->size(), cols, draws,
+                           relu);
   });
   if (mask) kept = std::move(mask);
   BackwardFn bw;
@@ -185,12 +146,7 @@ Tensor dropout_with(const Tensor& a, const DropoutDraws& draws, const RowKeys& k
         const T *pg = gc.data<T>(), *py = y.data<T>();
         T* pd = dx.data<T>();
         const T sc = T(scale);
-        parallel_for(y.numel(), cost::kCopy, [&](int64_t b, int64_t e) {
-          for (int64_t i = b; i < e; i++) {
-            const T kept = pg[i] * sc;  // read unconditionally, so that the loop vectorises
-            pd[i] = py[i] > T(0) ? kept : T(0);
-          }
-        });
+        kernel::relu_dropout_backward(pd, pg, py, y.numel(), sc);
       });
       return std::vector<Tensor>{dx};
     };

@@ -1,72 +1,17 @@
-// Kernel implementations: copies, reductions, softmax rows (plain and masked), and the
-// index kernels behind embedding lookups. GEMM is in gemm.cpp.
-#include "core/kernels.h"
+// Reductions and softmax rows: sums (in double for floats, in chunks of fixed size
+// combined in a fixed order), max and min, arg max and min, a bias gradient's column
+// sums, softmax and log softmax along a dim, and attention's masked softmax rows.
+#include "core/kernels/reduce_softmax.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cstdlib>
 #include <limits>
 #include <memory>
 
+#include "core/kernels/elementwise.h"
 #include "core/vec.h"
 
-namespace ember {
-
-void check_fits_int64(const Tensor& src, const char* op) {
-  if (!is_floating(src.dtype())) return;
-  dispatch_float(src.dtype(), op, [&](auto tag) {
-    using T = decltype(tag);
-    const Tensor c = src.detach().contiguous();
-    const T* p = c.data<T>();
-    for (int64_t i = 0; i < c.numel(); i++)
-      if (!fits_int64((double)p[i]))
-        fail(op, "element ", i, " (", (double)p[i], ") of a ", dtype_name(src.dtype()), " tensor of shape ", src.shape(),
-             " cannot be converted to int64 without overflow");
-  });
-}
-
-}  // namespace ember
-
 namespace ember::kernel {
-
-void copy(const Tensor& dst, const Tensor& src) {
-  dispatch_all(dst.dtype(), [&](auto to) {
-    using To = decltype(to);
-    dispatch_all(src.dtype(), [&](auto ti) {
-      using Ti = decltype(ti);
-      map1<To, Ti>(dst, src, [](Ti v) {
-        if constexpr (std::is_same_v<To, uint8_t>) return (uint8_t)(v != Ti(0));
-        else return static_cast<To>(v);
-      });
-    });
-  });
-  dst.storage()->version++;
-}
-
-void fill(const Tensor& dst, double value) {
-  dispatch_all(dst.dtype(), [&](auto to) {
-    using To = decltype(to);
-    To v = std::is_same_v<To, uint8_t> ? To(value != 0) : static_cast<To>(value);
-    To* p = dst.data<To>();
-    for_each_strided<1>(dst.shape(), {dst.strides()}, [&](const int64_t* off, int64_t n, const int64_t* s) {
-      for (int64_t i = 0; i < n; i++) p[off[0] + i * s[0]] = v;
-    });
-  });
-  dst.storage()->version++;
-}
-
-void add_inplace(const Tensor& dst, const Tensor& src) {
-  dispatch_numeric(dst.dtype(), "add_", [&](auto t) {
-    using T = decltype(t);
-    T* d = dst.data<T>();
-    const T* s = src.data<T>();
-    for_each_strided<2>(dst.shape(), {dst.strides(), src.strides()},
-                        [&](const int64_t* off, int64_t n, const int64_t* st) {
-                          for (int64_t i = 0; i < n; i++) d[off[0] + i * st[0]] = wrapping_add(d[off[0] + i * st[0]], s[off[1] + i * st[1]]);
-                        });
-  });
-  dst.storage()->version++;
-}
 
 // --- reductions
 namespace {
@@ -350,137 +295,7 @@ void softmax_backward(const Tensor& dx, const Tensor& dy, const Tensor& y, int64
   });
 }
 
-// --- index kernels
-namespace {
-void outer_inner(const Tensor& t, int64_t dim, int64_t& outer, int64_t& inner) {
-  outer = 1;
-  inner = 1;
-  for (int64_t d = 0; d < dim; d++) outer *= t.size(d);
-  for (int64_t d = dim + 1; d < t.dim(); d++) inner *= t.size(d);
-}
-}  // namespace
-
-void index_select(const Tensor& out, const Tensor& x, int64_t dim, const Tensor& index) {
-  int64_t outer, inner;
-  outer_inner(x, dim, outer, inner);
-  const int64_t n = x.size(dim), m = index.numel();
-  const int64_t* idx = index.data<int64_t>();
-  dispatch_all(x.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    const T* px = x.data<T>();
-    T* po = out.data<T>();
-    parallel_for(outer * m, inner, [&](int64_t b, int64_t e) {
-      for (int64_t r = b; r < e; r++) {
-        int64_t o = r / m, i = r % m;
-        const T* src = px + (o * n + idx[i]) * inner;
-        std::copy(src, src + inner, po + r * inner);
-      }
-    });
-  });
-}
-
-void index_add(const Tensor& gx, int64_t dim, const Tensor& index, const Tensor& g) {
-  int64_t outer, inner;
-  outer_inner(gx, dim, outer, inner);
-  const int64_t n = gx.size(dim), m = index.numel();
-  const int64_t* idx = index.data<int64_t>();
-  dispatch_float(gx.dtype(), "index_select_backward", [&](auto tag) {
-    using T = decltype(tag);
-    const T* pg = g.data<T>();
-    T* pd = gx.data<T>();
-    // Split over (outer, column blocks): each thread owns whole columns and adds the
-    // rows in index order, so the sum order is fixed.
-    const int64_t cb = 64, nblocks = (inner + cb - 1) / cb;
-    parallel_for(outer * nblocks, m * cb, [&](int64_t b, int64_t e) {
-      for (int64_t u = b; u < e; u++) {
-        int64_t o = u / nblocks, c0 = (u % nblocks) * cb, c1 = std::min(inner, c0 + cb);
-        for (int64_t i = 0; i < m; i++) {
-          const T* src = pg + (o * m + i) * inner;
-          T* dst = pd + (o * n + idx[i]) * inner;
-          for (int64_t c = c0; c < c1; c++) dst[c] += src[c];
-        }
-      }
-    });
-  });
-}
-
-void gather(const Tensor& out, const Tensor& x, int64_t dim, const Tensor& index) {
-  int64_t outer, inner;
-  outer_inner(index, dim, outer, inner);
-  const int64_t n = x.size(dim), m = index.size(dim);
-  int64_t xo, xi;
-  outer_inner(x, dim, xo, xi);
-  const int64_t* idx = index.data<int64_t>();
-  dispatch_all(x.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    const T* px = x.data<T>();
-    T* po = out.data<T>();
-    // index and x agree on every dim but `dim` (checked by the op)
-    for (int64_t o = 0; o < outer; o++)
-      for (int64_t j = 0; j < m; j++)
-        for (int64_t k = 0; k < inner; k++) {
-          int64_t q = (o * m + j) * inner + k;
-          po[q] = px[(o * n + idx[q]) * xi + k];
-        }
-  });
-}
-
-void scatter_add(const Tensor& gx, int64_t dim, const Tensor& index, const Tensor& g) {
-  int64_t outer, inner;
-  outer_inner(index, dim, outer, inner);
-  const int64_t n = gx.size(dim), m = index.size(dim);
-  int64_t xo, xi;
-  outer_inner(gx, dim, xo, xi);
-  const int64_t* idx = index.data<int64_t>();
-  dispatch_float(gx.dtype(), "gather_backward", [&](auto tag) {
-    using T = decltype(tag);
-    const T* pg = g.data<T>();
-    T* pd = gx.data<T>();
-    for (int64_t o = 0; o < outer; o++)
-      for (int64_t j = 0; j < m; j++)
-        for (int64_t k = 0; k < inner; k++) {
-          int64_t q = (o * m + j) * inner + k;
-          pd[(o * n + idx[q]) * xi + k] += pg[q];
-        }
-  });
-}
-
-bool all_finite(const Tensor& t) {
-  if (!is_floating(t.dtype())) return true;
-  std::atomic<bool> ok{true};
-  dispatch_float(t.dtype(), "all_finite", [&](auto tag) {
-    using T = decltype(tag);
-    const T* p = t.data<T>();
-    for_each_strided<1>(t.shape(), {t.strides()}, [&](const int64_t* off, int64_t n, const int64_t* s) {
-      for (int64_t i = 0; i < n; i++)
-        if (!std::isfinite(p[off[0] + i * s[0]])) ok.store(false, std::memory_order_relaxed);
-    });
-  });
-  return ok.load();
-}
-
-
-// ---------------------------------------------------------------- rows of a strided tensor, masked softmax rows
-std::vector<int64_t> row_starts(const Tensor& t) {
-  const int64_t nd = t.dim() - 1;
-  int64_t rows = 1;
-  for (int64_t d = 0; d < nd; d++) rows *= t.size(d);
-  std::vector<int64_t> starts(rows);
-  Shape idx(nd, 0);
-  int64_t off = 0;
-  for (int64_t r = 0; r < rows; r++) {
-    starts[r] = off;
-    for (int64_t d = nd - 1; d >= 0; d--) {
-      off += t.stride(d);
-      if (++idx[d] < t.size(d)) break;
-      off -= idx[d] * t.stride(d);
-      idx[d] = 0;
-    }
-  }
-  return starts;
-}
-
-
+// ---------------------------------------------------------------- masked softmax rows
 namespace {
 
 template <class T>

@@ -1,5 +1,6 @@
-// Raw kernels, separate from autograd: strided loops over typed pointers, BLAS calls,
-// and the fused row kernels (softmax). Ops in core/ops/ call these and attach gradients.
+// Elementwise kernels over strided tensors: the strided machinery, the map helpers the
+// elementwise ops are written with, copies, fill, in-place add, the finiteness check,
+// and the row offsets of a strided tensor.
 //
 // The strided machinery: for_each_strided walks N operands that share one shape, each
 // with its own strides (0 for a broadcast dim), after merging dims that are contiguous
@@ -7,83 +8,14 @@
 // innermost dim. Runs are handed out to threads; the body must only touch its run.
 #pragma once
 #include <array>
-#include <cmath>
 #include <cstdint>
 #include <vector>
 
-#include "core/gemm.h"
+#include "core/kernels/dispatch.h"
 #include "core/parallel.h"
 #include "core/tensor.h"
 
-namespace ember {
-
-// --- dtype dispatch: f(T{}) with T the C++ type of dtype
-template <class F>
-auto dispatch_float(DType dt, const char* op, F&& f) {
-  switch (dt) {
-    case DType::Float32: return f(float{});
-    case DType::Float64: return f(double{});
-    default: fail(op, "expected a float32 or float64 tensor, got ", dtype_name(dt));
-  }
-}
-template <class F>
-auto dispatch_numeric(DType dt, const char* op, F&& f) {
-  switch (dt) {
-    case DType::Float32: return f(float{});
-    case DType::Float64: return f(double{});
-    case DType::Int64: return f(int64_t{});
-    default: fail(op, "expected a float32, float64 or int64 tensor, got ", dtype_name(dt));
-  }
-}
-template <class F>
-auto dispatch_all(DType dt, F&& f) {
-  switch (dt) {
-    case DType::Float32: return f(float{});
-    case DType::Float64: return f(double{});
-    case DType::Int64: return f(int64_t{});
-    case DType::Bool: return f(uint8_t{});
-  }
-  return f(uint8_t{});
-}
-
-// Integer arithmetic wraps around modulo 2^64, as PyTorch's int64 does (signed overflow
-// would be undefined); float arithmetic is plain.
-template <class T>
-T wrapping_add(T a, T b) {
-  if constexpr (std::is_integral_v<T>) return T(uint64_t(a) + uint64_t(b));
-  else return a + b;
-}
-template <class T>
-T wrapping_sub(T a, T b) {
-  if constexpr (std::is_integral_v<T>) return T(uint64_t(a) - uint64_t(b));
-  else return a - b;
-}
-template <class T>
-T wrapping_mul(T a, T b) {
-  if constexpr (std::is_integral_v<T>) return T(uint64_t(a) * uint64_t(b));
-  else return a * b;
-}
-
-// Whether v converts to int64 without overflow (finite and in [-2^63, 2^63)).
-inline bool fits_int64(double v) { return v >= -0x1p63 && v < 0x1p63; }
-
-// A scalar as an element of type T, refused by op when T is int64 and the value does not
-// fit (NaN, infinities, |v| >= 2^63) or, with `integral`, has a fraction (an int64 tensor
-// does arithmetic with integers only: convert it with .to(kFloat64) first).
-template <class T>
-T scalar_as(double v, const char* op, bool integral) {
-  if constexpr (std::is_same_v<T, int64_t>) {
-    if (!fits_int64(v)) fail(op, "the value ", v, " cannot be converted to int64 without overflow");
-    if (integral && v != std::trunc(v))
-      fail(op, "the scalar ", v, " is not an integer, and the tensor is int64 (convert it with .to(kFloat64) first)");
-  }
-  return static_cast<T>(v);
-}
-
-// Refuses, by op, a float tensor holding a value that int64 cannot hold (for a conversion).
-void check_fits_int64(const Tensor& src, const char* op);
-
-namespace kernel {
+namespace ember::kernel {
 
 // Merges dims of `shape` that are contiguous in every operand and drops size-1 dims.
 template <size_t N>
@@ -217,35 +149,6 @@ void fill(const Tensor& dst, double value);
 // dst += src, elementwise (dst contiguous, same shape)
 void add_inplace(const Tensor& dst, const Tensor& src);
 
-// A bias gradient's sum over rows, out [cols] = sum over r of x [rows, cols] (both
-// contiguous, float), in the blocks of columns sum over dim 0 runs in (the same bits):
-// sum_rows_blocks(cols) of them, block b by sum_rows_block, for running among other work.
-int64_t sum_rows_blocks(int64_t cols);
-void sum_rows_block(const Tensor& out, const Tensor& x, int64_t block);
-
-// Reduction of x over the dims where reduce[d] is true. Kinds: sum, max, min.
-// Returns a contiguous tensor shaped like x with reduced dims removed. Float sums
-// accumulate in double, in chunks of fixed size combined in a fixed order.
-enum class ReduceKind { Sum, Max, Min };
-Tensor reduce(const Tensor& x, const std::vector<bool>& reduce, ReduceKind kind);
-// Index (along `dim`) of the first max (or min) element; x contiguous.
-Tensor arg_reduce(const Tensor& x, int64_t dim, bool is_max);
-
-// Softmax along a dim of a contiguous tensor viewed as [outer, n, inner].
-void softmax_forward(const Tensor& y, const Tensor& x, int64_t outer, int64_t n, int64_t inner, bool log);
-// dx = y * (dy - sum(dy * y))  (softmax)  or  dx = dy - exp(y) * sum(dy)  (log_softmax)
-void softmax_backward(const Tensor& dx, const Tensor& dy, const Tensor& y, int64_t outer, int64_t n,
-                      int64_t inner, bool log);
-
-// out[.., i, ..] = x[.., index[i], ..] along dim; x contiguous, index int64 1-D.
-void index_select(const Tensor& out, const Tensor& x, int64_t dim, const Tensor& index);
-// gx[.., index[i], ..] += g[.., i, ..]; gx zero-filled contiguous.
-void index_add(const Tensor& gx, int64_t dim, const Tensor& index, const Tensor& g);
-// out[i][j][k] = x[i][index[i][j][k]][k] (dim = 1); all contiguous.
-void gather(const Tensor& out, const Tensor& x, int64_t dim, const Tensor& index);
-// gx[i][index[i][j][k]][k] += g[i][j][k]
-void scatter_add(const Tensor& gx, int64_t dim, const Tensor& index, const Tensor& g);
-
 // True when every element of a float tensor is finite.
 bool all_finite(const Tensor& t);
 
@@ -253,20 +156,4 @@ bool all_finite(const Tensor& t);
 // rows in row-major order.
 std::vector<int64_t> row_starts(const Tensor& t);
 
-// p [rows, S]: on entry raw scores, on exit softmax(scale * p) per row with blocked
-// entries 0, and a row of zeros where every entry is blocked. Row r is blocked at column j
-// where blocked[row_start[r] + j * col_stride] != 0 (nothing blocked when blocked is null).
-// Attention's weights.
-void masked_softmax_rows(float* p, int64_t rows, int64_t S, float scale, const uint8_t* blocked,
-                         const int64_t* row_start, int64_t col_stride);
-void masked_softmax_rows(double* p, int64_t rows, int64_t S, double scale, const uint8_t* blocked,
-                         const int64_t* row_start, int64_t col_stride);
-// d [rows, S]: on entry the gradient of the weights after dropout (dPd), on exit the
-// gradient of the raw scores: dP = dPd * keep (keep null: no dropout), then
-// dS = scale * P * (dP - sum_j dP_j P_j), with p [rows, S] the weights before dropout.
-void masked_softmax_rows_backward(float* d, const float* p, const float* keep, int64_t rows, int64_t S, float scale);
-void masked_softmax_rows_backward(double* d, const double* p, const double* keep, int64_t rows, int64_t S,
-                                  double scale);
-
-}  // namespace kernel
-}  // namespace ember
+}  // namespace ember::kernel
