@@ -213,13 +213,15 @@ Tensor attention_rows(const AttentionRows& q, const AttentionRows& k, const Atte
                       int64_t head_dim, const Packing* q_packing, int64_t q_length, const Packing& kv_packing,
                       double dropout_p, bool training, Generator* gen, double scale, bool causal, Loc loc) {
   const char* op = "attention_rows";
-  const int64_t H = heads, D = head_dim, E = H * D, B = kv_packing.batch;
+  const int64_t H = heads, D = head_dim, B = kv_packing.batch;
   if (H <= 0 || D <= 0) fail(op, "heads and head_dim must be positive, got ", H, " and ", D);
+  const int64_t E = checked_numel({H, D}, op);  // no product below can overflow once these are checked
   if (!(dropout_p >= 0.0 && dropout_p <= 1.0)) fail(op, "dropout_p must be in [0, 1], got ", dropout_p);
   if (!std::isfinite(scale)) fail(op, "scale must be finite (0 for 1/sqrt(D)), got ", scale);
   if (q_packing && q_packing->batch != B)
     fail(op, "the query packing has batch ", q_packing->batch, ", the key and value packing ", B);
   if (!q_packing && q_length < 0) fail(op, "q_length must not be negative, got ", q_length);
+  checked_numel({B, H, std::max(q_packing ? q_packing->length : q_length, kv_packing.length)}, op);
   const int64_t NQ = q_packing ? q_packing->count : B * q_length, NK = kv_packing.count;
   const int64_t grid_L = q_packing ? q_packing->length : q_length;
   if (causal && grid_L != kv_packing.length)
@@ -231,8 +233,8 @@ Tensor attention_rows(const AttentionRows& q, const AttentionRows& k, const Atte
     const Tensor& t = operand[(size_t)i]->rows;
     const int64_t want = i == 0 ? NQ : NK, c = operand[(size_t)i]->col;
     check_defined(t, op, names[i]);
-    if (t.dim() != 2 || t.size(0) != want || c < 0 || c + E > t.size(1))
-      fail(op, "expected ", names[i], " rows [", want, ", >= ", c + E, "] (", H, " heads of ", D, " from column ", c,
+    if (t.dim() != 2 || t.size(0) != want || c < 0 || c > t.size(1) - E)
+      fail(op, "expected ", names[i], " rows [", want, ", >= ", c > INT64_MAX - E ? "2^63" : std::to_string(c + E), "] (", H, " heads of ", D, " from column ", c,
            "), got shape ", t.shape());
     if (t.dtype() != q.rows.dtype() || !is_floating(t.dtype()))
       fail(op, "expected float32 or float64 q, k and v of one dtype, got ", dtype_name(q.rows.dtype()), ", ",

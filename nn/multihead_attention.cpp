@@ -11,7 +11,7 @@ namespace ember::nn {
 namespace {
 // elements of a padded query or key up to which its projections are fused under autograd
 constexpr int64_t kFusedPaddedMax = 65536;
-// rows up to which projections are not fused (they stream their weights: core/gemm.cpp's
+// rows up to which projections are not fused (they stream their weights: core/kernels/gemm_skinny.cpp's
 // skinny products)
 constexpr int64_t kFewRows = 16;
 }  // namespace

@@ -276,3 +276,20 @@ TEST_CASE("a Packing filled by hand is checked before attention reads its rows")
   CHECK_THAT(error_of([&] { (void)mha.forward(r, r, r, {.query_packing = &bad, .kv_packing = &bad}); }),
              Catch::Matchers::Contains("the Packing's positions is undefined"));
 }
+
+TEST_CASE("attention_rows refuses heads, widths, lengths and columns whose products would overflow") {
+  const Tensor ids = from_vector(std::vector<int64_t>{5, 6, 0, 7, 0, 0}, {2, 3});
+  const nn::Packing p = nn::Packing::of(ids, 0);
+  const Tensor r = randn({p.count, 8});
+  const nn::AttentionRows a{r, 0};
+  const int64_t big = int64_t(1) << 32;
+  CHECK_THAT(error_of([&] { (void)nn::attention_rows(a, a, a, big, big, &p, 0, p); }),
+             Catch::Matchers::StartsWith("attention_rows: a tensor of shape [4294967296,4294967296] would have more than 2^56"));
+  CHECK_THAT(error_of([&] { (void)nn::attention_rows(a, a, a, 2, int64_t(1) << 62, &p, 0, p); }),
+             Catch::Matchers::StartsWith("attention_rows: a tensor of shape [2,4611686018427387904]"));
+  CHECK_THAT(error_of([&] { (void)nn::attention_rows(a, a, a, 2, 4, nullptr, INT64_MAX, p); }),
+             Catch::Matchers::StartsWith("attention_rows: a tensor of shape [2,2,9223372036854775807]"));
+  const nn::AttentionRows far{r, INT64_MAX};
+  CHECK_THAT(error_of([&] { (void)nn::attention_rows(far, a, a, 2, 4, &p, 0, p); }),
+             Catch::Matchers::StartsWith("attention_rows: expected q rows [3, >= 2^63] (2 heads of 4 from column 9223372036854775807)"));
+}
