@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The test command: install what is missing, then build and run the whole suite twice -
-# Release, and Debug with AddressSanitizer + UndefinedBehaviorSanitizer - then fuzz the
-# checkpoint loader for a minute (clang's libFuzzer). Fails when any test fails or the
-# fuzzer finds a crash, hang or sanitizer report.
+# Release, and Debug with AddressSanitizer + UndefinedBehaviorSanitizer (the libraries and
+# the Catch2 suite: the examples, tools and benchmarks, and the tests that run them, are the
+# Release build's) - then fuzz the checkpoint loader for a minute (clang's libFuzzer).
+# Fails when any test fails or the fuzzer finds a crash, hang or sanitizer report.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install_deps.sh clang libclang-rt-14-dev libomp-dev python3-torch python3-h5py
@@ -16,7 +17,7 @@ ctest --test-dir build --output-on-failure -j"$jobs"
 
 echo "== Debug + AddressSanitizer + UndefinedBehaviorSanitizer build and tests"
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DEMBER_SANITIZE=ON \
-  -DEMBER_BUILD_EXAMPLES=OFF -DEMBER_BUILD_BENCH=OFF
+  -DEMBER_BUILD_EXAMPLES=OFF -DEMBER_BUILD_TOOLS=OFF -DEMBER_BUILD_BENCH=OFF
 cmake --build build-asan -j"$jobs"
 ctest --test-dir build-asan --output-on-failure -j"$jobs"
 

@@ -5,9 +5,11 @@
 # date characters on a small budget; fit_sine's loss falls. Each refuses a bad command
 # line (exit 2), sizes too large and output it cannot write (exit 1) with a message
 # saying what it expected and what it got, never an abort.
-#   study_cli.sh EXAMPLES_DIR DATA_DIR SCRATCH_DIR
+#   study_cli.sh TOOLS_DIR EXAMPLES_DIR DATA_DIR SCRATCH_DIR
 set -uo pipefail
-bin=$1 data=$2 dir=$3
+tools=$1 examples=$2 data=$3 dir=$4
+# bin PROGRAM: its path; fit_sine and tag_dates are examples, the others tools
+bin() { case $1 in fit_sine | tag_dates) echo "$examples/$1" ;; *) echo "$tools/$1" ;; esac; }
 rm -rf "$dir" && mkdir -p "$dir"
 . "$(dirname "$0")/cli_checks.sh"
 export OMP_WAIT_POLICY=PASSIVE
@@ -16,13 +18,13 @@ fail() { echo "FAILED: $*"; failures=$((failures + 1)); }
 contains() { grep -qF -- "$2" "$1" || { fail "$1 lacks '$2'"; head -60 "$1"; }; }
 n=0
 out=
-# expect EXIT PROGRAM ARGS...: runs PROGRAM from EXAMPLES_DIR, its output (both streams) in $out
+# expect EXIT PROGRAM ARGS...: runs PROGRAM from TOOLS_DIR or EXAMPLES_DIR, its output (both streams) in $out
 expect() {
   local want=$1 prog=$2
   shift 2
   n=$((n + 1))
   out="$dir/run$n.out"
-  timeout 120 "$bin/$prog" "$@" >"$out" 2>&1
+  timeout 120 "$(bin "$prog")" "$@" >"$out" 2>&1
   local got=$?
   if [ "$got" -ne "$want" ]; then
     fail "$prog $*: exit $got, expected $want"
@@ -35,7 +37,7 @@ touch "$dir/a_file"
 big=99999999999999999999999
 
 # ---------------------------------------------------------------- softmax_lab
-"$bin/softmax_lab" --out "$dir/lab" --trials 50 >"$dir/lab.out" 2>&1 || fail "softmax_lab exited $?"
+"$tools/softmax_lab" --out "$dir/lab" --trials 50 >"$dir/lab.out" 2>&1 || fail "softmax_lab exited $?"
 contains "$dir/lab.out" "largest |autograd - formula|"
 contains "$dir/lab.out" "every blocked weight is exactly 0: yes"
 for f in saturation.csv saturation_profile.png saturation_gradient.png curvature.csv curvature.png; do
@@ -47,7 +49,7 @@ for what in logsumexp cross-entropy; do
   awk -v e="$err" 'BEGIN { exit !(e != "" && e + 0 < 1e-12) }' || fail "Hessian of $what differs by '$err'"
 done
 [ "$(wc -l <"$dir/lab/saturation.csv")" -eq 20 ] || fail "saturation.csv: expected a header and 19 rows"
-"$bin/softmax_lab" --x 1,2,3,40 --out "$dir/lab2" --trials 5 >"$dir/lab2.out" 2>&1 || fail "softmax_lab --x exited $?"
+"$tools/softmax_lab" --x 1,2,3,40 --out "$dir/lab2" --trials 5 >"$dir/lab2.out" 2>&1 || fail "softmax_lab --x exited $?"
 contains "$dir/lab2.out" "1.00000   2.00000   3.00000  40.00000"
 expect 0 softmax_lab --x 1000,-1000,999.5 --out "$dir/lab3" --trials 5 --n 8
 says "largest |numeric - formula|"
@@ -104,13 +106,13 @@ if [ "$(id -u)" -eq 0 ]; then
 else
   chmod 555 "$dir/locked"
 fi
-if [ "$(id -u)" -ne 0 ] || { [ ${#as_user[@]} -gt 0 ] && "${as_user[@]}" test -x "$bin/softmax_lab" -a -x "$dir"; }; then
+if [ "$(id -u)" -ne 0 ] || { [ ${#as_user[@]} -gt 0 ] && "${as_user[@]}" test -x "$tools/softmax_lab" -a -x "$dir"; }; then
   n=$((n + 1)) out="$dir/run$n.out"
-  "${as_user[@]}" "$bin/softmax_lab" --out "$dir/locked" --trials 5 >"$out" 2>&1
+  "${as_user[@]}" "$tools/softmax_lab" --out "$dir/locked" --trials 5 >"$out" 2>&1
   [ $? -eq 1 ] || fail "softmax_lab into an unwritable directory should exit 1"
   says "cannot write into the directory \"$dir/locked\" (--out): Permission denied"
   n=$((n + 1)) out="$dir/run$n.out"
-  "${as_user[@]}" "$bin/attention_walkthrough" --out "$dir/locked/sub" >"$out" 2>&1
+  "${as_user[@]}" "$tools/attention_walkthrough" --out "$dir/locked/sub" >"$out" 2>&1
   [ $? -eq 1 ] || fail "attention_walkthrough into an unwritable directory should exit 1"
   says "cannot create the directory \"$dir/locked/sub\" (--out): Permission denied"
 else
@@ -118,7 +120,7 @@ else
 fi
 
 # ---------------------------------------------------------------- attention_walkthrough
-"$bin/attention_walkthrough" --out "$dir/walk" >"$dir/walk.out" 2>&1 || fail "attention_walkthrough exited $?"
+"$tools/attention_walkthrough" --out "$dir/walk" >"$dir/walk.out" 2>&1 || fail "attention_walkthrough exited $?"
 # the seeds' sequence of shapes
 for shape in "[2,5]" "[2,5,512]" "[2,8,5,64]" "[2,8,5,5]"; do contains "$dir/walk.out" "$shape"; done
 order=$(grep -oE '\[[0-9,]+\]$' "$dir/walk.out" | tr '\n' ' ')
@@ -171,7 +173,7 @@ says "--lr 10 is too large"
 # ---------------------------------------------------------------- tag_dates
 tag=(--train "$data/train.tsv" --test "$data/test.tsv")
 small=(--d-model 16 --heads 2 --layers 1 --ffn 16 --limit 2000 --steps 1 --warmup 0 --eval-every 1)
-"$bin/tag_dates" "${tag[@]}" --limit 2000 --steps 300 --eval-every 100 \
+"$examples/tag_dates" "${tag[@]}" --limit 2000 --steps 300 --eval-every 100 \
   --d-model 64 --heads 4 --layers 1 --ffn 128 --require 0.98 --threads 2 --out "$dir/tag" >"$dir/tag.out" 2>&1 ||
   { fail "tag_dates did not reach 98% per character"; cat "$dir/tag.out"; }
 contains "$dir/tag.out" "test per-character accuracy"
@@ -228,7 +230,7 @@ says "is a directory, not a regular file"
 
 # ---------------------------------------------------------------- every program's options
 for prog in softmax_lab attention_walkthrough tag_dates fit_sine gradcheck make_dates attention_probe watch_plot; do
-  options_need_values "$prog" "$bin/$prog"
+  options_need_values "$prog" "$(bin "$prog")"
 done
 expect 2 tag_dates --watch=maybe
 says 'tag_dates: --watch is a switch and takes no value, got "maybe"'

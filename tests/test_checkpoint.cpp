@@ -29,25 +29,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// A scratch directory per test case, removed afterwards.
-struct ScratchDir {
-  fs::path path;
-  ScratchDir() {
-    path = fs::temp_directory_path() / ("ember_ckpt_" + std::to_string(::getpid()) + "_" + std::to_string(counter()++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-  static int& counter() {
-    static int c = 0;
-    return c;
-  }
-};
-
 // A small model: an embedding, a linear layer and a float64 layer norm.
 struct Model : nn::Module {
   std::shared_ptr<nn::Embedding> embed;

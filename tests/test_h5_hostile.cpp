@@ -31,22 +31,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct ScratchDir {
-  fs::path path;
-  ScratchDir() {
-    static int counter = 0;
-    path = fs::temp_directory_path() /
-           ("ember_h5_hostile_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
-
 // A file written with the HDF5 C API: /data holds four float64 values; edit adds the
 // hostile part.
 void write_raw(const std::string& path, const std::function<void(hid_t)>& edit = [](hid_t) {}) {

@@ -38,35 +38,11 @@ uint32_t pixel(const std::string& png, int x, int y, int* width = nullptr, int* 
 }
 
 // Draws in a child process that SIGALRM ends after 10 seconds; returns the Error's
-// message, "" when the figure was written, or how the child ended (a drawing that loops
-// fails the test instead of hanging it).
+// message, no_error when the figure was written, or how the child ended (a drawing that
+// loops fails the test instead of hanging it).
 std::string save_within_seconds(const std::string& path, const std::vector<plot::Panel>& panels, int width = 400,
                                 int height = 300, const std::string& title = "") {
-  int fds[2];
-  REQUIRE(::pipe(fds) == 0);
-  std::fflush(nullptr);
-  const pid_t child = fork();
-  if (child == 0) {
-    ::close(fds[0]);
-    ::alarm(10);
-    std::string message;
-    try {
-      plot::save_png(path, panels, 1, width, height, title);
-    } catch (const ember::Error& e) {
-      message = e.what();
-    }
-    if (::write(fds[1], message.data(), message.size()) < 0) _exit(1);
-    _exit(0);
-  }
-  ::close(fds[1]);
-  std::string message;
-  char buf[512];
-  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) message.append(buf, (size_t)n);
-  ::close(fds[0]);
-  int status = 0;
-  waitpid(child, &status, 0);
-  if (WIFSIGNALED(status)) return "<ended by signal " + std::to_string(WTERMSIG(status)) + ">";
-  return message;
+  return error_of_within(10, [&] { plot::save_png(path, panels, 1, width, height, title); });
 }
 
 // The first line colour of the palette (0, 0.45, 0.70): blue well above red.
@@ -151,7 +127,7 @@ TEST_CASE("line charts of constant, huge, overflowing or finely split ranges are
   for (const Case& c : cases) {
     INFO(c.what);
     std::remove(png.c_str());
-    CHECK(save_within_seconds(png, {c.panel}) == "");
+    CHECK(save_within_seconds(png, {c.panel}) == no_error);
     if (c.through_middle && std::ifstream(png)) CHECK(first_series_colour(pixel(png, 224, 144)));
   }
   std::remove(png.c_str());
@@ -171,10 +147,10 @@ TEST_CASE("points that are not finite, far outside a fixed range or on an imposs
   log.series = {{"a", {1, 2}, {1e-300, 1e300}}};
   plot::Heatmap heat;
   heat.values = {{nan, inf, -inf}, {1e308, std::numeric_limits<double>::max(), 0}};
-  CHECK(save_within_seconds(png, {fixed}) == "");
-  CHECK(save_within_seconds(png, {holes}) == "");
-  CHECK(save_within_seconds(png, {log}) == "");
-  CHECK(save_within_seconds(png, {heat}) == "");
+  CHECK(save_within_seconds(png, {fixed}) == no_error);
+  CHECK(save_within_seconds(png, {holes}) == no_error);
+  CHECK(save_within_seconds(png, {log}) == no_error);
+  CHECK(save_within_seconds(png, {heat}) == no_error);
   std::remove(png.c_str());
 }
 
@@ -187,6 +163,6 @@ TEST_CASE("text that is not UTF-8 is drawn with '?' for its bad bytes") {
   h.col_labels = {"\x80", "b"};
   h.row_labels = {"\xed\xa0\x80"};  // a surrogate
   h.values = {{0.5, 1}};
-  CHECK(save_within_seconds(png, {l, h}, 400, 300, "title \xff") == "");
+  CHECK(save_within_seconds(png, {l, h}, 400, 300, "title \xff") == no_error);
   std::remove(png.c_str());
 }

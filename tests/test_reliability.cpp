@@ -29,21 +29,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct ScratchDir {
-  fs::path path;
-  ScratchDir() {
-    static int counter = 0;
-    path = fs::temp_directory_path() / ("ember_rel_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
-
 std::string slurp(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -74,32 +59,6 @@ pid_t ended_process() {
   if (pid == 0) _exit(0);
   waitpid(pid, nullptr, 0);
   return pid;
-}
-
-// The message of the Error f throws, got in a child process that SIGALRM ends after 5
-// seconds: a call that would wait for ever (opening a FIFO) fails the test instead of
-// hanging it.
-std::string error_within_seconds(const std::function<void()>& f) {
-  int fds[2];
-  REQUIRE(::pipe(fds) == 0);
-  std::fflush(nullptr);
-  const pid_t child = fork();
-  if (child == 0) {
-    ::close(fds[0]);
-    ::alarm(5);
-    const std::string message = error_of(f);
-    if (::write(fds[1], message.data(), message.size()) < 0) _exit(1);
-    _exit(0);
-  }
-  ::close(fds[1]);
-  std::string message;
-  char buf[512];
-  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) message.append(buf, (size_t)n);
-  ::close(fds[0]);
-  int status = 0;
-  waitpid(child, &status, 0);
-  if (WIFSIGNALED(status)) return "<ended by signal " + std::to_string(WTERMSIG(status)) + ": it waited>";
-  return message;
 }
 
 }  // namespace
@@ -335,8 +294,8 @@ TEST_CASE("open_regular_file and read_file refuse a FIFO without waiting for a w
   const std::string fifo = dir.file("fifo"), plain = dir.file("plain");
   REQUIRE(::mkfifo(fifo.c_str(), 0644) == 0);
   std::ofstream(plain) << "0123456789";
-  CHECK_THAT(error_within_seconds([&] { io::read_file(fifo, "op"); }), Catch::Contains("is a FIFO, not a regular file"));
-  CHECK_THAT(error_within_seconds([&] { ::close(io::open_regular_file(fifo, O_WRONLY | O_CREAT, "op")); }),
+  CHECK_THAT(error_of_within(5, [&] { io::read_file(fifo, "op"); }), Catch::Contains("is a FIFO, not a regular file"));
+  CHECK_THAT(error_of_within(5, [&] { ::close(io::open_regular_file(fifo, O_WRONLY | O_CREAT, "op")); }),
              Catch::Contains("exists and is a FIFO"));
   CHECK_THAT(error_of([] { io::read_file("/dev/zero", "op"); }), Catch::Contains("a character device"));
   const std::vector<uint8_t> bytes = io::read_file(plain, "op");
@@ -353,15 +312,15 @@ TEST_CASE("HDF5 files, checkpoints and the run's lock refuse a FIFO instead of w
   ScratchDir dir;
   const std::string fifo = dir.file("x.h5");
   REQUIRE(::mkfifo(fifo.c_str(), 0644) == 0);
-  CHECK(error_within_seconds([&] { h5::Reader r(fifo); }) ==
+  CHECK(error_of_within(5, [&] { h5::Reader r(fifo); }) ==
         "h5::Reader: '" + fifo + "' is a FIFO, not a regular file; expected an HDF5 file");
-  CHECK_THAT(error_within_seconds([&] { h5::Writer w(fifo); }),
+  CHECK_THAT(error_of_within(5, [&] { h5::Writer w(fifo); }),
              Catch::Contains("h5::Writer: '" + fifo + "' exists and is a FIFO"));
-  CHECK(error_within_seconds([&] { io::read_checkpoint(fifo); }) ==
+  CHECK(error_of_within(5, [&] { io::read_checkpoint(fifo); }) ==
         "read_checkpoint: '" + fifo + "' is a FIFO, not a regular file; expected a checkpoint file");
   CHECK_THAT(error_of([] { io::read_checkpoint("/dev/zero"); }), Catch::Contains("is a character device"));
   CHECK_THAT(error_of([&] { io::read_checkpoint(dir.path.string()); }), Catch::Contains("is a directory"));
   REQUIRE(::mkfifo(dir.file(".lock").c_str(), 0644) == 0);
-  CHECK_THAT(error_within_seconds([&] { training::RunDirectory run(dir.path.string(), "train"); }),
+  CHECK_THAT(error_of_within(5, [&] { training::RunDirectory run(dir.path.string(), "train"); }),
              Catch::Contains("train: '" + dir.file(".lock") + "' exists and is a FIFO, not a regular file"));
 }

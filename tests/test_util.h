@@ -2,9 +2,16 @@
 #pragma once
 #include <catch2/catch.hpp>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
 #include <functional>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "core/ops.h"
@@ -12,8 +19,11 @@
 
 namespace ember::testing {
 
+// What error_of gives when f throws nothing: a marker no expected message matches.
+inline const std::string no_error = "<no ember::Error was thrown>";
+
 // The message of the ember::Error that f throws. Any other exception escapes and fails
-// the test; throwing nothing gives a marker no expectation matches.
+// the test; throwing nothing gives no_error.
 template <class F>
 std::string error_of(F&& f) {
   try {
@@ -21,8 +31,59 @@ std::string error_of(F&& f) {
   } catch (const Error& e) {
     return e.what();
   }
-  return "<no ember::Error was thrown>";
+  return no_error;
 }
+
+// error_of(f), got in a child process that SIGALRM ends after `seconds`: a call that would
+// wait or loop for ever (opening a FIFO, drawing a range it cannot divide) fails the test
+// instead of hanging it, with the signal that ended the child as its message.
+inline std::string error_of_within(unsigned seconds, const std::function<void()>& f) {
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  std::fflush(nullptr);
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::close(fds[0]);
+    ::alarm(seconds);
+    const std::string message = error_of(f);
+    if (::write(fds[1], message.data(), message.size()) < 0) _exit(1);
+    _exit(0);
+  }
+  ::close(fds[1]);
+  std::string message;
+  char buf[512];
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) message.append(buf, (size_t)n);
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  if (WIFSIGNALED(status)) {
+    const int sig = WTERMSIG(status);
+    return "<ended by signal " + std::to_string(sig) +
+           (sig == SIGALRM ? ": still running after " + std::to_string(seconds) + " s>" : ">");
+  }
+  return message;
+}
+
+// A directory of the test case's own under the system's temporary directory, removed with
+// everything in it when the case ends.
+struct ScratchDir {
+  std::filesystem::path path;
+  ScratchDir() {
+    static int counter = 0;
+    path = std::filesystem::temp_directory_path() /
+           ("ember_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+    std::filesystem::remove_all(path);
+    std::filesystem::create_directories(path);
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  // The path of `name` in the directory.
+  std::string file(const std::string& name) const { return (path / name).string(); }
+};
 
 // Largest elementwise |a - b| (infinite where either is NaN); shapes must agree.
 inline double max_abs_diff(const Tensor& a, const Tensor& b) {
