@@ -139,6 +139,24 @@ TEST_CASE("a stop signal pending when an evaluation is due skips the evaluation 
   CHECK(p.reasons.back() == "stopped by SIGTERM");
 }
 
+TEST_CASE("a stop signal that comes during an evaluation is answered after it, the evaluation's figure unused") {
+  ember::training::StopSignals signals;
+  Trainer t({.program = "test", .steps = 100, .eval_every = 5, .save_every = 50, .target = 0.5});
+  Program p;
+  p.attach(t);
+  t.evaluate = [&] {
+    p.evaluated.push_back(t.current_step());
+    if (t.current_step() == 10) std::raise(SIGTERM);  // an evaluation cut short reports what it has
+    return t.current_step() == 10 ? 1.0 : 0.0;
+  };
+  REQUIRE(t.run() == 128 + SIGTERM);
+  CHECK(p.evaluated == std::vector<int64_t>{5, 10});
+  CHECK(p.steps_taken == 10);
+  CHECK_FALSE(t.reached());  // the cut evaluation's 1.0 was not taken as reaching the target
+  CHECK(p.saved == std::vector<int64_t>{10});
+  CHECK(p.reasons.back() == "stopped by SIGTERM");
+}
+
 TEST_CASE("a save that fails ends the trainer with an error naming the step and the last good checkpoint") {
   Trainer t({.program = "test", .steps = 10, .save_every = 3});
   Program p;

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string>
@@ -394,11 +395,22 @@ int train(const TrainOptions& o) {
   const std::vector<std::vector<int64_t>> my_sources(valid_sources.begin() + valid_part.first,
                                                      valid_sources.begin() + valid_part.first + valid_part.count),
       my_targets(valid_targets.begin() + valid_part.first, valid_targets.begin() + valid_part.first + valid_part.count);
+  // A stop signal cuts an evaluation short (between batches): the trainer then saves and
+  // stops without its figure, which no process reports.
   trainer.evaluate = [&] {
     std::vector<std::vector<int64_t>> outputs;
-    if (!my_sources.empty()) outputs = seq2seq::greedy_decode(*model, my_sources, longest_target + 2);
-    seq2seq::Accuracy acc = seq2seq::accuracy(outputs, my_targets);
-    if (world > 1) acc = seq2seq::combine(sum_over_ranks(seq2seq::counts(acc)));
+    bool cut = false;
+    if (!my_sources.empty())
+      outputs = seq2seq::greedy_decode(*model, my_sources, longest_target + 2, 256,
+                                       [&] { return cut = training::StopSignals::received() != 0; });
+    outputs.resize(std::min(outputs.size(), my_targets.size()));
+    std::vector<double> counts =
+        seq2seq::counts(seq2seq::accuracy(outputs, {my_targets.begin(), my_targets.begin() + (ptrdiff_t)outputs.size()}));
+    counts.push_back(cut ? 1.0 : 0.0);
+    if (world > 1) counts = sum_over_ranks(counts);
+    if (counts.back() > 0) return std::numeric_limits<double>::quiet_NaN();
+    counts.pop_back();
+    const seq2seq::Accuracy acc = seq2seq::combine(counts);
     hist.eval_step.push_back(double(progress.step));
     hist.eval_acc.push_back(acc.exact);
     std::printf("%sstep %lld: validation exact match %.2f%%, per character %.2f%% (%.0f s of training)\n",

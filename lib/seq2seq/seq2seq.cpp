@@ -76,12 +76,17 @@ void xavier_init(nn::Transformer& model, Generator* gen) {
 }
 
 std::vector<std::vector<int64_t>> greedy_decode(nn::Transformer& model, const std::vector<std::vector<int64_t>>& sources,
-                                                int64_t max_len, int64_t batch_size) {
+                                                int64_t max_len, int64_t batch_size,
+                                                const std::function<bool()>& stop) {
   const bool was_training = model.is_training();
   model.eval();
   NoGradGuard no_grad;
   std::vector<std::vector<int64_t>> out(sources.size());
   for (size_t first = 0; first < sources.size(); first += (size_t)batch_size) {
+    if (stop && stop()) {
+      out.resize(first);
+      break;
+    }
     const size_t last = std::min(sources.size(), first + (size_t)batch_size);
     std::vector<std::vector<int64_t>> chunk(sources.begin() + first, sources.begin() + last);
     const int64_t B = (int64_t)chunk.size();

@@ -5,6 +5,7 @@
 // translator (examples/translate) is built from them, and so is the copy/reverse test.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -45,10 +46,13 @@ void xavier_init(ember::nn::Transformer& model, ember::Generator* gen);
 
 // Greedy decoding of each source (ids without specials) in batches, with the decoder's
 // keys and values cached: at most max_len tokens, stopping at </s>. Returns ids without
-// specials. In eval mode; the model's mode is restored.
+// specials. In eval mode; the model's mode is restored. `stop`, when given, is asked
+// before each batch: once it says true, the sources decoded so far are returned (fewer
+// outputs than sources), so that a stop signal need not wait for a long evaluation.
 std::vector<std::vector<int64_t>> greedy_decode(ember::nn::Transformer& model,
                                                 const std::vector<std::vector<int64_t>>& sources, int64_t max_len,
-                                                int64_t batch_size = 256);
+                                                int64_t batch_size = 256,
+                                                const std::function<bool()>& stop = nullptr);
 
 struct Accuracy {
   double exact = 0;     // fraction of outputs equal to their target

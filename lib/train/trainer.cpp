@@ -111,6 +111,12 @@ int Trainer::run() {
       if (pending && step_ < s_.steps) continue;  // the loop's top saves this step and stops
       if (pending) break;                          // the last step: saved below
       const double metric = evaluate();
+      // a stop that came during the evaluation (it may have cut it short): saved and
+      // answered at the loop's top, the evaluation's figure unused
+      pending = StopSignals::received();
+      if (agree_on_signal) pending = agree_on_signal(pending);
+      if (pending && step_ < s_.steps) continue;
+      if (pending) break;
       best_ = std::max(best_, metric);
       reached_ = metric >= s_.target;
       window_start = Clock::now();
