@@ -48,9 +48,8 @@
 // | split / chunk          | (narrow views)         |                                                      |
 // | embedding_lookup(w, i) | (index_select)         | dw = index_add of g at i                             |
 // | dropout(a, p)          | seed, row keys         | da = g*keep/(1-p), keep drawn again from the keys    |
-// | dropout_packed(r, ...) | seed, row keys         | as dropout                                           |
+// | dropout_keyed(r, ...)  | seed, row keys         | as dropout (relu: as relu_dropout)                   |
 // | relu_dropout(a, p)     | out                    | da = g/(1-p) where out > 0, else 0                   |
-// | relu_dropout_packed(r) | out                    | as relu_dropout                                      |
 // | views (tensor.h)       | sizes                  | the inverse view; narrow/select put g into zeros     |
 //
 // Binary ops broadcast as NumPy and PyTorch do and require both operands to have the same
@@ -176,17 +175,15 @@ Tensor embedding_lookup(const Tensor& weight, const Tensor& ids, Loc loc = Loc::
 // held by another process.
 Tensor dropout(const Tensor& a, double p, bool training = true, Generator* gen = nullptr,
                Loc loc = Loc::current());
-// Dropout of the packed rows [N, C] of a padded [B, S, C] tensor: row n is position
-// grid_rows[n] = b * S + s of the grid (S = grid_len) and gets the mask dropout() gives
-// that position of the padded tensor.
-Tensor dropout_packed(const Tensor& rows, const Tensor& grid_rows, int64_t grid_len, double p, bool training = true,
-                      Generator* gen = nullptr, Loc loc = Loc::current());
-// dropout(relu(a)) (and dropout_packed(relu(rows))) in one pass, with the same mask; the
-// backward reads only the output (relu(a) when not training).
+// dropout(relu(a)) in one pass, with the same mask; the backward reads only the output
+// (relu(a) when not training).
 Tensor relu_dropout(const Tensor& a, double p, bool training = true, Generator* gen = nullptr,
                     Loc loc = Loc::current());
-Tensor relu_dropout_packed(const Tensor& rows, const Tensor& grid_rows, int64_t grid_len, double p,
-                           bool training = true, Generator* gen = nullptr, Loc loc = Loc::current());
+// Dropout (relu first, with relu) of rows [N, C] whose keys the caller gives: row n's
+// decisions are those DropoutDraws makes for key row_keys[n]. For layouts core does not
+// know: nn::dropout_packed gives each packed row the key of its place in the padded grid.
+Tensor dropout_keyed(const Tensor& rows, const DropoutDraws& draws, std::vector<uint64_t> row_keys, bool relu = false,
+                     Loc loc = Loc::current());
 
 // --- operators
 // The tensor operand binds to TensorAt, whose constructor's default argument records

@@ -50,4 +50,51 @@ Tensor Packing::unpack(const Tensor& packed) const {
   return index_select(cat({packed, zeros(pad, packed.dtype())}, 0), 0, slots).reshape(out);
 }
 
+// ------------------------------------------------------------------ packed dropout
+namespace {
+
+void check_packed(const char* op, const Tensor& rows, const Tensor& grid_rows, int64_t grid_len, double p) {
+  check_defined(rows, op, "rows");
+  check_defined(grid_rows, op, "grid_rows");
+  if (!is_floating(rows.dtype()))
+    fail(op, "expected a float32 or float64 tensor, got ", dtype_name(rows.dtype()), " of shape ", rows.shape());
+  if (!(p >= 0.0 && p <= 1.0)) fail(op, "probability must be in [0, 1], got ", p);
+  if (rows.dim() != 2) fail(op, "expected packed rows [N, C], got shape ", rows.shape());
+  if (grid_rows.dtype() != kInt64 || grid_rows.dim() != 1 || grid_rows.size(0) != rows.size(0))
+    fail(op, "expected int64 grid_rows [N] with N = ", rows.size(0), ", got ", dtype_name(grid_rows.dtype()), " ",
+         grid_rows.shape());
+  if (grid_len <= 0) fail(op, "grid_len must be positive, got ", grid_len);
+}
+
+// The draws for rows [N, C] and each row's key: that of its place (b, s) in the grid.
+Tensor packed(const char* op, const Tensor& rows, const Tensor& grid_rows, int64_t grid_len, double p, bool relu,
+              Generator* gen, const Loc& loc) {
+  const DropoutDraws draws = DropoutDraws::take(gen ? *gen : default_generator(), p, rows.shape());
+  const std::vector<int64_t> at = grid_rows.contiguous().to_vector<int64_t>();
+  std::vector<uint64_t> keys(at.size());
+  for (size_t n = 0; n < at.size(); n++) {
+    if (at[n] < 0) fail(op, "grid_rows[", (int64_t)n, "] = ", at[n], " is negative");
+    keys[n] = draws.row_key(at[n] / grid_len, at[n] % grid_len);
+  }
+  return dropout_keyed(rows, draws, std::move(keys), relu, loc);
+}
+
+}  // namespace
+
+Tensor dropout_packed(const Tensor& rows, const Tensor& grid_rows, int64_t grid_len, double p, bool training,
+                      Generator* gen, Loc loc) {
+  const char* op = "dropout_packed";
+  check_packed(op, rows, grid_rows, grid_len, p);
+  if (!training || p == 0.0) return rows;
+  return packed(op, rows, grid_rows, grid_len, p, false, gen, loc);
+}
+
+Tensor relu_dropout_packed(const Tensor& rows, const Tensor& grid_rows, int64_t grid_len, double p, bool training,
+                           Generator* gen, Loc loc) {
+  const char* op = "relu_dropout_packed";
+  check_packed(op, rows, grid_rows, grid_len, p);
+  if (!training || p == 0.0) return relu(rows, loc);
+  return packed(op, rows, grid_rows, grid_len, p, true, gen, loc);
+}
+
 }  // namespace ember::nn

@@ -26,4 +26,13 @@ struct Packing {
   Tensor unpack(const Tensor& packed) const;
 };
 
+// Dropout of the packed rows [N, C] of a padded [B, S, C] tensor: row n is position
+// grid_rows[n] = b * S + s of the grid (S = grid_len) and gets the mask dropout() gives
+// that position of the padded tensor (a Packing's rows are such grid rows).
+Tensor dropout_packed(const Tensor& rows, const Tensor& grid_rows, int64_t grid_len, double p, bool training = true,
+                      Generator* gen = nullptr, Loc loc = Loc::current());
+// dropout_packed(relu(rows)) in one pass, with the same mask, as relu_dropout.
+Tensor relu_dropout_packed(const Tensor& rows, const Tensor& grid_rows, int64_t grid_len, double p,
+                           bool training = true, Generator* gen = nullptr, Loc loc = Loc::current());
+
 }  // namespace ember::nn

@@ -25,6 +25,7 @@
 #include "core/function.h"
 #include "core/gradcheck.h"
 #include "core/ops.h"
+#include "nn/packing.h"
 
 using namespace ember;
 using ember::testing::error_of;
@@ -465,7 +466,7 @@ TEST_CASE("dropout of packed rows with a fixed mask scales the gradient of the k
   const Tensor grid_rows = from_vector(std::vector<int64_t>{0, 1, 2, 4, 5}, {5});
   auto drop = [grid_rows](const Tensor& x) {
     Generator g(7);
-    return dropout_packed(x, grid_rows, 4, 0.4, true, &g);
+    return nn::dropout_packed(x, grid_rows, 4, 0.4, true, &g);
   };
   const auto v = drop(ones({5, 6}, kFloat64)).to_vector<double>();
   const auto dropped = std::count(v.begin(), v.end(), 0.0);
@@ -478,11 +479,11 @@ TEST_CASE("relu_dropout is dropout(relu(x)) with the same mask, forward and back
   const Tensor grid_rows = from_vector(std::vector<int64_t>{0, 1, 2, 4, 5}, {5});
   auto fused = [grid_rows](const Tensor& x, bool packed) {
     Generator g(9);
-    return packed ? relu_dropout_packed(x, grid_rows, 4, 0.35, true, &g) : relu_dropout(x, 0.35, true, &g);
+    return packed ? nn::relu_dropout_packed(x, grid_rows, 4, 0.35, true, &g) : relu_dropout(x, 0.35, true, &g);
   };
   auto composed = [grid_rows](const Tensor& x, bool packed) {
     Generator g(9);
-    return packed ? dropout_packed(relu(x), grid_rows, 4, 0.35, true, &g) : dropout(relu(x), 0.35, true, &g);
+    return packed ? nn::dropout_packed(relu(x), grid_rows, 4, 0.35, true, &g) : dropout(relu(x), 0.35, true, &g);
   };
   for (bool packed : {false, true}) {
     INFO((packed ? "packed" : "plain"));
@@ -505,7 +506,7 @@ TEST_CASE("relu_dropout is dropout(relu(x)) with the same mask, forward and back
       unary("relu_dropout in eval mode is relu", [](const Tensor& x) { return relu_dropout(x, 0.3, false); }, {4, 5}),
   });
   CHECK_THAT(error_of([] { relu_dropout(ones({2}), 1.5); }), Catch::Contains("relu_dropout: probability must be in [0, 1], got 1.5"));
-  CHECK_THAT(error_of([] { relu_dropout_packed(ones({2, 3}), zeros({3}, kInt64), 4, 0.1); }),
+  CHECK_THAT(error_of([] { nn::relu_dropout_packed(ones({2, 3}), zeros({3}, kInt64), 4, 0.1); }),
              Catch::Contains("relu_dropout_packed: expected int64 grid_rows [N] with N = 2"));
 }
 

@@ -201,8 +201,8 @@ TEST_CASE("every op refuses an undefined tensor by name, whichever argument it i
       {"embedding_lookup", [&](T u) { (void)embedding_lookup(u, idx); }},
       {"embedding_lookup", [&](T u) { (void)embedding_lookup(a, u); }},
       {"dropout", [](T u) { (void)dropout(u, 0.5); }},  {"relu_dropout", [](T u) { (void)relu_dropout(u, 0.5); }},
-      {"dropout_packed", [&](T u) { (void)dropout_packed(u, idx, 2, 0.5); }},
-      {"relu_dropout_packed", [&](T u) { (void)relu_dropout_packed(a, u, 2, 0.5); }},
+      {"dropout_packed", [&](T u) { (void)nn::dropout_packed(u, idx, 2, 0.5); }},
+      {"relu_dropout_packed", [&](T u) { (void)nn::relu_dropout_packed(a, u, 2, 0.5); }},
       {"zeros_like", [](T u) { (void)zeros_like(u); }}, {"ones_like", [](T u) { (void)ones_like(u); }},
       {"full_like", [](T u) { (void)full_like(u, 2.0); }},
   };

@@ -162,28 +162,6 @@ std::pair<DropoutDraws, RowKeys> draws_for(const Tensor& a, double p, Generator*
   return {draws, keys};
 }
 
-// The same for packed rows [N, C] standing at grid_rows of a [B, S, C] grid.
-std::pair<DropoutDraws, RowKeys> packed_draws_for(const char* op, const Tensor& rows, const Tensor& grid_rows,
-                                                  int64_t grid_len, double p, Generator* gen) {
-  const DropoutDraws draws = DropoutDraws::take(gen ? *gen : default_generator(), p, rows.shape());
-  const std::vector<int64_t> at = grid_rows.contiguous().to_vector<int64_t>();
-  auto keys = std::make_shared<std::vector<uint64_t>>(at.size());
-  for (size_t n = 0; n < at.size(); n++) {
-    if (at[n] < 0) fail(op, "grid_rows[", (int64_t)n, "] = ", at[n], " is negative");
-    (*keys)[n] = draws.row_key(at[n] / grid_len, at[n] % grid_len);
-  }
-  return {draws, keys};
-}
-
-void check_packed(const char* op, const Tensor& rows, const Tensor& grid_rows, int64_t grid_len, double p) {
-  need_float(op, rows);
-  if (!(p >= 0.0 && p <= 1.0)) fail(op, "probability must be in [0, 1], got ", p);
-  if (rows.dim() != 2) fail(op, "expected packed rows [N, C], got shape ", rows.shape());
-  if (grid_rows.dtype() != kInt64 || grid_rows.dim() != 1 || grid_rows.size(0) != rows.size(0))
-    fail(op, "expected int64 grid_rows [N] with N = ", rows.size(0), ", got ", dtype_name(grid_rows.dtype()), " ",
-         grid_rows.shape());
-  if (grid_len <= 0) fail(op, "grid_len must be positive, got ", grid_len);
-}
 }  // namespace
 
 Tensor dropout(const Tensor& a, double p, bool training, Generator* gen, Loc loc) {
@@ -204,26 +182,15 @@ Tensor relu_dropout(const Tensor& a, double p, bool training, Generator* gen, Lo
   return dropout_with(a, draws, keys, true, loc);
 }
 
-Tensor dropout_packed(const Tensor& rows, const Tensor& grid_rows, int64_t grid_len, double p, bool training,
-                      Generator* gen, Loc loc) {
-  check_defined(rows, "dropout_packed", "rows");
-  check_defined(grid_rows, "dropout_packed", "grid_rows");
-  const char* op = "dropout_packed";
-  check_packed(op, rows, grid_rows, grid_len, p);
-  if (!training || p == 0.0) return rows;
-  auto [draws, keys] = packed_draws_for(op, rows, grid_rows, grid_len, p, gen);
-  return dropout_with(rows, draws, keys, false, loc);
-}
-
-Tensor relu_dropout_packed(const Tensor& rows, const Tensor& grid_rows, int64_t grid_len, double p, bool training,
-                           Generator* gen, Loc loc) {
-  check_defined(rows, "relu_dropout_packed", "rows");
-  check_defined(grid_rows, "relu_dropout_packed", "grid_rows");
-  const char* op = "relu_dropout_packed";
-  check_packed(op, rows, grid_rows, grid_len, p);
-  if (!training || p == 0.0) return relu(rows, loc);
-  auto [draws, keys] = packed_draws_for(op, rows, grid_rows, grid_len, p, gen);
-  return dropout_with(rows, draws, keys, true, loc);
+Tensor dropout_keyed(const Tensor& a, const DropoutDraws& draws, std::vector<uint64_t> row_keys, bool relu,
+                     Loc loc) {
+  const char* op = relu ? "relu_dropout_keyed" : "dropout_keyed";
+  check_defined(a, op, "the input");
+  need_float(op, a);
+  if (a.dim() != 2) fail(op, "expected rows [N, C], got shape ", a.shape());
+  if ((int64_t)row_keys.size() != a.size(0))
+    fail(op, "expected a key for each of the ", a.size(0), " rows, got ", (int64_t)row_keys.size());
+  return dropout_with(a, draws, std::make_shared<const std::vector<uint64_t>>(std::move(row_keys)), relu, loc);
 }
 
 }  // namespace ember
