@@ -20,6 +20,7 @@
 #include "core/autograd.h"
 #include "core/error.h"
 #include "core/file_io.h"
+#include "core/ops.h"
 #include "io/h5.h"
 
 namespace ember::io {
@@ -511,6 +512,39 @@ Checkpoint load_checkpoint(const std::string& path, ResumeTargets& t) {
     // training stops on a non-finite loss before it saves
     if (dst.requires_grad() && !all_finite(src))
       problems.push_back(cat_str("key '/model/", name, "': holds a value that is not finite (NaN or infinity)"));
+  }
+  // Targets that share memory would take the file's values in turn, the last one winning:
+  // the same elements (tied weights) must get the same values, and partly overlapping
+  // targets are refused.
+  {
+    struct Span {
+      const std::string* name;
+      const Tensor* dst;
+      int64_t first, last;  // the first and last element the target reaches
+    };
+    std::vector<Span> spans;
+    for (auto& [name, dst] : t.model) {
+      auto it = c.model.find(name);
+      if (dst.numel() == 0 || it == c.model.end() || it->second.shape() != dst.shape() ||
+          it->second.dtype() != dst.dtype())
+        continue;  // reported above
+      int64_t last = dst.offset();
+      for (int64_t d = 0; d < dst.dim(); d++) last += (dst.size(d) - 1) * dst.stride(d);
+      spans.push_back({&name, &dst, dst.offset(), last});
+    }
+    for (size_t i = 0; i < spans.size(); i++)
+      for (size_t j = 0; j < i; j++) {
+        const Span &a = spans[j], &b = spans[i];
+        if (a.dst->storage() != b.dst->storage() || a.last < b.first || b.last < a.first) continue;
+        const bool tied = a.dst->offset() == b.dst->offset() && a.dst->shape() == b.dst->shape() &&
+                          a.dst->strides() == b.dst->strides() && a.dst->dtype() == b.dst->dtype();
+        if (!tied)
+          problems.push_back(cat_str("keys '/model/", *a.name, "' and '/model/", *b.name,
+                                     "': the model's tensors overlap in memory, so one would overwrite the other"));
+        else if (!equal(c.model.at(*a.name), c.model.at(*b.name)))
+          problems.push_back(cat_str("keys '/model/", *a.name, "' and '/model/", *b.name,
+                                     "': the model's tensors are one (tied), but the file holds different values"));
+      }
   }
   for (auto& [name, src] : c.model)
     if (!t.model.count(name)) problems.push_back(cat_str("key '/model/", name, "': unexpected (the model has no such tensor)"));

@@ -373,3 +373,34 @@ TEST_CASE("load_checkpoint into a target that cannot take its values changes not
   CHECK(a.to_vector<double>() == std::vector<double>{0, 0, 0, 0});
   CHECK(b_base.item() == 0);
 }
+
+TEST_CASE("load_checkpoint refuses targets that overlap in memory, or tied targets the file gives different values") {
+  Scratch s;
+  const std::string path = s.file("c.h5");
+  Checkpoint c;
+  c.model["a"] = from_vector(std::vector<double>{1, 2, 3, 4}, {4});
+  c.model["b"] = from_vector(std::vector<double>{5, 6}, {2});
+  c.model["c"] = from_vector(std::vector<double>{1, 2, 3, 4}, {4});
+  save_checkpoint(path, c);
+  Tensor whole = zeros({4}, kFloat64);
+  ResumeTargets t;
+  t.model = {{"a", whole}, {"b", whole.narrow(0, 1, 2)}, {"c", zeros({4}, kFloat64)}};
+  CHECK_THAT(error_of([&] { load_checkpoint(path, t); }),
+             StartsWith("load_checkpoint") && Contains("keys '/model/a' and '/model/b'") && Contains("overlap"));
+  CHECK(whole.to_vector<double>() == std::vector<double>{0, 0, 0, 0});
+
+  // one tensor under two names (tied weights) takes equal values, and is refused different ones
+  Checkpoint d;
+  d.model["a"] = c.model["a"];
+  d.model["c"] = c.model["c"];
+  save_checkpoint(path, d);
+  ResumeTargets tied;
+  tied.model = {{"a", whole}, {"c", whole}};
+  load_checkpoint(path, tied);
+  CHECK(whole.to_vector<double>() == std::vector<double>{1, 2, 3, 4});
+  d.model["c"] = from_vector(std::vector<double>{9, 9, 9, 9}, {4});
+  save_checkpoint(path, d);
+  CHECK_THAT(error_of([&] { load_checkpoint(path, tied); }),
+             Contains("keys '/model/a' and '/model/c'") && Contains("different values"));
+  CHECK(whole.to_vector<double>() == std::vector<double>{1, 2, 3, 4});
+}
