@@ -226,7 +226,7 @@ TEST_CASE("a positional table too large to hold is refused before it is computed
   }
 }
 
-TEST_CASE("an int64 or bool tensor compares exactly with a number; where takes no fraction into one") {
+TEST_CASE("an int64 or bool tensor compares exactly with a number, and where takes no fraction into one") {
   const Tensor z = tensor({int64_t(0), int64_t(1), INT64_MAX});
   auto bools = [](const Tensor& t) { return t.to_vector<uint8_t>(); };
   CHECK(bools(eq(z, 0.5)) == std::vector<uint8_t>{0, 0, 0});
