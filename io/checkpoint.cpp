@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -19,6 +20,7 @@
 #include "core/autograd.h"
 #include "core/error.h"
 #include "core/file_io.h"
+#include "core/ops.h"
 #include "io/h5.h"
 
 namespace ember::io {
@@ -28,6 +30,7 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr size_t kHeaderBytes = 512;  // HDF5 user block
+constexpr int64_t kMaxCount = optim::kMaxStep;  // the largest step, epoch or position a file may hold
 constexpr const char* kMagic = "ember checkpoint";
 const char kHdf5Signature[8] = {'\x89', 'H', 'D', 'F', '\r', '\n', '\x1a', '\n'};
 
@@ -58,6 +61,18 @@ void check_key(const std::string& what, const std::string& name) {
 // An int64 scalar holding v exactly (through a double, steps beyond 2^53 would change).
 Tensor int_scalar(int64_t v) { return from_vector(std::vector<int64_t>{v}, {}); }
 
+// Whether every element of a float tensor is finite (true for other dtypes).
+bool all_finite(const Tensor& t) {
+  if (t.dtype() != kFloat32 && t.dtype() != kFloat64) return true;
+  const Tensor c = t.contiguous();
+  auto scan = [n = c.numel()](const auto* x) {
+    for (int64_t i = 0; i < n; i++)
+      if (!std::isfinite(x[i])) return false;
+    return true;
+  };
+  return c.dtype() == kFloat32 ? scan(c.data<float>()) : scan(c.data<double>());
+}
+
 // "<op>: model tensor 'encoder.w' is undefined: <why>".
 void check_tensor(const Tensor& t, const std::string& what, const std::string& name,
                   const char* op = "save_checkpoint") {
@@ -84,6 +99,8 @@ void write_contents(h5::Writer& w, const Checkpoint& c) {
     for (auto& [name, ps] : c.optimizer->params) {
       check_key("parameter", name);
       std::string g = "/optimizer/state/" + name;
+      if (ps.step < 1 || ps.step > optim::kMaxStep)
+        fail("save_checkpoint", "parameter '", name, "': the optimizer's step must be in [1, 2^62], got ", ps.step);
       w.write(g + "/step", int_scalar(ps.step));
       for (auto& [slot, t] : ps.slots) {
         check_key("slot", slot);
@@ -94,8 +111,8 @@ void write_contents(h5::Writer& w, const Checkpoint& c) {
     }
   }
   if (c.schedule) {
-    if (c.schedule->last_step < 0)
-      fail("save_checkpoint", "the schedule's last_step is negative: ", c.schedule->last_step);
+    if (c.schedule->last_step < 0 || c.schedule->last_step > kMaxCount)
+      fail("save_checkpoint", "the schedule's last_step must be in [0, 2^62], got ", c.schedule->last_step);
     w.group("/schedule");
     w.attr("/schedule", "kind", c.schedule->kind);
     w.attr_int("/schedule", "last_step", c.schedule->last_step);
@@ -105,9 +122,10 @@ void write_contents(h5::Writer& w, const Checkpoint& c) {
     }
   }
   // what read_checkpoint refuses is refused here, so no saved file fails to load
-  if (c.progress.step < 0 || c.progress.epoch < 0 || c.progress.position < 0)
-    fail("save_checkpoint", "progress must not be negative, got step ", c.progress.step, ", epoch ", c.progress.epoch,
-         ", position ", c.progress.position);
+  for (int64_t v : {c.progress.step, c.progress.epoch, c.progress.position})
+    if (v < 0 || v > kMaxCount)
+      fail("save_checkpoint", "progress must be in [0, 2^62], got step ", c.progress.step, ", epoch ",
+           c.progress.epoch, ", position ", c.progress.position);
   w.write("/progress/step", int_scalar(c.progress.step));
   w.write("/progress/epoch", int_scalar(c.progress.epoch));
   w.write("/progress/position", int_scalar(c.progress.position));
@@ -156,8 +174,18 @@ struct Parser {
     if (!r.is_dataset(key)) bad(key, r.has(key) ? "should be a dataset" : "is missing");
   }
 
+  // A dataset of one of the types ember writes (float32, float64, int64, uint8 for bool):
+  // the reader would widen any other integer to int64 and pass it off as one.
   Tensor tensor(const std::string& key) const {
     require_dataset(key);
+    std::string type;
+    try {
+      type = r.stored_type(key);
+    } catch (const Error& e) {
+      bad(key, e.what());
+    }
+    if (type != "float32" && type != "float64" && type != "int64" && type != "uint8")
+      bad(key, cat_str("is stored as ", type, ", expected float32, float64, int64 or uint8 (bool)"));
     try {
       return r.read(key);
     } catch (const Error& e) {
@@ -216,6 +244,8 @@ Checkpoint parse(const h5::Reader& r, const std::string& file) {
       std::string g = "/optimizer/state/" + name;
       optim::ParamState ps;
       ps.step = p.scalar_int(g + "/step");
+      if (ps.step < 1 || ps.step > optim::kMaxStep)
+        p.bad(g + "/step", cat_str("should be in [1, 2^62] (updates taken), got ", ps.step));
       for (auto& slot : r.children(g))
         if (slot != "step") ps.slots[slot] = p.tensor(g + "/" + slot);
       os.params[name] = std::move(ps);
@@ -243,7 +273,8 @@ Checkpoint parse(const h5::Reader& r, const std::string& file) {
       }
     }
     if (!has_kind || !has_last) p.bad("/schedule", "attributes 'kind' and 'last_step' are required");
-    if (ss.last_step < 0) p.bad("/schedule", "attribute 'last_step' is negative");
+    if (ss.last_step < 0 || ss.last_step > kMaxCount)
+      p.bad("/schedule", cat_str("attribute 'last_step' should be in [0, 2^62], got ", ss.last_step));
     if (!r.children("/schedule").empty()) p.bad("/schedule/" + r.children("/schedule")[0], "is not part of the schema");
     c.schedule = std::move(ss);
   }
@@ -251,11 +282,14 @@ Checkpoint parse(const h5::Reader& r, const std::string& file) {
   p.require_group("/progress");
   for (auto& name : r.children("/progress"))
     if (name != "step" && name != "epoch" && name != "position") p.bad("/progress/" + name, "is not part of the schema");
-  c.progress.step = p.scalar_int("/progress/step");
-  c.progress.epoch = p.scalar_int("/progress/epoch");
-  c.progress.position = p.scalar_int("/progress/position");
-  if (c.progress.step < 0 || c.progress.epoch < 0 || c.progress.position < 0)
-    p.bad("/progress", "step, epoch and position must not be negative");
+  // counters that training goes on incrementing: at most 2^62, so they cannot overflow
+  for (auto [name, field] : {std::pair{"step", &Progress::step}, std::pair{"epoch", &Progress::epoch},
+                             std::pair{"position", &Progress::position}}) {
+    const std::string key = std::string("/progress/") + name;
+    c.progress.*field = p.scalar_int(key);
+    if (c.progress.*field < 0 || c.progress.*field > kMaxCount)
+      p.bad(key, cat_str("should be in [0, 2^62], got ", c.progress.*field));
+  }
 
   p.require_group("/rng");
   for (auto& name : r.children("/rng")) {
@@ -460,9 +494,57 @@ Checkpoint load_checkpoint(const std::string& path, ResumeTargets& t) {
       continue;
     }
     const Tensor& src = it->second;
-    if (src.shape() != dst.shape() || src.dtype() != dst.dtype())
+    if (src.shape() != dst.shape() || src.dtype() != dst.dtype()) {
       problems.push_back(cat_str("key '/model/", name, "': ", dtype_name(src.dtype()), " ", shape_str(src.shape()),
                                  " in the file, ", dtype_name(dst.dtype()), " ", shape_str(dst.shape()), " in the model"));
+      continue;
+    }
+    // what copy_ would refuse once others are written: one memory location for several
+    // elements (an expanded view)
+    for (int64_t d = 0; d < dst.dim(); d++)
+      if (dst.stride(d) == 0 && dst.size(d) > 1) {
+        problems.push_back(cat_str("key '/model/", name, "': the model's tensor (shape ", shape_str(dst.shape()),
+                                   ", strides ", shape_str(dst.strides()),
+                                   ") holds several elements in one memory location and cannot take the file's values"));
+        break;
+      }
+    // a parameter (it requires grad) never holds NaN or infinity in a saved checkpoint:
+    // training stops on a non-finite loss before it saves
+    if (dst.requires_grad() && !all_finite(src))
+      problems.push_back(cat_str("key '/model/", name, "': holds a value that is not finite (NaN or infinity)"));
+  }
+  // Targets that share memory would take the file's values in turn, the last one winning:
+  // the same elements (tied weights) must get the same values, and partly overlapping
+  // targets are refused.
+  {
+    struct Span {
+      const std::string* name;
+      const Tensor* dst;
+      int64_t first, last;  // the first and last element the target reaches
+    };
+    std::vector<Span> spans;
+    for (auto& [name, dst] : t.model) {
+      auto it = c.model.find(name);
+      if (dst.numel() == 0 || it == c.model.end() || it->second.shape() != dst.shape() ||
+          it->second.dtype() != dst.dtype())
+        continue;  // reported above
+      int64_t last = dst.offset();
+      for (int64_t d = 0; d < dst.dim(); d++) last += (dst.size(d) - 1) * dst.stride(d);
+      spans.push_back({&name, &dst, dst.offset(), last});
+    }
+    for (size_t i = 0; i < spans.size(); i++)
+      for (size_t j = 0; j < i; j++) {
+        const Span &a = spans[j], &b = spans[i];
+        if (a.dst->storage() != b.dst->storage() || a.last < b.first || b.last < a.first) continue;
+        const bool tied = a.dst->offset() == b.dst->offset() && a.dst->shape() == b.dst->shape() &&
+                          a.dst->strides() == b.dst->strides() && a.dst->dtype() == b.dst->dtype();
+        if (!tied)
+          problems.push_back(cat_str("keys '/model/", *a.name, "' and '/model/", *b.name,
+                                     "': the model's tensors overlap in memory, so one would overwrite the other"));
+        else if (!equal(c.model.at(*a.name), c.model.at(*b.name)))
+          problems.push_back(cat_str("keys '/model/", *a.name, "' and '/model/", *b.name,
+                                     "': the model's tensors are one (tied), but the file holds different values"));
+      }
   }
   for (auto& [name, src] : c.model)
     if (!t.model.count(name)) problems.push_back(cat_str("key '/model/", name, "': unexpected (the model has no such tensor)"));
@@ -532,6 +614,8 @@ Checkpoint load_checkpoint(const std::string& path, ResumeTargets& t) {
 
   // 2. the optimizer is the only target whose restore can still refuse (slot names,
   // hyper-parameter values); load_state restores all or nothing.
+  std::optional<optim::OptimizerState> before;
+  if (t.optimizer) before = t.optimizer->state();
   if (t.optimizer) {
     try {
       t.optimizer->load_state(*c.optimizer);
@@ -540,10 +624,26 @@ Checkpoint load_checkpoint(const std::string& path, ResumeTargets& t) {
     }
   }
 
-  // 3. restore the rest, which cannot fail any more
+  // 3. restore the rest, which the checks above leave no reason to fail; should a copy
+  // fail all the same, the tensors written so far get their old values back
   {
     NoGradGuard ng;
-    for (auto& [name, dst] : t.model) dst.copy_(c.model.at(name));
+    std::vector<std::pair<Tensor, Tensor>> done;  // (target, its old values)
+    try {
+      for (auto& [name, dst] : t.model) {
+        Tensor old = dst.detach().clone();
+        try {
+          dst.copy_(c.model.at(name));
+        } catch (const Error& e) {
+          fail(op, "'", path, "': key '/model/", name, "': ", e.what());
+        }
+        done.emplace_back(dst, old);
+      }
+    } catch (...) {
+      for (auto& [dst, old] : done) dst.copy_(old);
+      if (before) t.optimizer->load_state(*before);
+      throw;
+    }
   }
   if (t.schedule) t.schedule->set_last_step(c.schedule->last_step);
   for (auto& [name, g] : t.generators) g->set_state(c.generators.at(name));

@@ -220,6 +220,17 @@ Tensor Reader::read(const std::string& dataset) const {
   return t;
 }
 
+std::string Reader::stored_type(const std::string& dataset) const {
+  Handle d(open_dataset(id_, file_, dataset, "h5::stored_type"), H5Dclose);
+  Handle type(H5Dget_type(d.id), H5Tclose);
+  const H5T_class_t cls = H5Tget_class(type.id);
+  const size_t bits = 8 * H5Tget_size(type.id);
+  if (cls == H5T_FLOAT) return "float" + std::to_string(bits);
+  if (cls == H5T_INTEGER) return (H5Tget_sign(type.id) == H5T_SGN_NONE ? "uint" : "int") + std::to_string(bits);
+  if (cls == H5T_ENUM) return "enum";
+  return "other";
+}
+
 std::vector<uint64_t> Reader::read_u64(const std::string& dataset) const {
   const char* op = "h5::read_u64";
   Handle d(open_dataset(id_, file_, dataset, op), H5Dclose);
@@ -357,7 +368,12 @@ std::string Reader::attr_string(const std::string& object, const std::string& na
   if (n > (1u << 20)) fail(op, "attribute '", name, "' on '", object, "' in '", file_, "' is implausibly long");
   std::vector<char> buf(n + 1, 0);
   if (H5Aread(a.id, type.id, buf.data()) < 0) fail(op, "cannot read attribute '", name, "' in '", file_, "'");
-  return std::string(buf.data());
+  // a fixed-length string ends at its first NUL; text after one would be lost unseen
+  const size_t len = std::strlen(buf.data());
+  if (std::any_of(buf.begin() + (ptrdiff_t)len, buf.end(), [](char c) { return c != 0; }))
+    fail(op, "attribute '", name, "' on '", object, "' in '", file_, "' holds a NUL byte inside its text (at byte ",
+         len, " of ", n, ")");
+  return std::string(buf.data(), len);
 }
 
 bool exists(const std::string& file, const std::string& path) { return Reader(file).has(path); }

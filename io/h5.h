@@ -33,6 +33,9 @@ class Reader {
   // A dataset as a tensor: float64 and float32 keep their type, integers become int64,
   // and 8-bit unsigned data becomes bool.
   Tensor read(const std::string& dataset) const;
+  // The element type a dataset is stored with, as read() would not tell: "float32",
+  // "float64", "int8" ... "int64", "uint8" ... "uint64", "enum", or "other".
+  std::string stored_type(const std::string& dataset) const;
   std::vector<uint64_t> read_u64(const std::string& dataset) const;         // 1-D unsigned 64-bit
   std::vector<std::string> read_strings(const std::string& dataset) const;  // 1-D strings
 

@@ -133,16 +133,36 @@ void Module::load_state_dict(const StateDict& state, bool strict) {
   }
 }
 
+namespace {
+
+// t's values converted to dtype, held by t itself: the same handle (and every copy of
+// it, such as an optimizer's) sees the new storage, dtype and strides, as PyTorch's
+// param.data = param.data.to(dtype) does. A gradient is converted alike.
+void convert_in_place(TensorImpl& t, DType dtype) {
+  auto values = std::make_shared<TensorImpl>();  // t's values alone, without its autograd state
+  values->storage = t.storage;
+  values->shape = t.shape;
+  values->strides = t.strides;
+  values->offset = t.offset;
+  values->dtype = t.dtype;
+  const Tensor c = Tensor(values).to(dtype).contiguous();
+  t.storage = c.storage();
+  t.strides = c.strides();
+  t.offset = c.offset();
+  t.dtype = dtype;
+  if (t.grad) convert_in_place(*t.grad, dtype);
+}
+
+}  // namespace
+
 void Module::to(DType dtype) {
-  for (auto& [n, t] : params_) {
-    check_parameter(n, *t);
-    if (t->dtype() == dtype) continue;
-    Tensor c = t->detach().to(dtype);
-    c.requires_grad_(true);
-    *t = c;
-  }
+  for (auto& [n, t] : params_) check_parameter(n, *t);
+  if (!is_floating(dtype)) fail("Module::to", "parameters must be float32 or float64, got ", dtype_name(dtype));
+  NoGradGuard ng;
+  for (auto& [n, t] : params_)
+    if (t->dtype() != dtype) convert_in_place(*t->impl(), dtype);
   for (auto& [n, t, p] : buffers_)
-    if (t->defined() && is_floating(t->dtype()) && t->dtype() != dtype) *t = t->detach().to(dtype);
+    if (t->defined() && is_floating(t->dtype()) && t->dtype() != dtype) convert_in_place(*t->impl(), dtype);
   for (auto& [n, c] : children_) c->to(dtype);
 }
 

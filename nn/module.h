@@ -83,7 +83,9 @@ class Module {
   // unless everything matches. Non-strict loads what matches and ignores the rest.
   void load_state_dict(const StateDict& state, bool strict = true);
 
-  // Converts every parameter and buffer to dtype (e.g. float64 for gradient checks).
+  // Converts every parameter and floating buffer to dtype (e.g. float64 for gradient
+  // checks) in place, as torch.nn.Module.to does: each keeps its handle, so an optimizer
+  // built before goes on updating it (its state must then be of the new dtype too).
   void to(DType dtype);
 
   // A function called after every forward of this module with the module, the tensors the

@@ -25,6 +25,42 @@ void check_range(const char* op, const char* name, double v, double lo, double h
     fail(op, name, " must be in [", lo, ", ", hi, hi_open ? ")" : "]", ", got ", v);
 }
 
+// Where a bad value in a slot would lead: why the values cannot come from steps (a
+// non-finite value, or a negative one where second_moment), or null.
+const char* bad_slot_values(const Tensor& t, bool second_moment) {
+  Tensor c = t.contiguous();
+  const int64_t n = c.numel();
+  auto scan = [&](const auto* x) -> const char* {
+    for (int64_t i = 0; i < n; i++) {
+      if (!std::isfinite(x[i])) return "holds a value that is not finite";
+      if (second_moment && x[i] < 0) return "holds a negative value (a second moment is never negative)";
+    }
+    return nullptr;
+  };
+  return c.dtype() == kFloat32 ? scan(c.data<float>()) : scan(c.data<double>());
+}
+
+// A slot made for a parameter of another dtype (the parameter was converted since, as
+// Module::to does) is refused rather than read as the new type.
+void check_slot_dtype(const char* op, const std::string& name, const Tensor& p, const std::string& slot,
+                      const Tensor& t) {
+  if (t.dtype() != p.dtype())
+    fail(op, "parameter '", name, "' is ", dtype_name(p.dtype()), " but its state '", slot, "' is ",
+         dtype_name(t.dtype()), " (the parameter was converted after the optimizer's first step); build a new ",
+         "optimizer, or load a state of the parameter's dtype");
+}
+
+// Before a step changes anything: every parameter about to be updated can count one
+// more step, and its slots are of its dtype.
+void check_before_step(const char* op, const NamedParams& params, const std::vector<ParamState>& state) {
+  for (size_t i = 0; i < params.size(); i++) {
+    const auto& [name, p] = params[i];
+    if (!p.grad().defined()) continue;
+    if (state[i].step >= kMaxStep) fail(op, "parameter '", name, "' has taken ", state[i].step, " steps, the most counted");
+    for (auto& [slot, t] : state[i].slots) check_slot_dtype(op, name, p, slot, t);
+  }
+}
+
 // Calls f(begin, end) over a parameter's elements, in parallel for large tensors.
 template <class F>
 void over(int64_t n, F&& f) {
@@ -49,6 +85,16 @@ Optimizer::Optimizer(NamedParams params, const char* op) : params_(std::move(par
       fail(op, "parameter '", name, "' must be a leaf tensor that requires grad");
     if (!p.is_contiguous()) fail(op, "parameter '", name, "' must be contiguous, got strides ", shape_str(p.strides()));
   }
+  // one tensor (or memory shared by two) under two names would be updated twice a step
+  for (size_t i = 0; i < params_.size(); i++)
+    for (size_t j = 0; j < i; j++) {
+      const Tensor &a = params_[j].second, &b = params_[i].second;
+      if (a.storage() != b.storage() || a.numel() == 0 || b.numel() == 0) continue;
+      if (a.offset() < b.offset() + b.numel() && b.offset() < a.offset() + a.numel())
+        fail(op, "the parameters '", params_[j].first, "' and '", params_[i].first, "' are ",
+             a.impl() == b.impl() ? "the same tensor" : "views of the same memory",
+             ": each tensor must be given once (it would be updated twice a step)");
+    }
 }
 
 void Optimizer::zero_grad() {
@@ -87,7 +133,8 @@ void Optimizer::load_state(const OptimizerState& s) {
       auto it = index.find(name);
       if (it == index.end()) fail(op, "state for '", name, "', which is not a parameter of this optimizer");
       const Tensor& p = params_[it->second].second;
-      if (ps.step < 1) fail(op, "parameter '", name, "': step must be at least 1, got ", ps.step);
+      if (ps.step < 1 || ps.step > kMaxStep)
+        fail(op, "parameter '", name, "': step must be in [1, 2^62], got ", ps.step);
       std::set<std::string> have;
       for (auto& [slot, t] : ps.slots) have.insert(slot);
       if (have != want_set) {
@@ -100,6 +147,12 @@ void Optimizer::load_state(const OptimizerState& s) {
         if (!t.defined() || t.shape() != p.shape() || t.dtype() != p.dtype())
           fail(op, "parameter '", name, "' slot '", slot, "': expected ", dtype_name(p.dtype()), shape_str(p.shape()),
                ", got ", t.defined() ? cat_str(dtype_name(t.dtype()), shape_str(t.shape())) : std::string("undefined"));
+      // what a step can leave in a slot: finite values, and second moments that are not negative
+      for (auto& [slot, t] : ps.slots) {
+        const bool second_moment = slot == "exp_avg_sq" || slot == "max_exp_avg_sq";
+        if (const char* why = bad_slot_values(t, second_moment))
+          fail(op, "parameter '", name, "' slot '", slot, "': ", why);
+      }
     }
     for (auto& [name, ps] : s.params) {
       ParamState& dst = state_[index.at(name)];
@@ -227,6 +280,7 @@ std::vector<std::string> SGD::slot_names() const {
 
 void SGD::step() {
   check_sgd("SGD::step", opt_);
+  check_before_step("SGD::step", params_, state_);
   NoGradGuard ng;
   for (size_t i = 0; i < params_.size(); i++) {
     Tensor& p = params_[i].second;
@@ -328,21 +382,6 @@ struct AdamJob {
   }
 };
 
-// Whether two jobs' parameters overlap in memory (the same tensor twice, or views of one).
-bool shares_memory(const std::vector<AdamJob>& jobs) {
-  std::vector<std::pair<uintptr_t, uintptr_t>> ranges;  // [begin, end) in bytes
-  for (const AdamJob& job : jobs) {
-    if (job.f32.param && job.f32.n > 0)
-      ranges.push_back({uintptr_t(job.f32.param), uintptr_t(job.f32.param + job.f32.n)});
-    if (job.f64.param && job.f64.n > 0)
-      ranges.push_back({uintptr_t(job.f64.param), uintptr_t(job.f64.param + job.f64.n)});
-  }
-  std::sort(ranges.begin(), ranges.end());
-  for (size_t i = 1; i < ranges.size(); i++)
-    if (ranges[i].first < ranges[i - 1].second) return true;
-  return false;
-}
-
 }  // namespace
 
 Adam::Adam(NamedParams params, AdamOptions options) : Adam(std::move(params), options, false) {}
@@ -378,6 +417,7 @@ std::vector<std::string> Adam::slot_names() const {
 
 void Adam::step() {
   check_adam(decoupled_ ? "AdamW::step" : "Adam::step", opt_);
+  check_before_step(decoupled_ ? "AdamW::step" : "Adam::step", params_, state_);
   NoGradGuard ng;
   // every parameter's update in one parallel region: the elements of all parameters, end
   // to end, shared out in pieces (each element's update is independent of the others)
@@ -413,14 +453,8 @@ void Adam::step() {
   }
   const AdamOptions o = opt_;
   const bool decoupled = decoupled_;
-  // One tensor given twice (tied weights under two names) is updated twice, one update
-  // after the other, as the parameters come: those run one parameter at a time, since
-  // threads updating the same elements at once would race.
-  if (shares_memory(jobs)) {
-    for (const AdamJob& job : jobs)
-      parallel_for(job.n(), cost::kOptimizerUpdate, [&](int64_t b, int64_t e) { job.update(o, decoupled, b, e); });
-    return;
-  }
+  // the parameters never share memory (the constructor refuses it), so no two threads
+  // update one element
   parallel_for(total, cost::kOptimizerUpdate, [&](int64_t b, int64_t e) {
     // the last job that starts at or before b, then each job's part of [b, e)
     size_t j = std::upper_bound(jobs.begin(), jobs.end(), b, [](int64_t x, const AdamJob& job) { return x < job.start; }) -

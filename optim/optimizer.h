@@ -22,6 +22,10 @@ namespace ember::optim {
 
 using NamedParams = std::vector<std::pair<std::string, Tensor>>;
 
+// The most steps a parameter's state counts (2^62): load_state refuses more, so the count
+// cannot overflow however long training goes on.
+constexpr int64_t kMaxStep = int64_t(1) << 62;
+
 // What a checkpoint stores of one parameter's optimizer state.
 struct ParamState {
   int64_t step = 0;                     // updates applied to this parameter

@@ -552,3 +552,24 @@ TEST_CASE("sum_to sums leading and size-1 dims back to the target shape") {
   CHECK(values(r) == expected);
   CHECK(sum_to(g, {2, 3, 4}).same(g));
 }
+
+TEST_CASE("backward called from a hook without end is an error naming backward, not a stack overflow") {
+  Tensor x = leaf({1, 2}, {2});
+  Tensor y = mul(x, 2.0);
+  Tensor loss = sum(y);
+  int calls = 0, limit = 5000;
+  y.register_hook([&](const Tensor&) {
+    if (++calls <= limit) loss.backward(Tensor(), /*retain_graph=*/true);
+    return Tensor();
+  });
+  CHECK_THROWS_WITH(loss.backward(Tensor(), true), StartsWith("backward") && Contains("nest at most 100"));
+  CHECK(calls == 100);
+
+  // nesting within the limit works, and the failed passes left no count behind
+  calls = 0;
+  limit = 50;
+  x.zero_grad();
+  loss.backward(Tensor(), true);
+  CHECK(calls == 51);
+  CHECK(x.grad().to_vector<double>() == std::vector<double>{102, 102});
+}

@@ -9,6 +9,7 @@
 #include "core/gradcheck.h"
 #include "nn/attention.h"
 #include "nn/transformer.h"
+#include "optim/optimizer.h"
 
 using namespace ember;
 using namespace ember::testing;
@@ -790,4 +791,37 @@ TEST_CASE("every dropout of a model draws from the generator its configuration n
   mha.forward(x, x, x);
   CHECK(g.get_state()[1] > last);
   CHECK(default_generator().get_state() == before);
+}
+
+TEST_CASE("to(dtype) converts parameters in place, so an optimizer built before updates them") {
+  Linear l(2, 1);
+  const Tensor w = l.weight;  // a handle taken before, as an optimizer holds it
+  optim::SGD opt(l.named_parameters(), {.lr = 0.5});
+  sum(l.forward(ones({1, 2}))).backward();  // a float32 gradient, converted with the weight
+  l.to(kFloat64);
+  CHECK(l.weight.same(w));
+  CHECK(w.dtype() == kFloat64);
+  CHECK(w.requires_grad());
+  CHECK(w.is_leaf());
+  CHECK(w.grad().dtype() == kFloat64);
+  opt.zero_grad();
+  const Tensor before = l.weight.detach().clone();
+  sum(l.forward(ones({1, 2}, kFloat64))).backward();
+  opt.step();
+  CHECK(equal(l.weight.detach(), sub(before, 0.5)));  // d(sum(x w^T + b))/dw = x = 1
+}
+
+TEST_CASE("an optimizer whose state is of a parameter's old dtype refuses the next step, naming both dtypes") {
+  // torch.optim would go on with float32 moments; ember refuses to mix them
+  Linear l(2, 1);
+  optim::Adam opt(l.named_parameters());
+  sum(l.forward(ones({1, 2}))).backward();
+  opt.step();
+  l.to(kFloat64);
+  const Tensor before = l.weight.detach().clone();
+  sum(l.forward(ones({1, 2}, kFloat64))).backward();
+  CHECK_THAT(error_of([&] { opt.step(); }),
+             StartsWith("Adam::step") && Contains("is float64 but its state") && Contains("float32"));
+  CHECK(equal(l.weight.detach(), before));
+  CHECK(opt.state().params.at("weight").step == 1);
 }

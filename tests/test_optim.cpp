@@ -23,6 +23,7 @@ using namespace ember;
 using namespace ember::optim;
 using namespace ember::testing;
 using Catch::Matchers::Contains;
+using Catch::Matchers::StartsWith;
 
 namespace {
 
@@ -430,7 +431,7 @@ TEST_CASE("a state that does not fit is refused and the optimizer keeps its own"
 
   s = good;
   s.params.at("w").step = 0;
-  refused(s, "step must be at least 1");
+  refused(s, "step must be in [1, 2^62]");
 
   s = good;
   s.hyper["beta1"] = 1.5;
@@ -663,19 +664,66 @@ TEST_CASE("make_schedule rebuilds a schedule from its kind and settings and refu
   CHECK_THAT(error_of([] { ConstantSchedule s(-1); }), Contains("ConstantSchedule") && Contains("-1"));
 }
 
-TEST_CASE("Adam given one tensor under two names updates it twice, one after the other, the same with 1 and 2 threads") {
-  // tied weights: the second update starts from the first's result, never racing it
-  const int64_t n = int64_t(1) << 18;  // enough elements for the parallel path
-  auto run = [&](int threads) {
-    NumThreadsGuard guard(threads);
-    Tensor w = mul(ones({n}), 0.5).requires_grad_();
-    optim::Adam opt({{"a", w}, {"b", w}}, {.lr = 0.1});
-    sum(mul(w, add(arange(0.0, double(n), 1.0, kFloat32), 1.0))).backward();
-    opt.step();
-    return w.detach().clone();
+TEST_CASE("one tensor under two names is refused by every optimizer, naming both names") {
+  // it would be updated twice a step (as torch.optim refuses a parameter in two groups)
+  Tensor w = leaf({0.5, 0.5});
+  CHECK_THAT(error_of([&] { Adam opt({{"a", w}, {"b", w}}); }),
+             StartsWith("Adam") && Contains("'a' and 'b' are the same tensor"));
+  CHECK_THAT(error_of([&] { AdamW opt({{"enc", w}, {"x", leaf({1.0})}, {"dec", w}}); }),
+             StartsWith("AdamW") && Contains("'enc' and 'dec'"));
+  CHECK_THAT(error_of([&] { SGD opt({{"a", w}, {"b", w}}); }), StartsWith("SGD") && Contains("'a' and 'b'"));
+  // two leaves over one memory are refused too
+  Tensor whole = from_vector(std::vector<double>{1, 2, 3, 4}, {4});
+  Tensor front = whole.detach().requires_grad_(), back = whole.detach().requires_grad_();
+  CHECK_THAT(error_of([&] { SGD opt({{"front", front}, {"back", back}}); }), Contains("views of the same memory"));
+}
+
+TEST_CASE("load_state refuses a step count that would overflow, or a negative one, naming the parameter") {
+  Tensor w = leaf({1.0, 2.0});
+  Adam opt({{"w", w}});
+  w.set_grad(from_vector(std::vector<double>{1.0, -1.0}, {2}));
+  opt.step();
+  OptimizerState good = opt.state();
+  for (int64_t step : {INT64_MAX, kMaxStep + 1, int64_t(-5)}) {
+    OptimizerState s = good;
+    s.params["w"].step = step;
+    for (auto& [slot, t] : s.params["w"].slots) t = t.clone();
+    CHECK_THAT(error_of([&] { opt.load_state(s); }),
+               StartsWith("Optimizer::load_state") && Contains("parameter 'w'") && Contains("[1, 2^62]") &&
+                   Contains(std::to_string(step)));
+    CHECK(opt.state().params.at("w").step == 1);
+  }
+  // at the largest count, the next step is refused instead of overflowing
+  OptimizerState s = good;
+  s.params["w"].step = kMaxStep;
+  opt.load_state(s);
+  CHECK_THAT(error_of([&] { opt.step(); }), StartsWith("Adam::step") && Contains("the most counted"));
+  SGD sgd({{"v", leaf({1.0})}}, {.momentum = 0.9});
+  OptimizerState t = sgd.state();
+  t.params["v"].step = INT64_MAX;
+  t.params["v"].slots["momentum_buffer"] = from_vector(std::vector<double>{0.0}, {1});
+  CHECK_THAT(error_of([&] { sgd.load_state(t); }), Contains("parameter 'v'") && Contains("[1, 2^62]"));
+}
+
+TEST_CASE("load_state refuses slots no step can produce: non-finite values, negative second moments") {
+  Tensor w = leaf({1.0, 2.0});
+  Adam opt({{"w", w}}, {.amsgrad = true});
+  w.set_grad(from_vector(std::vector<double>{1.0, -1.0}, {2}));
+  opt.step();
+  const OptimizerState good = opt.state();
+  const Tensor m_before = good.params.at("w").slots.at("exp_avg").clone();
+  auto with = [&](const std::string& slot, double bad) {
+    OptimizerState s = good;
+    for (auto& [name, t] : s.params["w"].slots) t = t.clone();
+    s.params["w"].slots[slot] = from_vector(std::vector<double>{0.5, bad}, {2});
+    return s;
   };
-  Tensor one = run(1), two = run(2);
-  CHECK(equal(one, two));
-  // the first step of Adam moves each element by lr * sign(g): twice here, everywhere
-  CHECK(amax(abs(sub(two, 0.5 - 2 * 0.1))).item() < 1e-5);  // float32 Adam: lr to about 1e-5
+  CHECK_THAT(error_of([&] { opt.load_state(with("exp_avg_sq", -1.0)); }),
+             Contains("parameter 'w' slot 'exp_avg_sq'") && Contains("negative"));
+  CHECK_THAT(error_of([&] { opt.load_state(with("max_exp_avg_sq", -1e-30)); }),
+             Contains("slot 'max_exp_avg_sq'") && Contains("negative"));
+  CHECK_THAT(error_of([&] { opt.load_state(with("exp_avg_sq", NAN)); }), Contains("'exp_avg_sq'") && Contains("not finite"));
+  CHECK_THAT(error_of([&] { opt.load_state(with("exp_avg", INFINITY)); }), Contains("'exp_avg'") && Contains("not finite"));
+  CHECK(equal(opt.state().params.at("w").slots.at("exp_avg"), m_before));
+  opt.load_state(with("exp_avg", -3.0));  // a first moment may be negative
 }

@@ -1,6 +1,7 @@
 // Watching attention learn: attention hooks hand over scores and weights in the graph,
 // score_scale, the per-head statistics against direct computations, the gradient norms
 // against retain_grad by hand, and the log's files and figures.
+#include <hdf5.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -493,5 +494,53 @@ TEST_CASE("a watch file of huge finite values draws its figures") {
   CHECK(written.size() == 5);
   CHECK(error_of([&] { watch::draw_comparison({back, back}, {"a", "b"}, dir + "/both.png"); }) ==
         "<no ember::Error was thrown>");
+  fs::remove_all(dir);
+}
+
+TEST_CASE("a watch file whose snapshot steps are negative, repeated or out of order is refused, naming the file and the key") {
+  const std::string dir = scratch("steps");
+  Tiny t;
+  watch::Log log = watch::Log::for_sites(t.sites);
+  for (int64_t step : {0, 10, 20}) log.add(watch::measure(t.probe(), step));
+  log.write_h5(dir + "/good.h5");
+  CHECK(watch::Log::read_h5(dir + "/good.h5").snapshots.size() == 3);
+  for (const std::vector<int64_t>& steps :
+       {std::vector<int64_t>{20, 10, 0}, std::vector<int64_t>{10, 10, 20}, std::vector<int64_t>{-5, 0, 10}}) {
+    watch::Log bad = log;
+    for (size_t c = 0; c < 3; c++) bad.snapshots[c].step = steps[c];
+    bad.write_h5(dir + "/bad.h5");
+    CHECK_THAT(error_of([&] { watch::Log::read_h5(dir + "/bad.h5"); }),
+               Catch::StartsWith("watch::Log::read_h5") && Catch::Contains("bad.h5': key '/step'") &&
+                   Catch::Contains("strictly increase"));
+  }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("a watch file whose modules attribute holds a NUL byte is refused, naming the file and the attribute") {
+  const std::string dir = scratch("nul");
+  Tiny t;
+  watch::Log log = watch::Log::for_sites(t.sites);
+  log.add(watch::measure(t.probe(), 0));
+  const std::string path = dir + "/watch.h5";
+  log.write_h5(path);
+  {  // "encoder_self" then a NUL and more names, as a fixed-length string (the writer refuses NULs)
+    const std::string value("encoder_self\0,decoder_self,decoder_cross", 41);
+    hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    REQUIRE(f >= 0);
+    REQUIRE(H5Adelete(f, "modules") >= 0);
+    hid_t type = H5Tcopy(H5T_C_S1);
+    H5Tset_size(type, value.size());
+    hid_t space = H5Screate(H5S_SCALAR);
+    hid_t a = H5Acreate2(f, "modules", type, space, H5P_DEFAULT, H5P_DEFAULT);
+    REQUIRE(a >= 0);
+    REQUIRE(H5Awrite(a, type, value.data()) >= 0);
+    H5Aclose(a);
+    H5Sclose(space);
+    H5Tclose(type);
+    H5Fclose(f);
+  }
+  CHECK_THAT(error_of([&] { watch::Log::read_h5(path); }),
+             Catch::StartsWith("watch::Log::read_h5") && Catch::Contains("watch.h5': attribute 'modules'") &&
+                 Catch::Contains("NUL byte"));
   fs::remove_all(dir);
 }

@@ -234,7 +234,44 @@ b[:512] = head + b"\0" * (512 - len(head))
 open(path, "wb").write(b)
 PY
   run 1 worlds "$bin" train "${small[@]}" --out "$dir/worlds" --steps 40 --resume "$dir/worlds.h5"
-  contains "$dir/worlds.err" "key '/extra/world_size' should hold the number of processes that saved it, an int64 >= 1"
+  contains "$dir/worlds.err" "key '/extra/world_size' should hold the number of processes that saved it, an int64 in [1, 1048576]"
+  # crafted values a saved checkpoint never holds are refused, naming the key
+  crafted() {  # crafted <name> <python statements on the open file f> <expected message>
+    cp "$dir/cosine/ckpt-00000030.h5" "$dir/$1.h5"
+    "$python" - "$dir/$1.h5" "$2" <<'PY'
+import sys, zlib, h5py, numpy as np
+path = sys.argv[1]
+with h5py.File(path, "r+") as f:
+    def put(key, value):
+        del f[key]
+        f[key] = value
+    exec(sys.argv[2])
+b = bytearray(open(path, "rb").read())
+head = b"ember checkpoint\nschema 1\nsize %d\ncrc32 %08x\n" % (len(b), zlib.crc32(bytes(b[512:])) & 0xffffffff)
+b[:512] = head + b"\0" * (512 - len(head))
+open(path, "wb").write(b)
+PY
+    run 1 "$1" "$bin" train "${small[@]}" --out "$dir/$1" --steps 40 --resume "$dir/$1.h5"
+    contains "$dir/$1.err" "$3"
+  }
+  crafted world_huge 'put("extra/world_size", np.array([2**63 - 1], np.int64))' \
+    "an int64 in [1, 1048576] of shape [1]; got int64 [1] holding 9223372036854775807"
+  crafted epoch_huge 'put("progress/epoch", np.int64(2**63 - 1))' "key '/progress/epoch': should be in [0, 2^62]"
+  crafted epoch_int32 'put("progress/epoch", np.int32(0))' "key '/progress/epoch': is stored as int32"
+  crafted adam_step_huge 'name = sorted(f["optimizer/state"])[0]; put("optimizer/state/%s/step" % name, np.int64(2**63 - 1))' \
+    "/step': should be in [1, 2^62]"
+  crafted adam_moment_negative 'name = sorted(f["optimizer/state"])[0]; v = f["optimizer/state/%s/exp_avg_sq" % name][()]; v.flat[0] = -1; put("optimizer/state/%s/exp_avg_sq" % name, v)' \
+    "slot 'exp_avg_sq': holds a negative value"
+  crafted weight_nan 'name = sorted(f["model"])[0]; v = f["model/" + name][()]; v.flat[0] = np.nan; put("model/" + name, v)' \
+    "holds a value that is not finite"
+  crafted accuracy_above_one 'put("extra/valid_history", np.array([[10.0, 1.5]]))' \
+    "key '/extra/valid_history' row 0 is (10, 1.5): expected a whole step in [0, 30] and an accuracy in [0, 1]"
+  crafted history_flat 'put("extra/valid_history", np.array([10.0, 0.5]))' \
+    "key '/extra/valid_history' should hold (step, accuracy) pairs, float64 [n, 2]; got float64 [2]"
+  crafted loss_nan 'put("extra/loss_history", np.array([[10.0, 2.0], [20.0, np.nan]]))' \
+    "key '/extra/loss_history' row 1 is (20, nan): expected a whole step in [10, 30] and a finite loss"
+  crafted loss_unordered 'put("extra/loss_history", np.array([[20.0, 2.0], [10.0, 1.0]]))' \
+    "key '/extra/loss_history' row 1 is (10, 1)"
 else
   echo "skipped: the edited-schedule check needs python3 with h5py"
 fi

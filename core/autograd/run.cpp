@@ -22,10 +22,26 @@ using autograd_detail::t_current_node;
 using autograd_detail::t_in_backward;
 
 namespace {
+// Backward passes run from inside a backward pass (a hook or a Function's backward
+// calling backward()) nest on the stack: at most this many at once, so that runaway
+// recursion is an error instead of a stack overflow.
+constexpr int kMaxBackwardNesting = 100;
+thread_local constinit int t_backward_nesting = 0;
+
 struct InBackward {
   bool prev = t_in_backward;
-  InBackward() { t_in_backward = true; }
-  ~InBackward() { t_in_backward = prev; }
+  explicit InBackward(const char* op) {
+    if (t_backward_nesting >= kMaxBackwardNesting)
+      fail(op, "backward passes nest at most ", kMaxBackwardNesting,
+           " deep (a hook or a Function's backward starting another one), and ", kMaxBackwardNesting,
+           " are running: is a hook calling backward without end?");
+    t_backward_nesting++;
+    t_in_backward = true;
+  }
+  ~InBackward() {
+    t_in_backward = prev;
+    t_backward_nesting--;
+  }
 };
 
 std::string shapes_of(const std::vector<Edge>& inputs) {
@@ -157,8 +173,8 @@ class GraphTask {
     // the seeds, checked before anything runs
     std::vector<Tensor> seeds;
     for (size_t i = 0; i < roots.size(); i++) seeds.push_back(seed(roots[i], grads_in.empty() ? Tensor() : grads_in[i], i, roots.size() == 1));
+    InBackward in_backward(op_);
     GradModeGuard mode(create_);
-    InBackward in_backward;
     struct Current {  // queue_callback's task
       GraphTask* prev;
       explicit Current(GraphTask* t) : prev(t_current_task) { t_current_task = t; }

@@ -39,6 +39,9 @@
 namespace ember::translate {
 
 namespace fs = std::filesystem;
+
+// The most processes a checkpoint may say saved it (far beyond any MPI job this runs in).
+constexpr int64_t kMaxWorldSize = int64_t(1) << 20;
 using cli::UsageError;
 using seq2seq::Example;
 using text::CharVocab;
@@ -229,20 +232,40 @@ int train(const TrainOptions& o) {
       fail("translate train", "'", *resume, "': key '/extra/order' should hold the data order, int64 [pairs]");
     order = c.extra.at("order").to_vector<int64_t>();
     seq2seq::check_order(order, progress.position, train_set.size(), *resume, o.train);
-    auto series = [&](const char* name, std::vector<double>& x, std::vector<double>& y) {
+    // the curves so far, as make_checkpoint below writes them: float64 [n, 2] of (step,
+    // value) pairs, steps in [0, the checkpoint's step] and not decreasing, values finite
+    // (accuracies in [0, 1])
+    auto series = [&](const char* name, std::vector<double>& x, std::vector<double>& y, bool fraction) {
       if (!c.extra.count(name)) return;
-      auto v = c.extra.at(name).to_vector<double>();
-      for (size_t i = 0; i + 1 < v.size(); i += 2) x.push_back(v[i]), y.push_back(v[i + 1]);
+      const Tensor& t = c.extra.at(name);
+      const std::string key = cat_str("/extra/", name);
+      if (t.dtype() != kFloat64 || t.dim() != 2 || t.size(1) != 2)
+        fail("translate train", "'", *resume, "': key '", key, "' should hold (step, ", fraction ? "accuracy" : "loss",
+             ") pairs, float64 [n, 2]; got ", dtype_name(t.dtype()), " ", t.shape());
+      const std::vector<double> v = t.to_vector<double>();
+      for (size_t i = 0; i + 1 < v.size(); i += 2) {
+        const double step = v[i], value = v[i + 1];
+        const bool step_ok = step >= (x.empty() ? 0.0 : x.back()) && step <= (double)progress.step &&
+                             step == std::floor(step);
+        const bool value_ok = fraction ? (value >= 0 && value <= 1) : std::isfinite(value);
+        if (!step_ok || !value_ok)
+          fail("translate train", "'", *resume, "': key '", key, "' row ", (int64_t)(i / 2), " is (", step, ", ", value,
+               "): expected a whole step in [", x.empty() ? 0.0 : x.back(), ", ", progress.step, "] and ",
+               fraction ? "an accuracy in [0, 1]" : "a finite loss");
+        x.push_back(step), y.push_back(value);
+      }
     };
-    series("loss_history", hist.step, hist.loss);
-    series("valid_history", hist.eval_step, hist.eval_acc);
+    series("loss_history", hist.step, hist.loss, false);
+    series("valid_history", hist.eval_step, hist.eval_acc, true);
     std::string ranks;
     if (c.extra.count("world_size")) {
       const Tensor& w = c.extra.at("world_size");
-      if (w.dtype() != kInt64 || w.numel() != 1 || w.to_vector<int64_t>()[0] < 1)
+      const int64_t n = w.dtype() == kInt64 && w.numel() == 1 ? w.to_vector<int64_t>()[0] : 0;
+      if (n < 1 || n > kMaxWorldSize)
         fail("translate train", "'", *resume, "': key '/extra/world_size' should hold the number of processes that ",
-             "saved it, an int64 >= 1 of shape [1]; got ", dtype_name(w.dtype()), " ", w.shape());
-      ranks = cat_str(", saved by ", w.to_vector<int64_t>()[0], " process(es)");
+             "saved it, an int64 in [1, ", kMaxWorldSize, "] of shape [1]; got ", dtype_name(w.dtype()), " ",
+             w.shape(), w.dtype() == kInt64 && w.numel() == 1 ? cat_str(" holding ", n) : std::string());
+      ranks = cat_str(", saved by ", n, " process(es)");
     }
     std::printf("resumed from %s at step %lld (epoch %lld, pair %lld of the epoch%s)\n", resume->c_str(),
                 (long long)progress.step, (long long)progress.epoch, (long long)progress.position, ranks.c_str());

@@ -116,7 +116,12 @@ Log Log::read_h5(const std::string& path) {
   if (log.layers < 1 || log.heads < 1 || log.layers > kMaxLayers || log.heads > kMaxHeads)
     fail(op, "'", path, "': attributes 'layers' and 'heads' must be in [1, ", kMaxLayers, "] and [1, ", kMaxHeads,
          "], got ", log.layers, " and ", log.heads);
-  const std::string joined = r.attr_string("/", "modules");
+  std::string joined;
+  try {
+    joined = r.attr_string("/", "modules");
+  } catch (const ember::Error& e) {
+    fail(op, "'", path, "': attribute 'modules': ", e.what());
+  }
   for (size_t a = 0; a <= joined.size();) {
     size_t b = joined.find(',', a);
     if (b == std::string::npos) b = joined.size();
@@ -137,6 +142,12 @@ Log Log::read_h5(const std::string& path) {
     fail(op, "'", path, "': key '/step' should be int64 [checkpoints], got ", steps.shape());
   const int64_t C = steps.size(0);
   const std::vector<int64_t> step = steps.to_vector<int64_t>();
+  // a resume keeps the snapshots up to its step and appends after them: they must come in
+  // the order training took them
+  for (size_t c = 0; c < step.size(); c++)
+    if (step[c] < 0 || (c > 0 && step[c] <= step[c - 1]))
+      fail(op, "'", path, "': key '/step' should hold steps that are not negative and strictly increase, got ",
+           step[c], c > 0 ? cat_str(" after ", step[c - 1]) : std::string(), " (snapshot ", (int64_t)c, ")");
   log.snapshots.resize((size_t)C);
   for (int64_t c = 0; c < C; c++) log.snapshots[(size_t)c].step = step[(size_t)c];
   for (const std::string& m : log.modules)
