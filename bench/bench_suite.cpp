@@ -224,7 +224,7 @@ std::vector<Row> run_train(const std::string& dir, int64_t steps_only) {
   nn::TransformerConfig cfg;
   cfg.src_vocab = src_vocab.size();
   cfg.tgt_vocab = tgt_vocab.size();
-  cfg.layer = {.d_model = 128, .nhead = 4, .dim_feedforward = 512, .dropout = 0.1};
+  cfg.layer = {.d_model = 128, .num_heads = 4, .dim_feedforward = 512, .dropout_p = 0.1};
   cfg.num_encoder_layers = 2, cfg.num_decoder_layers = 2, cfg.max_len = max_len;
   manual_seed(1);
   Generator init_gen(1);

@@ -57,7 +57,7 @@ using cli::UsageError;
 // to the five roles, at every position.
 struct TaggerConfig {
   int64_t vocab = 0, d_model = 64, heads = 4, layers = 2, ffn = 128;
-  double dropout = 0.1, score_scale = 1.0;
+  double dropout_p = 0.1, score_scale = 1.0;
   Generator* init_gen = nullptr;     // the weights
   Generator* dropout_gen = nullptr;  // every dropout mask
 };
@@ -70,9 +70,9 @@ class Tagger : public nn::Module {
     nn::init::normal_(embed->weight, 0.0, 1.0 / std::sqrt((double)c.d_model), gen);
     embed->weight.detach().select(0, text::CharVocab::kPad).fill_(0.0);
     pos = register_module("pos", std::make_shared<nn::PositionalEncoding>(c.d_model, 128));
-    drop = register_module("drop", std::make_shared<nn::Dropout>(c.dropout, c.dropout_gen));
-    const nn::LayerConfig layer{.d_model = c.d_model, .nhead = c.heads, .dim_feedforward = c.ffn,
-                                .dropout = c.dropout, .score_scale = c.score_scale, .dropout_gen = c.dropout_gen};
+    drop = register_module("drop", std::make_shared<nn::Dropout>(c.dropout_p, c.dropout_gen));
+    const nn::LayerConfig layer{.d_model = c.d_model, .num_heads = c.heads, .dim_feedforward = c.ffn,
+                                .dropout_p = c.dropout_p, .score_scale = c.score_scale, .dropout_gen = c.dropout_gen};
     nn::check_config(layer, "Tagger");  // the encoder's layers trust it
     encoder = register_module("encoder", std::make_shared<nn::Encoder>(layer, c.layers, gen));
     head = register_module("head", std::make_shared<nn::Linear>(c.d_model, kClasses, true, gen));
@@ -251,7 +251,7 @@ int run(const Settings& o) {
 
   Generator init(seed * 1000003 + 5), dropout_gen(seed), order_gen(seed * 7919 + 11);
   Tagger model({.vocab = vocab.size(), .d_model = d_model, .heads = heads, .layers = layers, .ffn = ffn,
-                .dropout = dropout, .score_scale = o.score_scale, .init_gen = &init, .dropout_gen = &dropout_gen});
+                .dropout_p = dropout, .score_scale = o.score_scale, .init_gen = &init, .dropout_gen = &dropout_gen});
   auto params = model.named_parameters();
   optim::AdamW opt(params, {.lr = peak_lr, .beta1 = 0.9, .beta2 = 0.98, .eps = 1e-9, .weight_decay = 0.01});
   optim::WarmupCosineSchedule sched(peak_lr, warmup, steps, peak_lr * 0.05);

@@ -121,7 +121,7 @@ Tensor PositionalEncoding::forward(const Tensor& x, int64_t start) {
 
 FeedForward::FeedForward(const FeedForwardOptions& o) : activation(o.activation) {
   linear1 = register_module("linear1", std::make_shared<Linear>(o.d_model, o.d_ff, true, o.gen, o.dtype));
-  dropout = register_module("dropout", std::make_shared<Dropout>(o.dropout, o.dropout_gen));
+  dropout = register_module("dropout", std::make_shared<Dropout>(o.dropout_p, o.dropout_gen));
   linear2 = register_module("linear2", std::make_shared<Linear>(o.d_ff, o.d_model, true, o.gen, o.dtype));
 }
 

@@ -70,10 +70,10 @@ class PositionalEncoding : public Module {
 
 enum class Activation { ReLU, GELU };
 
-// FeedForward({.d_model = 512, .d_ff = 2048, .dropout = 0.1, .dropout_gen = &masks})
+// FeedForward({.d_model = 512, .d_ff = 2048, .dropout_p = 0.1, .dropout_gen = &masks})
 struct FeedForwardOptions {
   int64_t d_model = 0, d_ff = 0;
-  double dropout = 0.0;
+  double dropout_p = 0.0;  // the probability of the Dropout module `dropout`
   Activation activation = Activation::ReLU;
   Generator* gen = nullptr;          // initialisation (the default generator when null)
   Generator* dropout_gen = nullptr;  // dropout masks (the default generator when null); must outlive the module

@@ -21,12 +21,12 @@ MultiHeadAttention::MultiHeadAttention(const MultiHeadAttentionOptions& o)
       num_heads(o.num_heads),
       kdim(o.kdim > 0 ? o.kdim : o.embed_dim),
       vdim(o.vdim > 0 ? o.vdim : o.embed_dim),
-      dropout(o.dropout),
+      dropout_p(o.dropout_p),
       score_scale(o.score_scale),
       dropout_gen(o.dropout_gen) {
   const char* op = "MultiHeadAttention";
   const int64_t E = o.embed_dim, H = o.num_heads, kd = o.kdim, vd = o.vdim;
-  const double p = o.dropout;
+  const double p = o.dropout_p;
   const bool bias = o.bias;
   Generator* gen = o.gen;
   const DType dtype = o.dtype;
@@ -132,7 +132,7 @@ MultiHeadAttentionOutput MultiHeadAttention::forward(const Tensor& query, const 
     } else {
       qa = {q_proj->forward(q_rows), 0}, ka = {k_proj->forward(key), 0}, va = {v_proj->forward(value), 0};
     }
-    Tensor rows = attention_rows(qa, ka, va, H, d, query_packing, L, *kv_packing, dropout, is_training(), dropout_gen,
+    Tensor rows = attention_rows(qa, ka, va, H, d, query_packing, L, *kv_packing, dropout_p, is_training(), dropout_gen,
                                  scale(), call.is_causal);
     MultiHeadAttentionOutput out;
     out.output = out_proj->forward(rows);
@@ -225,19 +225,19 @@ MultiHeadAttentionOutput MultiHeadAttention::forward(const Tensor& query, const 
   if (has_attention_hooks() || weights_in_graph) {
     detail::check_inputs(op, q, k, v, mask);
     Tensor keep;
-    if (is_training() && dropout > 0.0) {
+    if (is_training() && dropout_p > 0.0) {
       const Shape shape{B, H, L, S};
       keep = detail::dropout_keep(shape, q.dtype(),
-                                  DropoutDraws::take(dropout_gen ? *dropout_gen : default_generator(), dropout, shape));
+                                  DropoutDraws::take(dropout_gen ? *dropout_gen : default_generator(), dropout_p, shape));
     }
     detail::Composed c = detail::composed_attention(q, k, v, mask, scale(), keep);
     if (has_attention_hooks())
       attention_hooks_.run(*this, AttentionInternals{c.scores, c.weights, mask.defined() ? mask.blocked() : Tensor()});
     r = {c.output, weights_in_graph ? c.weights : c.weights.detach()};
   } else if (need_weights == AttnWeights::None && !hooks && L * S >= kTiledMinPairs) {
-    r.output = scaled_dot_product_attention_tiled(q, k, v, mask, dropout, is_training(), dropout_gen, scale());
+    r.output = scaled_dot_product_attention_tiled(q, k, v, mask, dropout_p, is_training(), dropout_gen, scale());
   } else {
-    r = scaled_dot_product_attention(q, k, v, mask, dropout, is_training(), dropout_gen, scale());
+    r = scaled_dot_product_attention(q, k, v, mask, dropout_p, is_training(), dropout_gen, scale());
   }
   Tensor merged = r.output.transpose(1, 2).reshape({B, L, embed_dim});
   if (query_packing) merged = query_packing->pack(merged);

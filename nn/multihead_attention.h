@@ -46,13 +46,13 @@ struct KVCache {
   bool fixed = false;  // true: computed once from a fixed memory (cross-attention) and reused
 };
 
-// MultiHeadAttention({.embed_dim = 512, .num_heads = 8, .kdim = 256, .dropout = 0.1})
+// MultiHeadAttention({.embed_dim = 512, .num_heads = 8, .kdim = 256, .dropout_p = 0.1})
 struct MultiHeadAttentionOptions {
   int64_t embed_dim = 0;
   int64_t num_heads = 1;
   int64_t kdim = 0, vdim = 0;  // 0: embed_dim
   bool bias = true;
-  double dropout = 0.0;
+  double dropout_p = 0.0;  // attention dropout's probability
   double score_scale = 1.0;  // multiplies the scores on top of 1/sqrt(head_dim): sqrt(head_dim)
                              // leaves them unscaled; positive and finite
   Generator* gen = nullptr;          // initialisation (the default generator when null)
@@ -108,7 +108,7 @@ class MultiHeadAttention : public Module {
   double scale() const;
 
   int64_t embed_dim, num_heads, kdim, vdim, head_dim;
-  double dropout, score_scale;
+  double dropout_p, score_scale;
   Generator* dropout_gen = nullptr;  // masks from here (the default generator when null)
   std::shared_ptr<Linear> q_proj, k_proj, v_proj, out_proj;
 

@@ -9,11 +9,11 @@
 namespace ember::nn {
 
 std::string config_error(const LayerConfig& c) {
-  if (c.d_model <= 0 || c.nhead <= 0 || c.dim_feedforward <= 0)
-    return cat_str("d_model, nhead and dim_feedforward must be positive, got ", c.d_model, ", ", c.nhead, ", ",
+  if (c.d_model <= 0 || c.num_heads <= 0 || c.dim_feedforward <= 0)
+    return cat_str("d_model, num_heads and dim_feedforward must be positive, got ", c.d_model, ", ", c.num_heads, ", ",
                    c.dim_feedforward);
-  if (c.d_model % c.nhead != 0) return cat_str("d_model ", c.d_model, " is not divisible by nhead ", c.nhead);
-  if (!(c.dropout >= 0.0 && c.dropout < 1.0)) return cat_str("dropout must be in [0, 1), got ", c.dropout);
+  if (c.d_model % c.num_heads != 0) return cat_str("d_model ", c.d_model, " is not divisible by num_heads ", c.num_heads);
+  if (!(c.dropout_p >= 0.0 && c.dropout_p < 1.0)) return cat_str("dropout must be in [0, 1), got ", c.dropout_p);
   if (!(c.score_scale > 0.0 && std::isfinite(c.score_scale)))
     return cat_str("score_scale must be positive and finite, got ", c.score_scale);
   return "";
@@ -40,12 +40,12 @@ void check_config(const TransformerConfig& c, const char* op) {
 namespace {
 
 MultiHeadAttentionOptions attention_options(const LayerConfig& c, Generator* gen, DType dtype) {
-  return {.embed_dim = c.d_model, .num_heads = c.nhead, .dropout = c.dropout, .score_scale = c.score_scale,
+  return {.embed_dim = c.d_model, .num_heads = c.num_heads, .dropout_p = c.dropout_p, .score_scale = c.score_scale,
           .gen = gen, .dropout_gen = c.dropout_gen, .dtype = dtype};
 }
 
 FeedForwardOptions feed_forward_options(const LayerConfig& c, Generator* gen, DType dtype) {
-  return {.d_model = c.d_model, .d_ff = c.dim_feedforward, .dropout = c.dropout, .activation = c.activation,
+  return {.d_model = c.d_model, .d_ff = c.dim_feedforward, .dropout_p = c.dropout_p, .activation = c.activation,
           .gen = gen, .dropout_gen = c.dropout_gen, .dtype = dtype};
 }
 
@@ -67,8 +67,8 @@ EncoderLayer::EncoderLayer(const LayerConfig& c, Generator* gen, DType dtype) : 
   ffn = register_module("ffn", std::make_shared<FeedForward>(feed_forward_options(c, gen, dtype)));
   norm1 = register_module("norm1", std::make_shared<LayerNorm>(c.d_model, c.layer_norm_eps, true, dtype));
   norm2 = register_module("norm2", std::make_shared<LayerNorm>(c.d_model, c.layer_norm_eps, true, dtype));
-  dropout1 = register_module("dropout1", std::make_shared<Dropout>(c.dropout, c.dropout_gen));
-  dropout2 = register_module("dropout2", std::make_shared<Dropout>(c.dropout, c.dropout_gen));
+  dropout1 = register_module("dropout1", std::make_shared<Dropout>(c.dropout_p, c.dropout_gen));
+  dropout2 = register_module("dropout2", std::make_shared<Dropout>(c.dropout_p, c.dropout_gen));
 }
 
 Tensor EncoderLayer::sublayers(const Tensor& x, const Packing* packing,
@@ -111,9 +111,9 @@ DecoderLayer::DecoderLayer(const LayerConfig& c, Generator* gen, DType dtype) : 
   norm1 = register_module("norm1", std::make_shared<LayerNorm>(c.d_model, c.layer_norm_eps, true, dtype));
   norm2 = register_module("norm2", std::make_shared<LayerNorm>(c.d_model, c.layer_norm_eps, true, dtype));
   norm3 = register_module("norm3", std::make_shared<LayerNorm>(c.d_model, c.layer_norm_eps, true, dtype));
-  dropout1 = register_module("dropout1", std::make_shared<Dropout>(c.dropout, c.dropout_gen));
-  dropout2 = register_module("dropout2", std::make_shared<Dropout>(c.dropout, c.dropout_gen));
-  dropout3 = register_module("dropout3", std::make_shared<Dropout>(c.dropout, c.dropout_gen));
+  dropout1 = register_module("dropout1", std::make_shared<Dropout>(c.dropout_p, c.dropout_gen));
+  dropout2 = register_module("dropout2", std::make_shared<Dropout>(c.dropout_p, c.dropout_gen));
+  dropout3 = register_module("dropout3", std::make_shared<Dropout>(c.dropout_p, c.dropout_gen));
 }
 
 Tensor DecoderLayer::forward(const Tensor& x, const Tensor& memory, const DecoderLayerCall& call) {
@@ -221,7 +221,7 @@ Transformer::Transformer(const TransformerConfig& c, Generator* gen, DType dtype
     if (c.pad_id >= 0) e->weight.detach().select(0, c.pad_id).fill_(0.0);
   }
   pos = register_module("pos", std::make_shared<PositionalEncoding>(lc.d_model, c.max_len, dtype));
-  dropout = register_module("dropout", std::make_shared<Dropout>(lc.dropout, lc.dropout_gen));
+  dropout = register_module("dropout", std::make_shared<Dropout>(lc.dropout_p, lc.dropout_gen));
   encoder = register_module("encoder", std::make_shared<Encoder>(lc, c.num_encoder_layers, gen, dtype));
   decoder = register_module("decoder", std::make_shared<Decoder>(lc, c.num_decoder_layers, gen, dtype));
   out_proj = register_module("out_proj", std::make_shared<Linear>(lc.d_model, c.tgt_vocab, true, gen, dtype));

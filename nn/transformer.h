@@ -29,13 +29,13 @@ namespace ember::nn {
 // with check_config first.
 struct LayerConfig {
   int64_t d_model = 128;
-  int64_t nhead = 4;
+  int64_t num_heads = 4;
   int64_t dim_feedforward = 512;
-  double dropout = 0.1;
+  double dropout_p = 0.1;  // every dropout's probability (the checkpoint's key: dropout)
   Activation activation = Activation::ReLU;
   bool norm_first = false;
   double layer_norm_eps = 1e-5;
-  double score_scale = 1.0;  // every attention's scores times this, on top of 1/sqrt(d_model / nhead)
+  double score_scale = 1.0;  // every attention's scores times this, on top of 1/sqrt(d_model / num_heads)
   // Every dropout mask of the layer is drawn from here: the sub-layers' residual dropouts,
   // attention dropout and the feed-forward dropout. The default generator when null; it
   // must outlive the layer. (The constructor's Generator initialises the weights.)
@@ -132,7 +132,7 @@ class Decoder : public Module {
   std::shared_ptr<DecoderLayer> layer(size_t i) const { return layers->at<DecoderLayer>(i); }
 };
 
-// Transformer({.src_vocab = 40, .tgt_vocab = 15, .layer = {.d_model = 64, .nhead = 2}, .max_len = 48})
+// Transformer({.src_vocab = 40, .tgt_vocab = 15, .layer = {.d_model = 64, .num_heads = 2}, .max_len = 48})
 struct TransformerConfig {
   int64_t src_vocab = 0, tgt_vocab = 0;
   // Every layer's width, heads, feed-forward, activation, norm placement and score scale;
@@ -144,7 +144,7 @@ struct TransformerConfig {
 };
 
 // What is wrong with a configuration, or "" when layers (and a Transformer) can be built
-// from it: d_model, nhead and dim_feedforward positive, nhead dividing d_model, dropout in
+// from it: d_model, num_heads and dim_feedforward positive, num_heads dividing d_model, dropout in
 // [0, 1), score_scale positive and finite; for a Transformer also positive vocabularies
 // and layer counts. (The embeddings and the positional table check pad_id and max_len.)
 std::string config_error(const LayerConfig& c);

@@ -311,7 +311,7 @@ TEST_CASE("gradgradcheck: MultiHeadAttention with kdim, vdim and masks, encoder 
     return mha->forward(query, key, value, {.key_padding_mask = padding}).output;
   }, in));
 
-  nn::LayerConfig cfg{.d_model = 4, .nhead = 2, .dim_feedforward = 6, .dropout = 0.0,
+  nn::LayerConfig cfg{.d_model = 4, .num_heads = 2, .dim_feedforward = 6, .dropout_p = 0.0,
                       .activation = nn::Activation::GELU};
   auto enc = std::make_shared<nn::EncoderLayer>(cfg, &g, kFloat64);
   auto dec = std::make_shared<nn::DecoderLayer>(cfg, &g, kFloat64);
@@ -476,7 +476,7 @@ TEST_CASE("a custom Function's errors name it: wrong gradient count, shape, in-p
 // ------------------------------------------------------------------ module forward hooks
 TEST_CASE("forward hooks see every layer's inputs, output and attention weights, and are removable") {
   Generator g(100);
-  nn::LayerConfig cfg{.d_model = 8, .nhead = 2, .dim_feedforward = 16, .dropout = 0.0};
+  nn::LayerConfig cfg{.d_model = 8, .num_heads = 2, .dim_feedforward = 16, .dropout_p = 0.0};
   nn::Encoder enc(cfg, 2, &g, kFloat64);
   Tensor x = randn64({2, 5, 8}, 101);
   std::vector<Tensor> weights;

@@ -23,9 +23,9 @@ static TransformerConfig tiny_config() {
   c.src_vocab = 11;
   c.tgt_vocab = 13;
   c.layer.d_model = 16;
-  c.layer.nhead = 4;
+  c.layer.num_heads = 4;
   c.layer.dim_feedforward = 32;
-  c.layer.dropout = 0.1;
+  c.layer.dropout_p = 0.1;
   c.num_encoder_layers = 2;
   c.num_decoder_layers = 2;
   c.max_len = 64;
@@ -384,7 +384,7 @@ TEST_CASE("gradcheck: MultiHeadAttention, self and cross with kdim, vdim and L !
 
 TEST_CASE("gradcheck: EncoderLayer and DecoderLayer, post-norm and pre-norm") {
   for (bool pre : {false, true}) {
-    LayerConfig c{.d_model = 8, .nhead = 2, .dim_feedforward = 12, .dropout = 0.0, .activation = Activation::GELU, .norm_first = pre};
+    LayerConfig c{.d_model = 8, .num_heads = 2, .dim_feedforward = 12, .dropout_p = 0.0, .activation = Activation::GELU, .norm_first = pre};
     EncoderLayer enc(c, nullptr, kFloat64);
     Tensor x = randn({2, 3, 8}, kFloat64).requires_grad_();
     auto pad = AttentionMask::blocked(from_bools({false, false, true, false, false, false}, {2, 3}));
@@ -461,7 +461,7 @@ static std::vector<Tensor> parameter_grads(Module& m, const Tensor& out, const T
 TEST_CASE("packed encoder and decoder layers equal the padded ones at every kept position, gradients included") {
   for (bool pre : {false, true}) {
     INFO("norm_first " << pre);
-    LayerConfig c{.d_model = 8, .nhead = 2, .dim_feedforward = 12, .dropout = 0.0, .activation = Activation::ReLU, .norm_first = pre};
+    LayerConfig c{.d_model = 8, .num_heads = 2, .dim_feedforward = 12, .dropout_p = 0.0, .activation = Activation::ReLU, .norm_first = pre};
     Generator g(5);
     Tensor ids = from_vector(std::vector<int64_t>{3, 4, 5, 0, 6, 0, 0, 0, 7, 8, 9, 1}, {3, 4});
     Packing p = Packing::of(ids, 0);
@@ -496,7 +496,7 @@ TEST_CASE("a decoder layer on packed target rows equals the padded one at every 
   for (bool pre : {false, true}) {
     INFO("norm_first " << pre);
     Generator drops(21);
-    LayerConfig c{.d_model = 8, .nhead = 2, .dim_feedforward = 12, .dropout = 0.25, .activation = Activation::ReLU,
+    LayerConfig c{.d_model = 8, .num_heads = 2, .dim_feedforward = 12, .dropout_p = 0.25, .activation = Activation::ReLU,
                   .norm_first = pre, .dropout_gen = &drops};
     Generator g(6);
     DecoderLayer dec(c, &g, kFloat64);
@@ -565,7 +565,7 @@ TEST_CASE("Transformer's packed encoder gives the logits of the padded computati
   for (bool pre : {false, true}) {
     TransformerConfig c = tiny_config();
     c.layer.norm_first = pre;
-    c.layer.dropout = 0.0;
+    c.layer.dropout_p = 0.0;
     Generator g(4);
     Transformer model(c, &g, kFloat64);
     Tensor src = from_vector(std::vector<int64_t>{3, 4, 5, 0, 6, 0, 0, 0, 7, 8, 9, 10}, {3, 4});
@@ -746,7 +746,7 @@ TEST_CASE("attention dropout of a slice of the batch equals that slice of the wh
 
 TEST_CASE("every dropout of a model draws from the generator its configuration names, never the default one") {
   TransformerConfig c = tiny_config();
-  c.layer.dropout = 0.3;
+  c.layer.dropout_p = 0.3;
   Generator init(5);
   Tensor src = from_vector(std::vector<int64_t>{3, 4, 5, 1, 2, 0}, {2, 3});
   Tensor tgt = from_vector(std::vector<int64_t>{1, 6, 7, 2, 3, 0}, {2, 3});
@@ -776,9 +776,9 @@ TEST_CASE("every dropout of a model draws from the generator its configuration n
   // Each kind of layer on its own, through its configuration or options.
   Generator g(3);
   const auto before = default_generator().get_state();
-  EncoderLayer enc(LayerConfig{.d_model = 8, .nhead = 2, .dim_feedforward = 16, .dropout = 0.5, .dropout_gen = &g}, &init);
-  DecoderLayer dec(LayerConfig{.d_model = 8, .nhead = 2, .dim_feedforward = 16, .dropout = 0.5, .dropout_gen = &g}, &init);
-  MultiHeadAttention mha(MultiHeadAttentionOptions{.embed_dim = 8, .num_heads = 2, .dropout = 0.5, .gen = &init,
+  EncoderLayer enc(LayerConfig{.d_model = 8, .num_heads = 2, .dim_feedforward = 16, .dropout_p = 0.5, .dropout_gen = &g}, &init);
+  DecoderLayer dec(LayerConfig{.d_model = 8, .num_heads = 2, .dim_feedforward = 16, .dropout_p = 0.5, .dropout_gen = &g}, &init);
+  MultiHeadAttention mha(MultiHeadAttentionOptions{.embed_dim = 8, .num_heads = 2, .dropout_p = 0.5, .gen = &init,
                                                    .dropout_gen = &g});
   Tensor x = randn({2, 3, 8}, kFloat32, &init);
   uint64_t last = g.get_state()[1];

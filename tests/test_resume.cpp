@@ -39,9 +39,9 @@ nn::TransformerConfig model_config() {
   c.src_vocab = kVocab;
   c.tgt_vocab = kVocab;
   c.layer.d_model = 16;
-  c.layer.nhead = 2;
+  c.layer.num_heads = 2;
   c.layer.dim_feedforward = 32;
-  c.layer.dropout = 0.1;
+  c.layer.dropout_p = 0.1;
   c.num_encoder_layers = 1;
   c.num_decoder_layers = 1;
   c.max_len = 16;
@@ -117,7 +117,7 @@ struct Trainer {
 
   void save(const std::string& path) {
     Checkpoint c = make_checkpoint(model->state_dict(), opt.get(), &sched, generators(), progress,
-                                   {{"d_model", model->cfg.layer.d_model}, {"dropout", model->cfg.layer.dropout}});
+                                   {{"d_model", model->cfg.layer.d_model}, {"dropout", model->cfg.layer.dropout_p}});
     c.extra["data_order"] = order;
     c.extra["losses"] = from_vector(losses, {(int64_t)losses.size()});
     save_checkpoint(path, c);
@@ -129,7 +129,7 @@ struct Trainer {
     t.optimizer = opt.get();
     t.schedule = &sched;
     t.generators = generators();
-    t.config = {{"d_model", model->cfg.layer.d_model}, {"dropout", model->cfg.layer.dropout}};
+    t.config = {{"d_model", model->cfg.layer.d_model}, {"dropout", model->cfg.layer.dropout_p}};
     Checkpoint c = load_checkpoint(path, t);
     progress = c.progress;
     order = c.extra.at("data_order");

@@ -40,7 +40,7 @@ TEST_CASE("accuracy counts exact matches and matching characters") {
 TEST_CASE("the model's configuration goes through a checkpoint's config and is checked on the way back") {
   nn::TransformerConfig c;
   c.src_vocab = 40, c.tgt_vocab = 15, c.num_encoder_layers = 3, c.max_len = 48;
-  c.layer.d_model = 64, c.layer.nhead = 2, c.layer.dropout = 0.2, c.layer.activation = nn::Activation::GELU;
+  c.layer.d_model = 64, c.layer.num_heads = 2, c.layer.dropout_p = 0.2, c.layer.activation = nn::Activation::GELU;
   auto back = seq2seq::from_config(seq2seq::to_config(c), "f.h5");
   CHECK(seq2seq::to_config(back) == seq2seq::to_config(c));
   auto cfg = seq2seq::to_config(c);
@@ -110,7 +110,7 @@ TEST_CASE("a tiny Transformer learns to reverse strings, and greedy decoding get
 
   nn::TransformerConfig cfg;
   cfg.src_vocab = cfg.tgt_vocab = 10;
-  cfg.layer = {.d_model = 32, .nhead = 2, .dim_feedforward = 64, .dropout = 0.0};
+  cfg.layer = {.d_model = 32, .num_heads = 2, .dim_feedforward = 64, .dropout_p = 0.0};
   cfg.num_encoder_layers = 1, cfg.num_decoder_layers = 1, cfg.max_len = 16;
   nn::Transformer model(cfg, &gen);
   seq2seq::xavier_init(model, &gen);
@@ -155,7 +155,7 @@ TEST_CASE("parameter_count counts a Transformer's parameters exactly") {
     nn::TransformerConfig cfg;
     cfg.src_vocab = 11, cfg.tgt_vocab = 7;
     cfg.layer.norm_first = enc == 2;
-    cfg.layer.d_model = 16, cfg.layer.nhead = 2, cfg.layer.dim_feedforward = 24;
+    cfg.layer.d_model = 16, cfg.layer.num_heads = 2, cfg.layer.dim_feedforward = 24;
     cfg.num_encoder_layers = enc, cfg.num_decoder_layers = 2, cfg.max_len = 12;
     nn::Transformer model(cfg);
     CHECK(seq2seq::parameter_count(cfg) == double(model.num_parameters()));

@@ -237,9 +237,9 @@ TEST_CASE("nn ops, layers, autograd functions and checks refuse an undefined ten
       {"Dropout::forward", [](T u) { nn::Dropout d(0.5); (void)d.forward(u); }},
       {"MultiHeadAttention::forward", [&](T u) { nn::MultiHeadAttention m(4, 2); (void)m.forward(x, u, x); }},
       {"EncoderLayer::forward",
-       [](T u) { nn::EncoderLayer l({.d_model = 4, .nhead = 2, .dim_feedforward = 8}); (void)l.forward(u); }},
+       [](T u) { nn::EncoderLayer l({.d_model = 4, .num_heads = 2, .dim_feedforward = 8}); (void)l.forward(u); }},
       {"DecoderLayer::forward", [&](T u) {
-         nn::DecoderLayer l({.d_model = 4, .nhead = 2, .dim_feedforward = 8});
+         nn::DecoderLayer l({.d_model = 4, .num_heads = 2, .dim_feedforward = 8});
          (void)l.forward(x, u);
        }},
       {"jacobian", [](T u) { (void)jacobian([](const Tensor& t) { return t; }, u); }},
@@ -293,7 +293,7 @@ TEST_CASE("modules, optimizers, packings, custom functions and gradcheck refuse 
 TEST_CASE("the Transformer's encode, decode and decoding steps name an undefined argument") {
   nn::TransformerConfig cfg;
   cfg.src_vocab = 6, cfg.tgt_vocab = 6;
-  cfg.layer.d_model = 8, cfg.layer.nhead = 2, cfg.layer.dim_feedforward = 16;
+  cfg.layer.d_model = 8, cfg.layer.num_heads = 2, cfg.layer.dim_feedforward = 16;
   cfg.num_encoder_layers = 1, cfg.num_decoder_layers = 1;
   nn::Transformer model(cfg);
   const Tensor src = from_vector(std::vector<int64_t>{1, 2, 3}, {1, 3});

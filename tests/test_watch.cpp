@@ -148,7 +148,7 @@ TEST_CASE("score_scale multiplies the scores on top of 1/sqrt(d), and must be po
   // a model's configuration is checked once, where the model is built
   TransformerConfig bad{.src_vocab = 9,
                         .tgt_vocab = 7,
-                        .layer = {.d_model = 8, .nhead = 2, .dim_feedforward = 8, .score_scale = -2}};
+                        .layer = {.d_model = 8, .num_heads = 2, .dim_feedforward = 8, .score_scale = -2}};
   CHECK_THAT(error_of([&] { Transformer model(bad); }), Catch::Contains("Transformer: score_scale must be positive"));
   CHECK_THAT(error_of([&] { check_config(bad.layer, "EncoderLayer"); }),
              Catch::Contains("EncoderLayer: score_scale must be positive"));
@@ -208,7 +208,7 @@ struct Tiny {
   Tiny() {
     TransformerConfig c{.src_vocab = 9,
                         .tgt_vocab = 7,
-                        .layer = {.d_model = 8, .nhead = 2, .dim_feedforward = 16, .dropout = 0.2, .dropout_gen = &drop},
+                        .layer = {.d_model = 8, .num_heads = 2, .dim_feedforward = 16, .dropout_p = 0.2, .dropout_gen = &drop},
                         .num_encoder_layers = 2,
                         .num_decoder_layers = 1};
     model = std::make_shared<Transformer>(c, &init, kFloat64);

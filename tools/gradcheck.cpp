@@ -262,7 +262,7 @@ std::vector<Entry> entries() {
                "or causal (self-attention)",
                [](const Flags& f, DType t) {
                  Generator g(f.options.seed);
-                 nn::LayerConfig cfg{.d_model = f.embed, .nhead = f.heads, .dim_feedforward = f.ffn, .dropout = 0.0};
+                 nn::LayerConfig cfg{.d_model = f.embed, .num_heads = f.heads, .dim_feedforward = f.ffn, .dropout_p = 0.0};
                  nn::check_config(cfg, "EncoderLayer");  // the layer trusts it
                  auto layer = std::make_shared<nn::EncoderLayer>(cfg, &g, kFloat64);
                  layer->to(t);
@@ -282,7 +282,7 @@ std::vector<Entry> entries() {
                "embed], cross-attention over memory [batch, S, embed]; --mask padding blocks memory keys",
                [](const Flags& f, DType t) {
                  Generator g(f.options.seed);
-                 nn::LayerConfig cfg{.d_model = f.embed, .nhead = f.heads, .dim_feedforward = f.ffn, .dropout = 0.0};
+                 nn::LayerConfig cfg{.d_model = f.embed, .num_heads = f.heads, .dim_feedforward = f.ffn, .dropout_p = 0.0};
                  nn::check_config(cfg, "DecoderLayer");  // the layer trusts it
                  auto layer = std::make_shared<nn::DecoderLayer>(cfg, &g, kFloat64);
                  layer->to(t);

@@ -233,7 +233,7 @@ int watch_checkpoint(const WatchOptions& o) {
   std::printf("%s: step %lld, d_model %lld, %lld heads (d_k %lld), --score-scale %g; the first %lld pairs of %s, "
               "teacher-forced, in eval mode\n",
               o.checkpoint.c_str(), (long long)l.checkpoint.progress.step, (long long)cfg.layer.d_model,
-              (long long)cfg.layer.nhead, (long long)(cfg.layer.d_model / cfg.layer.nhead), cfg.layer.score_scale, (long long)rows, o.data.c_str());
+              (long long)cfg.layer.num_heads, (long long)(cfg.layer.d_model / cfg.layer.num_heads), cfg.layer.score_scale, (long long)rows, o.data.c_str());
   std::printf("score std: of the softmax's input over allowed keys; entropy in nats, H/logn normalised by the number "
               "of keys; max w: the largest weight; sat.: queries whose largest weight is above 0.99; P the weights, Z "
               "the scores, Wq and Wk the head's rows of the query and key projections\n\n%s",

@@ -99,7 +99,7 @@ std::map<std::string, std::string> watch_info(const std::string& program, const 
                                               int64_t rows, const std::string& data) {
   return {{"program", program},
           {"model", seq2seq::describe(cfg)},
-          {"head_dim", cat_str(cfg.layer.d_model / cfg.layer.nhead)},
+          {"head_dim", cat_str(cfg.layer.d_model / cfg.layer.num_heads)},
           {"score_scale", cat_str(cfg.layer.score_scale)},
           {"probe", cat_str("the first ", rows, " pairs of ", data)}};
 }
@@ -164,8 +164,8 @@ int train(const TrainOptions& o) {
     tgt_vocab = vocab_of(*previous, "target", *resume);
     check_resume_options(o, *previous, cfg, *resume);
   } else {
-    if (o.model.layer.d_model % o.model.layer.nhead != 0)
-      throw UsageError{cat_str("--heads ", o.model.layer.nhead, " must divide --d-model ", o.model.layer.d_model),
+    if (o.model.layer.d_model % o.model.layer.num_heads != 0)
+      throw UsageError{cat_str("--heads ", o.model.layer.num_heads, " must divide --d-model ", o.model.layer.d_model),
                        "train"};
     std::vector<std::string> sources, targets;
     for (auto& p : train_pairs) sources.push_back(p.source), targets.push_back(p.target);

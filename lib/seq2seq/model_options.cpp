@@ -21,7 +21,7 @@ const std::vector<ModelField>& model_fields() {
        .integer = [](TransformerConfig& c) -> int64_t& { return c.layer.d_model; }},
       {.key = "nhead", .kind = K::Integer, .lo = 1, .hi = double(kMaxWidth),
        .flag = "--heads", .help = "attention heads (must divide --d-model)", .initial = 4, .what = "number of heads",
-       .integer = [](TransformerConfig& c) -> int64_t& { return c.layer.nhead; }},
+       .integer = [](TransformerConfig& c) -> int64_t& { return c.layer.num_heads; }},
       {.key = "num_encoder_layers", .kind = K::Integer, .lo = 1, .hi = double(kMaxLayers),
        .flag = "--enc-layers", .help = "encoder layers", .initial = 2, .what = "number of encoder layers",
        .integer = [](TransformerConfig& c) -> int64_t& { return c.num_encoder_layers; }},
@@ -33,7 +33,7 @@ const std::vector<ModelField>& model_fields() {
        .integer = [](TransformerConfig& c) -> int64_t& { return c.layer.dim_feedforward; }},
       {.key = "dropout", .kind = K::Real, .lo = 0, .hi = 0.99,
        .flag = "--dropout", .help = "dropout probability", .initial = 0.1, .what = "dropout",
-       .real = [](TransformerConfig& c) -> double& { return c.layer.dropout; }},
+       .real = [](TransformerConfig& c) -> double& { return c.layer.dropout_p; }},
       // written since scores could be scaled; older checkpoints lack it (then 1)
       {.key = "score_scale", .kind = K::Real, .lo = kMinScoreScale, .hi = kMaxScoreScale,
        .flag = "--score-scale",
@@ -76,7 +76,7 @@ TransformerConfig default_model_config() {
 }
 
 std::string describe(const TransformerConfig& c) {
-  return cat_str("d_model ", c.layer.d_model, ", ", c.layer.nhead, " heads, ", c.num_encoder_layers, "+",
+  return cat_str("d_model ", c.layer.d_model, ", ", c.layer.num_heads, " heads, ", c.num_encoder_layers, "+",
                  c.num_decoder_layers, " layers, ffn ", c.layer.dim_feedforward);
 }
 
@@ -133,8 +133,8 @@ TransformerConfig from_config(const io::Config& config, const std::string& file)
     else f.integer(c) = *v;
   }
   // what holds between fields
-  if (c.layer.d_model % c.layer.nhead != 0)
-    fail(op, "'", file, "': key '/config': nhead ", c.layer.nhead, " does not divide d_model ", c.layer.d_model);
+  if (c.layer.d_model % c.layer.num_heads != 0)
+    fail(op, "'", file, "': key '/config': nhead ", c.layer.num_heads, " does not divide d_model ", c.layer.d_model);
   if (c.pad_id >= c.src_vocab)
     fail(op, "'", file, "': key '/config' attribute 'pad_id' must be in [0, ", c.src_vocab - 1, "], got ", c.pad_id);
   for (const auto& [key, value] : config) {
@@ -155,7 +155,7 @@ double parameter_count(const TransformerConfig& c) {
 }
 
 double training_bytes(const TransformerConfig& c, int64_t batch) {
-  const double d = double(c.layer.d_model), f = double(c.layer.dim_feedforward), h = double(c.layer.nhead);
+  const double d = double(c.layer.d_model), f = double(c.layer.dim_feedforward), h = double(c.layer.num_heads);
   const double tokens = double(batch) * double(c.max_len), layers = double(c.num_encoder_layers + c.num_decoder_layers);
   const double state = 4 * parameter_count(c) * 4;  // parameters, gradients, two Adam moments
   const double positions = 2 * double(c.max_len) * d * 4;

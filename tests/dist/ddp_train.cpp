@@ -96,7 +96,7 @@ struct Trainer {
     nn::TransformerConfig cfg;
     cfg.src_vocab = kVocab, cfg.tgt_vocab = kVocab, cfg.num_encoder_layers = 1, cfg.num_decoder_layers = 1,
     cfg.max_len = 16, cfg.pad_id = kPad;
-    cfg.layer = {.d_model = 16, .nhead = 2, .dim_feedforward = 24, .dropout = 0.2, .dropout_gen = &drop};
+    cfg.layer = {.d_model = 16, .num_heads = 2, .dim_feedforward = 24, .dropout_p = 0.2, .dropout_gen = &drop};
     model = std::make_shared<nn::Transformer>(cfg, &init, kFloat64);
     model->train();
     // eps 1e-6: the key projections' biases have a gradient that is zero in exact
