@@ -94,6 +94,9 @@ namespace literal_detail {
 Tensor make(const std::vector<double>& v, const Shape& s, DType dt, const char* op) { return from_values(v, s, dt, op); }
 Tensor make(const std::vector<int64_t>& v, const Shape& s, DType dt, const char* op) { return from_values(v, s, dt, op); }
 Tensor make(const std::vector<uint8_t>& v, const Shape& s, DType dt, const char* op) { return from_values(v, s, dt, op); }
+void fail_unsigned(unsigned long long value, const char* op) {
+  fail(op, "the value ", std::to_string(value), " does not fit int64");
+}
 void fail_ragged(const Shape& shape, size_t level, size_t got) {
   fail("tensor", "expected lists of equal length at each level: a list at level ", (int64_t)level, " has ",
        (int64_t)got, " elements where an earlier one has ", shape[level], " (sizes so far ", shape, ")");

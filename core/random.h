@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/error.h"
+
 namespace ember {
 
 class Generator {
@@ -76,6 +78,7 @@ struct DropoutDraws {
 
   // One draw of source for a tensor of this shape, dropping with probability p.
   static DropoutDraws take(Generator& source, double p, const std::vector<int64_t>& shape) {
+    if (!(p >= 0.0 && p <= 1.0)) fail("DropoutDraws::take", "probability must be in [0, 1], got ", p);
     DropoutDraws d{Generator(source.seed()), source.draw(source.reserve(1)), Generator::below_threshold(p),
                    p < 1.0 ? 1.0 / (1.0 - p) : 0.0, source.sample_offset(), {}};
     if (!shape.empty()) d.row_dims.assign(shape.begin(), shape.end() - 1);

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <limits>
+#include <utility>
 
 #include "core/autograd.h"
 #include "core/kernels/dispatch.h"
@@ -85,23 +86,32 @@ double Tensor::at(std::initializer_list<int64_t> index) const {
   return dispatch_all(dtype(), [&](auto tag) { return (double)data<decltype(tag)>()[off]; });
 }
 
+// The row-major values as T; op names the caller in errors. An integer type must hold
+// every value (a float truncated toward zero first).
 template <class T>
-std::vector<T> Tensor::to_vector() const {
-  live("to_vector");
-  Tensor c = contiguous();
-  std::vector<T> out(numel());
-  dispatch_all(dtype(), [&](auto tag) {
+static std::vector<T> values_as(const Tensor& t, const char* op) {
+  Tensor c = t.contiguous();
+  std::vector<T> out(t.numel());
+  dispatch_all(t.dtype(), [&](auto tag) {
     using S = decltype(tag);
     const S* p = c.data<S>();
     if constexpr (std::is_floating_point_v<S> && std::is_integral_v<T>) {
       // NaN, infinities and values past T's range have no T: refused, not undefined
       const double hi = std::ldexp(1.0, std::numeric_limits<T>::digits), lo = std::is_signed_v<T> ? -hi : 0.0;
       for (size_t i = 0; i < out.size(); i++) {
-        if (!(double(p[i]) >= lo && double(p[i]) < hi))
-          fail("to_vector", "element ", (int64_t)i, " (", (double)p[i], ") of a ", dtype_name(dtype()),
+        if (!(std::trunc(double(p[i])) >= lo && double(p[i]) < hi))
+          fail(op, "element ", (int64_t)i, " (", (double)p[i], ") of a ", dtype_name(t.dtype()),
                " tensor does not fit the integer type asked for (range [", std::is_signed_v<T> ? "-2^" : "0",
                std::is_signed_v<T> ? std::to_string(std::numeric_limits<T>::digits) : std::string(), ", 2^",
                std::numeric_limits<T>::digits, "))");
+        out[i] = static_cast<T>(p[i]);
+      }
+    } else if constexpr (std::is_integral_v<S> && std::is_integral_v<T>) {
+      for (size_t i = 0; i < out.size(); i++) {
+        if (!std::in_range<T>(p[i]))
+          fail(op, "element ", (int64_t)i, " (", (int64_t)p[i], ") of a ", dtype_name(t.dtype()),
+               " tensor does not fit the integer type asked for (range [", (int64_t)std::numeric_limits<T>::min(),
+               ", ", std::to_string(std::numeric_limits<T>::max()), "])");
         out[i] = static_cast<T>(p[i]);
       }
     } else {
@@ -109,6 +119,29 @@ std::vector<T> Tensor::to_vector() const {
     }
   });
   return out;
+}
+
+template <class T>
+T Tensor::integer_item() const {
+  live("item");
+  if (numel() != 1) fail("item", "expected a tensor with one element, got shape ", shape());
+  return values_as<T>(*this, "item")[0];
+}
+template int Tensor::integer_item<int>() const;
+template long Tensor::integer_item<long>() const;
+template long long Tensor::integer_item<long long>() const;
+template unsigned Tensor::integer_item<unsigned>() const;
+template unsigned long Tensor::integer_item<unsigned long>() const;
+template unsigned long long Tensor::integer_item<unsigned long long>() const;
+template short Tensor::integer_item<short>() const;
+template unsigned short Tensor::integer_item<unsigned short>() const;
+template signed char Tensor::integer_item<signed char>() const;
+template unsigned char Tensor::integer_item<unsigned char>() const;
+
+template <class T>
+std::vector<T> Tensor::to_vector() const {
+  live("to_vector");
+  return values_as<T>(*this, "to_vector");
 }
 
 namespace literal_detail {

@@ -144,7 +144,7 @@ class Tensor {
   // The value as T: exact for an int64 tensor read as an integer type; a float value read
   // as an integer must fit it (truncated toward zero).
   template <class T> T item() const {
-    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) return static_cast<T>(item_int64());
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) return integer_item<T>();
     else return static_cast<T>(item());
   }
   // Row-major values, converted (float, double, int64_t, int, uint8_t); a float value read
@@ -155,6 +155,7 @@ class Tensor {
   template <class T, int D> auto tolist() const;
   double at(std::initializer_list<int64_t> index) const;  // one element, as double
   int64_t item_int64() const;  // item() read as int64, exactly
+  template <class T> T integer_item() const;  // item() as an integer type T, which must hold it
 
   // --- autograd
   bool requires_grad() const { return live("Tensor::requires_grad").requires_grad; }
@@ -315,6 +316,15 @@ Tensor make(const std::vector<double>& values, const Shape& shape, DType dtype, 
 Tensor make(const std::vector<int64_t>& values, const Shape& shape, DType dtype, const char* op);
 Tensor make(const std::vector<uint8_t>& values, const Shape& shape, DType dtype, const char* op);
 [[noreturn]] void fail_ragged(const Shape& shape, size_t level, size_t got);
+[[noreturn]] void fail_unsigned(unsigned long long value, const char* op);
+
+// A literal as the kind it is stored as; an unsigned value past int64 is refused.
+template <class Out, class V>
+Out literal_value(V v, const char* op) {
+  if constexpr (std::is_unsigned_v<V> && !std::is_same_v<V, bool> && sizeof(V) >= sizeof(int64_t))
+    if (v > (V)INT64_MAX) fail_unsigned(v, op);
+  return static_cast<Out>(v);
+}
 
 template <class T>
 using Kind = std::conditional_t<std::is_same_v<T, bool>, uint8_t,
@@ -340,7 +350,7 @@ struct Leaf<std::initializer_list<T>> {
 template <class V, class Out>
 void flatten(const V& v, size_t level, Shape& shape, std::vector<Out>& out) {
   if constexpr (std::is_arithmetic_v<V>) {
-    out.push_back(static_cast<Out>(v));
+    out.push_back(literal_value<Out>(v, "tensor"));
   } else {
     if (shape.size() == level) shape.push_back((int64_t)v.size());
     else if (shape[level] != (int64_t)v.size()) fail_ragged(shape, level, v.size());
@@ -396,7 +406,8 @@ template <class T>
 Tensor from_vector(std::initializer_list<T> values, const Shape& shape) {
   static_assert(std::is_arithmetic_v<T>, "from_vector: expected numbers");
   using K = literal_detail::Kind<T>;
-  const std::vector<K> flat(values.begin(), values.end());
+  std::vector<K> flat;
+  for (const T& v : values) flat.push_back(literal_detail::literal_value<K>(v, "from_vector"));
   const DType dtype = std::is_same_v<T, float> ? kFloat32 : std::is_same_v<K, double> ? kFloat64 : literal_detail::default_dtype<T>();
   return literal_detail::make(flat, shape, dtype, "from_vector");
 }
@@ -406,7 +417,7 @@ Tensor tensor(T value, std::optional<DType> dtype)
   requires std::is_arithmetic_v<T>
 {
   using K = literal_detail::Kind<T>;
-  return literal_detail::make(std::vector<K>{static_cast<K>(value)}, Shape{},
+  return literal_detail::make(std::vector<K>{literal_detail::literal_value<K>(value, "tensor")}, Shape{},
                               dtype.value_or(literal_detail::default_dtype<T>()), "tensor");
 }
 template <class T>

@@ -355,6 +355,9 @@ Tensor& Tensor::copy_(const Tensor& src) {
   live("copy_");
   check_defined(src, "copy_", "the source");
   check_in_place(*this, "copy_");
+  if (grad_enabled() && src.requires_grad())
+    fail("copy_", "the source requires grad (shape ", src.shape(), ") and copy_ is not recorded in the graph, so its "
+         "gradient would be lost; copy detach() of it, or under NoGradGuard, or use an op that returns a new tensor");
   Shape bs = broadcast_shapes(shape(), src.shape(), "copy_");
   if (bs != shape()) fail("copy_", "cannot copy a tensor of shape ", src.shape(), " into shape ", shape());
   for (int64_t d = 0; d < dim(); d++)

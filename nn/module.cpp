@@ -123,9 +123,41 @@ void Module::load_state_dict(const StateDict& state, bool strict) {
     list("Shape or dtype mismatch", mismatched);
     fail("load_state_dict", msg);
   }
-  NoGradGuard ng;
   std::set<std::string> bad(missing.begin(), missing.end());
   for (auto& m : mismatched) bad.insert(m.substr(0, m.find(':')));
+  // Destinations that share memory would take the values in turn, the last one winning:
+  // refused before anything is copied, unless they are one tensor (tied) given one value.
+  struct Span {
+    const std::string* name;
+    const Tensor* dst;
+    int64_t first, last;  // the first and last element it reaches
+  };
+  std::vector<Span> spans;
+  for (auto& [n, t] : mine) {
+    if (bad.count(n) || t.numel() == 0) continue;
+    int64_t last = t.offset();
+    for (int64_t d = 0; d < t.dim(); d++) {
+      if (t.stride(d) == 0 && t.size(d) > 1)
+        fail("load_state_dict", "'", n, "' (shape ", t.shape(), ", strides ", t.strides(),
+             ") has elements that are one memory location (an expanded view); nothing was loaded");
+      last += (t.size(d) - 1) * t.stride(d);
+    }
+    spans.push_back({&n, &t, t.offset(), last});
+  }
+  for (size_t i = 0; i < spans.size(); i++)
+    for (size_t j = 0; j < i; j++) {
+      const Span &a = spans[j], &b = spans[i];
+      if (a.dst->storage() != b.dst->storage() || a.last < b.first || b.last < a.first) continue;
+      const bool tied = a.dst->offset() == b.dst->offset() && a.dst->shape() == b.dst->shape() &&
+                        a.dst->strides() == b.dst->strides();
+      if (!tied)
+        fail("load_state_dict", "'", *a.name, "' and '", *b.name,
+             "' overlap in memory, so one would overwrite the other; nothing was loaded");
+      if (!equal(state.at(*a.name), state.at(*b.name)))
+        fail("load_state_dict", "'", *a.name, "' and '", *b.name,
+             "' are one tensor (tied), but the state gives them different values; nothing was loaded");
+    }
+  NoGradGuard ng;
   for (auto& [n, t] : mine) {
     if (bad.count(n)) continue;
     Tensor dst = t;

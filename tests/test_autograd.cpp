@@ -573,3 +573,26 @@ TEST_CASE("backward called from a hook without end is an error naming backward, 
   CHECK(calls == 51);
   CHECK(x.grad().to_vector<double>() == std::vector<double>{102, 102});
 }
+
+TEST_CASE("a leaf's gradient is added to in place only when nothing else sees it") {
+  // a .grad() the caller keeps is not changed by the next backward
+  Tensor x = ones({3}, kFloat64).requires_grad_();
+  sum(mul(x, 2.0)).backward();
+  const Tensor kept = x.grad();
+  sum(mul(x, 2.0)).backward();
+  CHECK(kept.to_vector<double>() == std::vector<double>{2, 2, 2});
+  CHECK(x.grad().to_vector<double>() == std::vector<double>{4, 4, 4});
+  // one tensor set as two leaves' gradient: each gets its own sum
+  Tensor a = ones({2}, kFloat64).requires_grad_(), b = ones({2}, kFloat64).requires_grad_();
+  const Tensor shared = zeros({2}, kFloat64);
+  a.set_grad(shared), b.set_grad(shared);
+  sum(add(mul(a, 2.0), mul(b, 3.0))).backward();
+  CHECK(a.grad().to_vector<double>() == std::vector<double>{2, 2});
+  CHECK(b.grad().to_vector<double>() == std::vector<double>{3, 3});
+  CHECK(shared.to_vector<double>() == std::vector<double>{0, 0});
+  // an expanded gradient, whose elements are one memory location
+  Tensor e = ones({3}, kFloat64).requires_grad_();
+  e.set_grad(zeros({1}, kFloat64).expand({3}));
+  sum(mul(e, 2.0)).backward();
+  CHECK(e.grad().to_vector<double>() == std::vector<double>{2, 2, 2});
+}

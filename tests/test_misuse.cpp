@@ -8,6 +8,7 @@
 
 #include "core/autograd.h"
 #include "core/ops.h"
+#include "core/random.h"
 #include "nn/attention.h"
 #include "nn/functional.h"
 #include "nn/layers.h"
@@ -256,4 +257,43 @@ TEST_CASE("cat refuses sizes whose sum passes 2^63 or 2^56, naming itself") {
   CHECK_THAT(error_of([&] { (void)cat(three, 0); }),
              StartsWith("cat: a tensor of shape [108086391056891904,0] has sizes whose product (zeros aside) exceeds 2^56"));
   CHECK(cat(std::vector<Tensor>(2, zeros({int64_t(1) << 55, 0})), 0).shape() == Shape{int64_t(1) << 56, 0});
+}
+
+TEST_CASE("copy_ from a source in the graph is refused in grad mode rather than losing its gradient") {
+  Tensor x = ones({3}, kFloat64).requires_grad_();
+  Tensor d = zeros({3}, kFloat64);
+  CHECK_THAT(error_of([&] { d.copy_(mul(x, 2.0)); }),
+             StartsWith("copy_: the source requires grad (shape [3]) and copy_ is not recorded in the graph"));
+  Tensor buffer = zeros({2, 3}, kFloat64);
+  CHECK_THAT(error_of([&] { buffer.select(0, 1).copy_(x); }), StartsWith("copy_: the source requires grad"));
+  d.copy_(mul(x, 2.0).detach());
+  CHECK(d.to_vector<double>() == std::vector<double>{2, 2, 2});
+  {
+    NoGradGuard ng;
+    d.copy_(mul(x, 3.0));
+  }
+  CHECK(d.to_vector<double>() == std::vector<double>{3, 3, 3});
+}
+
+TEST_CASE("integer reads refuse what the integer type cannot hold, and unsigned literals past int64 are refused") {
+  CHECK_THAT(error_of([] { (void)tensor({INT64_MAX}).item<int>(); }),
+             StartsWith("item: element 0 (9223372036854775807) of a int64 tensor does not fit the integer type asked for"));
+  CHECK_THAT(error_of([] { (void)full({1}, 3e9).item<int>(); }), StartsWith("item: element 0 (3e+09)"));
+  CHECK_THAT(error_of([] { (void)full({1}, -1.0).item<uint8_t>(); }), StartsWith("item: element 0 (-1)"));
+  CHECK_THAT(error_of([] { (void)tensor({int64_t(-1)}).item<uint64_t>(); }), StartsWith("item: element 0 (-1)"));
+  CHECK_THAT(error_of([] { (void)tensor({INT64_MAX}).to_vector<int>(); }), StartsWith("to_vector: element 0"));
+  CHECK_THAT(error_of([] { (void)tensor({int64_t(300)}).to_vector<uint8_t>(); }), StartsWith("to_vector: element 0 (300)"));
+  CHECK(tensor({int64_t(-7)}).item<int>() == -7);
+  CHECK(full({1}, -0.5).item<unsigned>() == 0u);  // toward zero, and 0 fits
+  CHECK(tensor(INT64_MAX).item<uint64_t>() == uint64_t(INT64_MAX));
+  CHECK_THAT(error_of([] { (void)tensor({UINT64_MAX}); }), StartsWith("tensor: the value 18446744073709551615 does not fit int64"));
+  CHECK_THAT(error_of([] { (void)tensor(uint64_t(1) << 63); }), StartsWith("tensor: the value 9223372036854775808"));
+  CHECK_THAT(error_of([] { (void)from_vector({UINT64_MAX, uint64_t(1)}, {2}); }), StartsWith("from_vector: the value 18446744073709551615"));
+  CHECK(tensor({uint64_t(5)}).item<int64_t>() == 5);
+}
+
+TEST_CASE("DropoutDraws::take refuses a probability outside [0, 1]") {
+  Generator g(1);
+  for (double p : {-1.0, 2.0, std::nan("")})
+    CHECK_THAT(error_of([&] { (void)DropoutDraws::take(g, p, {2, 3}); }), StartsWith("DropoutDraws::take: probability must be in [0, 1]"));
 }

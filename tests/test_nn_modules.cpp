@@ -825,3 +825,33 @@ TEST_CASE("an optimizer whose state is of a parameter's old dtype refuses the ne
   CHECK(equal(l.weight.detach(), before));
   CHECK(opt.state().params.at("weight").step == 1);
 }
+
+TEST_CASE("load_state_dict refuses destinations that share memory before it copies anything") {
+  struct Two : Module {
+    Tensor a, b;
+    Two(Tensor x, Tensor y) : a(x), b(y) {
+      register_parameter("a", a);
+      register_parameter("b", b);
+    }
+  };
+  const StateDict values{{"a", full({4}, 7.0)}, {"b", full({4}, 9.0)}};
+  {
+    Two m(zeros({4}), zeros({1}).expand({4}));
+    CHECK_THAT(error_of([&] { m.load_state_dict(values); }),
+               Catch::Matchers::StartsWith("load_state_dict: 'b' (shape [4], strides [0]) has elements that are one memory location"));
+    CHECK(m.a.to_vector<float>() == std::vector<float>(4, 0.0f));  // a untouched
+  }
+  {
+    Tensor base = zeros({5});
+    Two m(base.narrow(0, 0, 4), base.narrow(0, 1, 4));
+    CHECK_THAT(error_of([&] { m.load_state_dict(values); }), Catch::Matchers::Contains("overlap in memory"));
+    CHECK(base.to_vector<float>() == std::vector<float>(5, 0.0f));
+  }
+  {
+    Tensor w = zeros({4});
+    Two tied(w, w);
+    CHECK_THAT(error_of([&] { tied.load_state_dict(values); }), Catch::Matchers::Contains("are one tensor (tied)"));
+    tied.load_state_dict({{"a", full({4}, 7.0)}, {"b", full({4}, 7.0)}});  // one value for both: fine
+    CHECK(w.to_vector<float>() == std::vector<float>(4, 7.0f));
+  }
+}

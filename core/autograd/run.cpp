@@ -107,8 +107,17 @@ void accumulate(std::shared_ptr<TensorImpl>& slot, Tensor g, bool create_graph) 
   } else if (create_graph || slot->requires_grad) {
     slot = add(Tensor(slot), g).impl_ptr();
   } else {
+    // in place only when nothing else sees the gradient's memory: not a .grad() the user
+    // keeps, not one tensor given to two leaves, not an expanded view (as PyTorch, which
+    // adds out of place when the gradient is referenced elsewhere)
+    const bool alone = slot.use_count() == 1 && slot->storage.use_count() == 1;
     Tensor acc(slot);
-    kernel::add_inplace(acc, g);
+    if (alone && acc.is_contiguous() && acc.offset() == 0 &&
+        (size_t)(acc.numel() * dtype_size(acc.dtype())) == acc.storage()->nbytes && g.shape() == acc.shape() &&
+        g.dtype() == acc.dtype())
+      kernel::add_inplace(acc, g);
+    else
+      slot = add(acc, g).impl_ptr();
   }
 }
 
