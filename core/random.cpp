@@ -19,4 +19,12 @@ Generator& default_generator() {
 
 void manual_seed(uint64_t seed) { default_generator().manual_seed(seed); }
 
+namespace {
+thread_local int64_t t_batch_offset = 0;
+}  // namespace
+
+BatchOffset::BatchOffset(int64_t first) : previous_(t_batch_offset) { t_batch_offset = first; }
+BatchOffset::~BatchOffset() { t_batch_offset = previous_; }
+int64_t BatchOffset::current() { return t_batch_offset; }
+
 }  // namespace ember

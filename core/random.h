@@ -43,13 +43,6 @@ class Generator {
   }
   bool below(uint64_t i, uint64_t threshold) const { return (draw(i) >> 11) < threshold; }
 
-  // Dropout's masks for a tensor whose first dim holds samples are drawn as if sample i
-  // were sample i + offset: a process holding samples [offset, offset + n) of a larger
-  // batch draws the masks the whole batch would give them (see DropoutDraws). Not part of
-  // the state; 0 unless set.
-  void set_sample_offset(int64_t offset) { sample_offset_ = offset; }
-  int64_t sample_offset() const { return sample_offset_; }
-
   // Sequential helpers for scalar use.
   double next_uniform() { return uniform(reserve(1)); }
   uint64_t next_u64() { return draw(reserve(1)); }
@@ -57,7 +50,23 @@ class Generator {
  private:
   uint64_t seed_ = 0;
   uint64_t counter_ = 0;
-  int64_t sample_offset_ = 0;
+};
+
+// The batch being computed is samples [first, first + n) of a larger batch (one part of
+// a batch split between workers, or split to fit memory): while a BatchOffset lives on
+// this thread, dropout draws for sample i the masks sample first + i of the larger batch
+// would get (see DropoutDraws), so that the parts together are masked as the whole. 0
+// outside any; scopes nest.
+class BatchOffset {
+ public:
+  explicit BatchOffset(int64_t first);
+  ~BatchOffset();
+  BatchOffset(const BatchOffset&) = delete;
+  BatchOffset& operator=(const BatchOffset&) = delete;
+  static int64_t current();
+
+ private:
+  int64_t previous_;
 };
 
 // Dropout's keep/drop decisions, made in this one place for every op that drops. They
@@ -65,8 +74,8 @@ class Generator {
 // seen as rows (every dim but the last) of columns (the last dim), and element c of the
 // row at coordinates (i0, i1, ...) is dropped when draw key + c of the generator falls
 // below p, where key hashes this call's own draw with the coordinates. Padding a batch
-// longer, packing its rows, or splitting it between processes (the generator's sample
-// offset moves i0, the sample) leaves every element's decision as it was. A kept element
+// longer, packing its rows, or splitting it into parts (a BatchOffset moves i0, the
+// sample) leaves every element's decision as it was. A kept element
 // is scaled by 1/(1-p). The value holds the generator's seed rather than a reference to
 // it, so that a backward keeps it to make the same decisions again.
 struct DropoutDraws {
@@ -80,7 +89,7 @@ struct DropoutDraws {
   static DropoutDraws take(Generator& source, double p, const std::vector<int64_t>& shape) {
     if (!(p >= 0.0 && p <= 1.0)) fail("DropoutDraws::take", "probability must be in [0, 1], got ", p);
     DropoutDraws d{Generator(source.seed()), source.draw(source.reserve(1)), Generator::below_threshold(p),
-                   p < 1.0 ? 1.0 / (1.0 - p) : 0.0, source.sample_offset(), {}};
+                   p < 1.0 ? 1.0 / (1.0 - p) : 0.0, BatchOffset::current(), {}};
     if (!shape.empty()) d.row_dims.assign(shape.begin(), shape.end() - 1);
     return d;
   }

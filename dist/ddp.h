@@ -8,7 +8,7 @@
 //   for (...) {
 //     opt.zero_grad();
 //     dist::Shard mine = dist::shard(batch_rows);        // this rank's rows of the batch
-//     gen.set_sample_offset(mine.first);                  // dropout masks of those rows
+//     BatchOffset offset(mine.first);                     // dropout masks of those rows
 //     Tensor loss_sum = ...;                              // over this rank's tokens
 //     Tensor loss = div(loss_sum, global_tokens);         // global_tokens: allreduced
 //     loss.backward();                                    // gradients reduced here

@@ -706,12 +706,14 @@ TEST_CASE("a sample's dropout mask does not depend on the padding or the split o
   CHECK(equal(padded.narrow(1, 0, 5), whole));
   // samples 2 and 3 alone, with the generator told where they sit in the batch
   g.set_state(state);
-  g.set_sample_offset(2);
-  Tensor part = dropout(x.narrow(0, 2, 2), 0.5, true, &g);
-  CHECK(equal(part, whole.narrow(0, 2, 2)));
+  {
+    const BatchOffset offset(2);
+    Tensor part = dropout(x.narrow(0, 2, 2), 0.5, true, &g);
+    CHECK(equal(part, whole.narrow(0, 2, 2)));
+  }
   // ... and without it, other masks
   g.set_state(state);
-  g.set_sample_offset(0);
+  CHECK(BatchOffset::current() == 0);
   CHECK_FALSE(equal(dropout(x.narrow(0, 2, 2), 0.5, true, &g), whole.narrow(0, 2, 2)));
   // packed rows get the masks of their places in the padded tensor
   const std::vector<int64_t> places{0, 1, 2, 5, 6, 12, 19};  // b * 5 + s
@@ -733,7 +735,7 @@ TEST_CASE("attention dropout of a slice of the batch equals that slice of the wh
     INFO((tiled ? "tiled" : "fused"));
     auto attend = [&](const Tensor& q_, const Tensor& k_, const Tensor& v_, int64_t offset) {
       Generator g(5);
-      g.set_sample_offset(offset);
+      const BatchOffset batch_offset(offset);
       return tiled ? scaled_dot_product_attention_tiled(q_, k_, v_, {}, 0.3, true, &g)
                    : scaled_dot_product_attention(q_, k_, v_, {}, 0.3, true, &g).output;
     };

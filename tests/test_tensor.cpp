@@ -747,7 +747,7 @@ TEST_CASE("manual_seed on the default generator makes ops without a generator re
 
 TEST_CASE("dropout's row keys made in a run equal each row's own key, from any first row") {
   Generator source(17);
-  source.set_sample_offset(5);
+  const BatchOffset offset(5);
   for (const Shape& shape : {Shape{3, 4, 5, 6}, Shape{2, 7}, Shape{9}, Shape{4, 1, 3, 2}}) {
     const DropoutDraws d = DropoutDraws::take(source, 0.3, shape);
     const int64_t rows = numel_of(shape) / shape.back();

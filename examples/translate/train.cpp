@@ -364,7 +364,7 @@ int train(const TrainOptions& o) {
     // this rank's rows; their dropout masks are the ones one process would draw for them
     const dist::Shard mine = dist::shard((int64_t)batch.size(), rank, world);
     const std::vector<const Example*> rows(batch.begin() + mine.first, batch.begin() + mine.first + mine.count);
-    dropout_gen.set_sample_offset(mine.first);
+    const BatchOffset batch_offset(mine.first);
 
     const int64_t held_before = Storage::system_bytes();
     lr = sched->step(opt);

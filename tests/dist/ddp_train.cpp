@@ -110,7 +110,7 @@ struct Trainer {
   // The loss share of `samples` (rows [first, ...) of a global batch with global_tokens
   // tokens): its token losses summed, over the global count. Backward included.
   double forward_backward(const std::vector<const Sample*>& samples, int64_t first, int64_t global_tokens) {
-    drop.set_sample_offset(first);
+    const BatchOffset offset(first);
     if (samples.empty()) return 0;
     Batch b = make_batch(samples);
     Tensor logits = model->forward(b.src, b.tgt_in);
