@@ -1,5 +1,8 @@
 // Printing tensors as PyTorch does: one format for all elements (integers, fixed or
 // scientific), nested brackets, and large tensors summarised with "..." at their edges.
+// The printer walks the shown elements once, by strides, without recursion: its time is
+// linear in what it prints, whatever the number of dims, and it prints at most
+// kMaxPrinted elements, whatever the options ask.
 #include "core/tensor.h"
 
 #include <algorithm>
@@ -13,18 +16,14 @@
 
 namespace ember {
 
-// ---------------------------------------------------------------- printing
 namespace {
 
 PrintOptions g_options;
+constexpr int64_t kMaxPrinted = int64_t(1) << 22;  // 2048 x 2048
 
 struct Formatter {
   enum Mode { Int, Fixed, Sci, Bool, Whole } mode = Fixed;
-  int width = 1;
   int precision = 4;
-
-  // An int64 element, printed from its own value (a double would round past 2^53).
-  std::string fmt_int(int64_t v) const { return std::to_string(v); }
 
   std::string fmt(double v) const {
     char buf[64];
@@ -40,7 +39,7 @@ struct Formatter {
   }
 };
 
-// Indices of dim d to print (-1 marks the "..." gap).
+// The indices of a dim of n elements that are shown (-1 marks the "..." gap).
 std::vector<int64_t> shown(int64_t n, bool summarize) {
   std::vector<int64_t> r;
   const int64_t edge = g_options.edgeitems;
@@ -54,58 +53,75 @@ std::vector<int64_t> shown(int64_t n, bool summarize) {
   return r;
 }
 
-// The shown elements as text, in order (each tensor prints with one format).
-std::string element(const Tensor& t, const Formatter& f) {
-  return f.mode == Formatter::Int ? f.fmt_int(t.item<int64_t>()) : f.fmt(t.item());
-}
-
-void collect(const Tensor& t, bool summarize, std::vector<double>& out) {
-  if (t.dim() == 0) {
-    out.push_back(t.dtype() == kInt64 ? 0.0 : t.item());  // int64 values are printed from the tensor
-    return;
-  }
-  for (int64_t i : shown(t.size(0), summarize))
-    if (i >= 0) collect(t.select(0, i), summarize, out);
-}
-
-void width_of_ints(const Tensor& t, bool summarize, Formatter& f) {
-  if (t.dim() == 0) {
-    f.width = std::max<int>(f.width, (int)element(t, f).size());
-    return;
-  }
-  for (int64_t i : shown(t.size(0), summarize))
-    if (i >= 0) width_of_ints(t.select(0, i), summarize, f);
-}
-
-void emit(std::ostringstream& os, const Tensor& t, const Formatter& f, bool summarize, int indent) {
-  if (t.dim() == 0) {
-    std::string s = element(t, f);
-    os << std::string(f.width > (int)s.size() ? f.width - s.size() : 0, ' ') << s;
-    return;
-  }
-  os << "[";
-  auto idx = shown(t.size(0), summarize);
-  for (size_t k = 0; k < idx.size(); k++) {
-    if (k) {
-      os << ",";
-      if (t.dim() == 1) os << " ";
-      else os << std::string(t.dim() - 1, '\n') << std::string(indent + 1, ' ');
+// Walks the shown elements of t in row-major order, writing brackets, separators and
+// gaps to `os` (when given) and calling element(offset) for each element, at most
+// kMaxPrinted times. Returns false if it stopped at that bound.
+template <class Element>
+bool walk(const Tensor& t, bool summarize, std::ostringstream* os, int indent, Element&& element) {
+  const int64_t D = t.dim();
+  std::vector<std::vector<int64_t>> idx(D);
+  for (int64_t d = 0; d < D; d++) idx[d] = shown(t.size(d), summarize);
+  std::vector<size_t> pos(D, 0);
+  std::vector<int64_t> off(D + 1, 0);
+  int64_t printed = 0;
+  int64_t d = 0;
+  if (os) *os << "[";
+  for (;;) {
+    if (pos[d] == idx[d].size()) {  // this dim is done: close it and step the one above
+      if (os) *os << "]";
+      if (d == 0) return true;
+      pos[--d]++;
+      continue;
     }
-    if (idx[k] < 0) os << "...";
-    else emit(os, t.select(0, idx[k]), f, summarize, indent + 1);
+    if (pos[d] > 0 && os) {
+      *os << ",";
+      if (d == D - 1) *os << " ";
+      else *os << std::string(D - 1 - d, '\n') << std::string(indent + d + 1, ' ');
+    }
+    const int64_t i = idx[d][pos[d]];
+    if (i < 0) {
+      if (os) *os << "...";
+      pos[d]++;
+      continue;
+    }
+    off[d + 1] = off[d] + i * t.stride(d);
+    if (d == D - 1) {
+      if (printed == kMaxPrinted) {
+        if (os) *os << "... (printing stops at " << kMaxPrinted << " elements)" << std::string(D, ']');
+        return false;
+      }
+      element(off[D]);
+      printed++;
+      pos[d]++;
+      continue;
+    }
+    pos[++d] = 0;
+    if (os) *os << "[";
   }
-  os << "]";
 }
 
 }  // namespace
 
 std::string Tensor::to_string() const {
   if (!defined()) return "tensor(undefined)";
-  NoGradGuard ng;
-  Tensor t = detach();
-  bool summarize = numel() > g_options.threshold;
-  std::vector<double> vals;
-  if (numel() > 0) collect(t, summarize, vals);
+  const bool summarize = numel() > g_options.threshold;
+  // The shown elements, read once: exact integers for int64, doubles otherwise.
+  std::vector<double> reals;
+  std::vector<int64_t> ints;
+  if (numel() > 0 && dim() > 0) {
+    dispatch_all(dtype(), [&](auto zero) {
+      using T = decltype(zero);
+      const T* base = static_cast<const T*>(raw_data());
+      walk(*this, summarize, nullptr, 0, [&](int64_t o) {
+        if constexpr (std::is_same_v<T, int64_t>) ints.push_back(base[o]);
+        else reals.push_back((double)base[o]);
+      });
+    });
+  } else if (numel() > 0) {
+    if (dtype() == kInt64) ints.push_back(integer_item<int64_t>());
+    else reals.push_back(item());
+  }
+
   Formatter f;
   f.precision = g_options.precision;
   if (dtype() == kBool) f.mode = Formatter::Bool;
@@ -113,7 +129,7 @@ std::string Tensor::to_string() const {
   else {
     double mx = 0, mn = INFINITY;
     bool whole = true;
-    for (double v : vals) {
+    for (double v : reals) {
       if (!std::isfinite(v)) continue;
       double a = std::fabs(v);
       mx = std::max(mx, a);
@@ -125,14 +141,23 @@ std::string Tensor::to_string() const {
     else if (mx >= 1e8 || (mn < 1e-4 && mn > 0) || (mn > 0 && mx / mn > 1e4)) f.mode = Formatter::Sci;
     else f.mode = Formatter::Fixed;
   }
-  if (f.mode == Formatter::Int) width_of_ints(t, summarize, f);
-  else
-    for (double v : vals) f.width = std::max<int>(f.width, (int)f.fmt(v).size());
+  auto text = [&](size_t k) { return f.mode == Formatter::Int ? std::to_string(ints[k]) : f.fmt(reals[k]); };
+  const size_t count = ints.size() + reals.size();
+  size_t width = 1;
+  for (size_t k = 0; k < count; k++) width = std::max(width, text(k).size());
+
   std::ostringstream os;
   os << "tensor(";
   if (numel() == 0) os << "[]";
-  else emit(os, t, f, summarize, 7);
-  os << ", shape=" << shape_str(shape()) << ", dtype=" << dtype_name(dtype());
+  else if (dim() == 0) os << text(0);
+  else {
+    size_t k = 0;
+    walk(*this, summarize, &os, 7, [&](int64_t) {
+      std::string s = text(k++);
+      os << std::string(width - s.size(), ' ') << s;
+    });
+  }
+  os << ", shape=" << shape() << ", dtype=" << dtype_name(dtype());
   if (impl_->grad_fn) os << ", grad_fn=<" << impl_->grad_fn->name << ">";
   else if (requires_grad()) os << ", requires_grad=True";
   os << ")";

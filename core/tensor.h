@@ -238,7 +238,8 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t);
 // How tensors print, for the whole process (torch.set_printoptions): digits after the
 // point, the element count above which a tensor is summarised with "...", the items kept
 // at each edge then, and fixed or scientific notation (chosen from the values if unset).
-// Set it before printing from several threads.
+// Whatever the options, at most 2^22 elements are printed. Set it before printing from
+// several threads.
 struct PrintOptions {
   int precision = 4;
   int64_t threshold = 1000;

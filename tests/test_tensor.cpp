@@ -17,6 +17,7 @@
 
 using namespace ember;
 using Catch::Matchers::Contains;
+using Catch::Matchers::EndsWith;
 using Catch::Matchers::StartsWith;
 using ember::testing::error_of;
 
@@ -1199,4 +1200,26 @@ TEST_CASE("int64 tensors print their exact values, and arange refuses int64 valu
   CHECK(tensor(INT64_MAX - 1).to_string() == "tensor(9223372036854775806, shape=[], dtype=int64)");
   CHECK_THAT(error_of([] { (void)arange(0, 1e300, 1e299, kInt64); }), StartsWith("arange: [0, 1e+300) in steps of 1e+299 has values int64 cannot hold"));
   CHECK(arange(0, 1e300, 1e299, kFloat64).numel() == 10);
+}
+
+TEST_CASE("printing takes time linear in the number of dims, and prints at most 2^22 elements whatever the options") {
+  const int64_t D = 100000;
+  const Tensor deep = zeros(Shape(D, 1));
+  const std::string s = deep.to_string();
+  CHECK(std::count(s.begin(), s.end(), '[') == D + 1);  // D brackets and the shape's
+  CHECK(s.find("0.") != std::string::npos);
+  const Tensor two = zeros({2}).view({2, 1, 1});
+  CHECK(two.to_string() == "tensor([[[0.]],\n\n        [[0.]]], shape=[2,1,1], dtype=float32)");
+
+  set_printoptions({.threshold = 0, .edgeitems = 1000000});
+  const Tensor huge = ones({1}).expand({1000000, 1000000});
+  const std::string h = huge.to_string();
+  set_printoptions({});
+  CHECK(h.size() < 30'000'000);
+  CHECK_THAT(h, Contains("... (printing stops at 4194304 elements)]]"));
+  CHECK_THAT(h, EndsWith("shape=[1000000,1000000], dtype=float32)"));
+  CHECK(ones({1}).expand({1000000, 1000000}).to_string() ==
+        "tensor([[1., 1., 1., ..., 1., 1., 1.],\n        [1., 1., 1., ..., 1., 1., 1.],\n"
+        "        [1., 1., 1., ..., 1., 1., 1.],\n        ...,\n        [1., 1., 1., ..., 1., 1., 1.],\n"
+        "        [1., 1., 1., ..., 1., 1., 1.],\n        [1., 1., 1., ..., 1., 1., 1.]], shape=[1000000,1000000], dtype=float32)");
 }
