@@ -150,7 +150,8 @@ Tensor log_softmax(const Tensor& a, int64_t dim, Loc loc = Loc::current());
 Tensor softmax_backward(const Tensor& g, const Tensor& y, int64_t dim, bool log = false, Loc loc = Loc::current());
 
 // --- masking and selection
-// Elements where mask (bool, broadcast to a's shape) is true are replaced by value.
+// Elements where mask (bool, broadcast to a's shape) is true are replaced by value
+// (truncated toward zero in an int64 tensor, as fill_ and PyTorch do).
 Tensor masked_fill(const Tensor& a, const Tensor& mask, double value, Loc loc = Loc::current());
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b, Loc loc = Loc::current());
 Tensor where(const Tensor& cond, const Tensor& a, double b, Loc loc = Loc::current());

@@ -206,7 +206,7 @@ class Tensor {
   Tensor to(DType dtype) const;         // differentiable between float types
 
   // --- in-place, outside autograd (initialisation, optimizer updates)
-  Tensor& fill_(double value);
+  Tensor& fill_(double value);         // into int64: truncated toward zero, refused past int64
   Tensor& zero_() { return fill_(0.0); }
   Tensor& copy_(const Tensor& src);     // src is broadcast to this shape and converted
 

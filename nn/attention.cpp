@@ -74,7 +74,8 @@ Composed composed_attention(const Tensor& q, const Tensor& k, const Tensor& v, c
     Tensor all_blocked = eq(sum(blocked.expand(scores.shape()), {-1}, /*keepdim=*/true), S);  // [..., L, 1]
     w = where(all_blocked, zeros({}, q.dtype()), softmax(scores, -1));
   }
-  return {matmul(keep.defined() ? mul(w, keep) : w, v), w, scores};
+  Tensor dropped = keep.defined() ? mul(w, keep) : w;
+  return {matmul(dropped, v), w, scores, dropped};
 }
 
 }  // namespace detail

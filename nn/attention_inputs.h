@@ -37,6 +37,7 @@ Tensor dropout_keep(const Shape& shape, DType dtype, const DropoutDraws& draws);
 // Returns the output, the weights (before keep) and the softmax's input.
 struct Composed {
   Tensor output, weights, scores;
+  Tensor dropped;  // weights * keep, what the values were averaged with (weights without keep)
 };
 Composed composed_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask, double scale,
                             const Tensor& keep);

@@ -220,9 +220,12 @@ MultiHeadAttentionOutput MultiHeadAttention::forward(const Tensor& query, const 
   // is then composed too. The fused op's weights carry no graph of their own.
   AttentionResult r;
   const bool hooks = has_forward_hooks();  // hooks see the weights
+  // Weights asked for in training with dropout are the dropped ones, as PyTorch's are;
+  // the fused op keeps its dropout to itself, so they are composed too.
   const bool weights_in_graph = need_weights != AttnWeights::None && grad_enabled() &&
                                 (q.requires_grad() || k.requires_grad() || v.requires_grad());
-  if (has_attention_hooks() || weights_in_graph) {
+  const bool dropped_weights = need_weights != AttnWeights::None && is_training() && dropout_p > 0.0;
+  if (has_attention_hooks() || weights_in_graph || dropped_weights) {
     detail::check_inputs(op, q, k, v, mask);
     Tensor keep;
     if (is_training() && dropout_p > 0.0) {
@@ -233,7 +236,7 @@ MultiHeadAttentionOutput MultiHeadAttention::forward(const Tensor& query, const 
     detail::Composed c = detail::composed_attention(q, k, v, mask, scale(), keep);
     if (has_attention_hooks())
       attention_hooks_.run(*this, AttentionInternals{c.scores, c.weights, mask.defined() ? mask.blocked() : Tensor()});
-    r = {c.output, weights_in_graph ? c.weights : c.weights.detach()};
+    r = {c.output, weights_in_graph ? c.dropped : c.dropped.detach()};
   } else if (need_weights == AttnWeights::None && !hooks && L * S >= kTiledMinPairs) {
     r.output = scaled_dot_product_attention_tiled(q, k, v, mask, dropout_p, is_training(), dropout_gen, scale());
   } else {

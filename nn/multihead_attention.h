@@ -37,7 +37,10 @@ enum class AttnWeights { None, PerHead, Averaged };
 
 struct MultiHeadAttentionOutput {
   Tensor output;   // [B, L, E] (rows [N, E] for a packed query)
-  Tensor weights;  // [B, H, L, S] per head, [B, L, S] averaged, or undefined
+  // [B, H, L, S] per head, [B, L, S] averaged, or undefined. As PyTorch's: the weights
+  // the values were averaged with, so in training with dropout they are the dropped ones
+  // (zeros and 1/(1-p) scaling; an attention hook sees them before dropout).
+  Tensor weights;
 };
 
 // Projected keys and values of the positions seen so far, [B, H, S, d].

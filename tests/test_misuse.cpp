@@ -152,6 +152,9 @@ TEST_CASE("a value int64 cannot hold is refused by the conversion that meets it"
   CHECK(full({2}, -0x1p63, kInt64).to_vector<int64_t>()[0] == INT64_MIN);
   CHECK(full({2}, -2.7, kFloat64).to(kInt64).to_vector<int64_t>()[1] == -2);  // toward zero, as PyTorch
   CHECK(full({2}, 2.5, kInt64).to_vector<int64_t>()[0] == 2);
+  const Tensor mask = tensor({true, false});
+  CHECK(masked_fill(zeros({2}, kInt64), mask, 2.7).to_vector<int64_t>() == std::vector<int64_t>{2, 0});
+  CHECK(masked_fill(zeros({2}, kInt64), mask, -2.7).to_vector<int64_t>() == std::vector<int64_t>{-2, 0});
   CHECK_THAT(error_of([] { (void)mul(ones({2}, kInt64), 0.5); }),
              StartsWith("mul: the scalar 0.5 is not an integer, and the tensor is int64"));
   CHECK(mul(ones({2}, kInt64), 3.0).to_vector<int64_t>()[0] == 3);

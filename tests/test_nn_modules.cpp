@@ -342,6 +342,37 @@ TEST_CASE("MultiHeadAttention's returned weights are in the graph: a loss on the
   }
 }
 
+TEST_CASE("MultiHeadAttention's weights in training with dropout are the dropped ones the values were averaged with, as PyTorch's") {
+  const double p = 0.4;
+  Generator init(5);
+  MultiHeadAttention m({.embed_dim = 8, .num_heads = 2, .dropout_p = p, .gen = &init, .dtype = kFloat64});
+  const Tensor x = randn({2, 5, 8}, kFloat64, &init);
+  m.eval();
+  const Tensor plain = m.forward(x, x, x, {.need_weights = AttnWeights::PerHead}).weights;
+  m.train();
+  for (bool grad : {false, true}) {
+    INFO("grad mode " << grad);
+    std::optional<NoGradGuard> ng;
+    if (!grad) ng.emplace();
+    Generator g1(9), g2(9);
+    m.dropout_gen = &g1;
+    const auto out = m.forward(x, x, x, {.need_weights = AttnWeights::PerHead});
+    m.dropout_gen = &g2;
+    const Tensor fused = m.forward(x, x, x).output;
+    m.dropout_gen = nullptr;
+    CHECK(allclose(out.output, fused, 1e-12, 1e-13));  // the same draws as the fused op
+    const auto w = out.weights.to_vector<double>(), w0 = plain.to_vector<double>();
+    int dropped = 0;
+    for (size_t i = 0; i < w.size(); i++) {
+      if (w[i] == 0) dropped++;
+      else CHECK(w[i] == Approx(w0[i] / (1 - p)).epsilon(1e-12));
+    }
+    CHECK(dropped > 0);
+    CHECK(dropped < (int)w.size());
+    CHECK(out.weights.requires_grad() == grad);
+  }
+}
+
 TEST_CASE("gradcheck: Linear, Embedding and LayerNorm modules") {
   Linear lin(3, 4, true, nullptr, kFloat64);
   Tensor x = randn({2, 3}, kFloat64).requires_grad_();
