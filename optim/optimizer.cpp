@@ -486,11 +486,13 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double
     else if (inf_norm) acc = std::max(acc, a);
     else acc += norm_type == 2.0 ? a * a : std::pow(a, norm_type);
   };
+  std::vector<Tensor> owners;
   for (auto& p : params) {
     Tensor g = p.grad();
     if (!g.defined()) continue;
     if (!is_float(g.dtype())) fail(op, "gradients must be float32 or float64, got ", dtype_name(g.dtype()));
     grads.push_back(g);
+    owners.push_back(p);
     Tensor c = g.contiguous();
     int64_t n = c.numel();
     if (c.dtype() == kFloat32)
@@ -502,8 +504,12 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double
   double coef = max_norm / (total + 1e-6);
   if (coef < 1) {
     NoGradGuard ng;
-    for (auto& g : grads) {
-      g.copy_(mul(g, coef));
+    for (size_t i = 0; i < grads.size(); i++) {
+      Tensor g = grads[i];
+      bool shared = false;  // an expanded gradient given with set_grad: several elements, one location
+      for (int64_t d = 0; d < g.dim(); d++) shared |= g.stride(d) == 0 && g.size(d) > 1;
+      if (shared) owners[i].set_grad(mul(g, coef));
+      else g.copy_(mul(g, coef));
     }
   }
   return total;

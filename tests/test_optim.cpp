@@ -570,6 +570,17 @@ TEST_CASE("clip_grad_norm returns the norm before clipping and scales every grad
   CHECK_THAT(error_of([&] { clip_grad_norm(ps, 1.0, 0.0); }), Contains("norm_type"));
 }
 
+TEST_CASE("a leaf's gradient is dense even when backward gave an expanded one, and clip_grad_norm scales any gradient") {
+  Tensor x = zeros({3, 4}, kFloat64).requires_grad_();
+  sum(x).backward();  // sum's backward expands one value over the shape
+  CHECK(x.grad().is_contiguous());
+  CHECK(clip_grad_norm(std::vector<Tensor>{x}, 1.0) == Approx(std::sqrt(12.0)).epsilon(1e-15));
+  CHECK(values(x.grad())[11] == Approx(1 / (std::sqrt(12.0) + 1e-6)).epsilon(1e-15));
+  x.set_grad(full({1}, 2.0, kFloat64).expand({3, 4}));  // an expanded gradient, given by hand
+  CHECK(clip_grad_norm(std::vector<Tensor>{x}, 1.0) == Approx(std::sqrt(48.0)).epsilon(1e-15));
+  CHECK(values(x.grad()) == std::vector<double>(12, 2 / (std::sqrt(48.0) + 1e-6)));
+}
+
 TEST_CASE("clip_grad_norm in float32 accumulates in double and gives the same norm with 1 and 2 threads") {
   Generator gen(5);
   Tensor w = randn({300, 300}, kFloat32, &gen).requires_grad_();

@@ -102,8 +102,9 @@ void sum_into(Tensor& sum, const Tensor& g, bool create_graph) {
 // already holding a graph, is summed out of place so that its graph stays right.
 void accumulate(std::shared_ptr<TensorImpl>& slot, Tensor g, bool create_graph) {
   if (!slot) {
-    // g itself when nothing else can see its memory, else a copy
-    slot = !create_graph && sole_owner(g) ? g.impl_ptr() : g.clone().impl_ptr();
+    // g itself when nothing else can see its memory and it is dense, else a dense copy (an
+    // expanded gradient, such as sum's, would make every element one memory location)
+    slot = !create_graph && sole_owner(g) && g.is_contiguous() ? g.impl_ptr() : g.clone().impl_ptr();
   } else if (create_graph || slot->requires_grad) {
     slot = add(Tensor(slot), g).impl_ptr();
   } else {
