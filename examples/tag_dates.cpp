@@ -424,7 +424,7 @@ int main(int argc, char** argv) {
                  "measure every attention head (softmax saturation, the gradient through it) on the first --watch-rows "
                  "test dates; writes watch.h5, watch.csv and figures into --out");
     cli::integer(app, "--watch-every", o.watch_every, 1, cli::kMaxSteps, "with --watch: measure every N steps");
-    cli::integer(app, "--watch-rows", o.watch_rows, 1, 100000, "with --watch: the probe batch, the first N test dates");
+    cli::integer(app, "--watch-rows", o.watch_rows, 1, watch::kMaxProbeRows, "with --watch: the probe batch, the first N test dates");
     cli::parse(app, argc, argv);
     o.warmup_given = app.count("--warmup") > 0;
     if (o.train.empty() || o.test.empty())

@@ -173,6 +173,10 @@ mkdir -p "$dir/rows" && cp "$dir/watched/ckpt-00000020.h5" "$dir/watched/watch.h
 run 0 rows "$bin" train "${small[@]}" --out "$dir/rows" --steps 30 --resume auto --watch --watch-every 10 --watch-rows 5
 contains "$dir/rows.out" "watched another model or probe batch: a new watch begins"
 [ "$(steps "$dir/rows/watch.csv")" = "20 30 " ] || fail "the new watch's steps: $(steps "$dir/rows/watch.csv")"
+# a probe batch is at most 1024 rows: more is refused before anything runs
+run 2 rows_max "$bin" train "${small[@]}" --out "$dir/rows_max" --steps 30 --watch --watch-rows 1025
+contains "$dir/rows_max.err" "--watch-rows"
+[ ! -e "$dir/rows_max/watch.h5" ] || fail "a refused --watch-rows wrote a watch"
 # a loss that stops being finite saves no checkpoint, yet the watch up to it is written
 run 3 diverged "$bin" train "${small[@]}" --out "$dir/diverged" --steps 200 --save-every 1000 --lr 1e8 --warmup 100 \
   --watch --watch-every 1

@@ -23,6 +23,7 @@
 #include "dist/dist.h"
 #include "examples/translate/options.h"
 #include "lib/seq2seq/model_options.h"
+#include "lib/watch/watch.h"
 
 namespace ember::translate {
 
@@ -77,8 +78,8 @@ void add_train_options(CLI::App* app, TrainOptions& o) {
                                "measure every attention head (softmax saturation, the gradient through it) on a "
                                "probe batch of the validation pairs; writes watch.h5, watch.csv and figures into --out");
   g["--watch-every"] = integer(*app, "--watch-every", o.watch_every, 1, kMaxSteps, "with --watch: measure every N steps");
-  g["--watch-rows"] = integer(*app, "--watch-rows", o.watch_rows, 1, 100000,
-                              "with --watch: the probe batch, the first N validation pairs");
+  g["--watch-rows"] = integer(*app, "--watch-rows", o.watch_rows, 1, watch::kMaxProbeRows,
+                              "with --watch: the probe batch, the first N validation pairs (at most 1024)");
   g["--check-every"] = integer(*app, "--check-every", o.check_every, 0, kMaxSteps,
                                "under mpirun: every N steps, check that all processes hold bitwise the same "
                                "parameters (0: never)");

@@ -127,6 +127,11 @@ void draw_comparison(const std::vector<Log>& runs, const std::vector<std::string
 // The snapshot's per-head table, one line per (module, layer, head), for a terminal.
 std::string table(const Log& log, const Snapshot& s);
 
+// The largest probe batch the programs accept (--watch-rows): a measurement runs it forward
+// and backward at once, so its time and memory grow with it (1024 date pairs: about a
+// second and a few hundred MB on two cores).
+constexpr int64_t kMaxProbeRows = 1024;
+
 // The watch of a training run: measures the probe every `every` steps and keeps the log;
 // write() puts watch.h5, watch.csv and the figures into dir. A file that cannot be written
 // is a warning (said once, on stderr, naming program), never a reason to stop training.
