@@ -208,6 +208,10 @@ Tensor Reader::read(const std::string& dataset) const {
     dt = kBool;
     mem = H5T_NATIVE_UINT8;
   } else if ((cls == H5T_INTEGER || cls == H5T_ENUM) && size <= 8) {
+    // every integer type but uint64 converts to int64 exactly; HDF5 would clip uint64's
+    // values past 2^63 without a word
+    if (cls == H5T_INTEGER && size == 8 && H5Tget_sign(type.id) == H5T_SGN_NONE)
+      fail(op, "dataset '", dataset, "' in '", file_, "' is stored as uint64, whose values int64 cannot all hold");
     dt = kInt64;
     mem = H5T_NATIVE_INT64;
   } else {
@@ -217,6 +221,13 @@ Tensor Reader::read(const std::string& dataset) const {
   Tensor t = empty(Shape(dims.begin(), dims.end()), dt);
   if (t.numel() > 0 && H5Dread(d.id, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, t.raw_data()) < 0)
     fail(op, "cannot read dataset '", dataset, "' in '", file_, "'");
+  if (dt == kBool) {  // a bool holds 0 or 1, nothing else
+    const uint8_t* b = static_cast<const uint8_t*>(t.raw_data());
+    for (int64_t i = 0; i < t.numel(); i++)
+      if (b[i] > 1)
+        fail(op, "dataset '", dataset, "' in '", file_, "' holds ", (int)b[i], " at flat index ", i,
+             "; uint8 data is read as bool and must be 0 or 1");
+  }
   return t;
 }
 

@@ -30,8 +30,9 @@ class Reader {
   bool is_dataset(const std::string& path) const;
   std::vector<std::string> children(const std::string& group) const;  // names, sorted
 
-  // A dataset as a tensor: float64 and float32 keep their type, integers become int64,
-  // and 8-bit unsigned data becomes bool.
+  // A dataset as a tensor: float64 and float32 keep their type, integers become int64
+  // (uint64, which int64 cannot hold whole, is refused), and 8-bit unsigned data becomes
+  // bool (it must hold 0 and 1 only).
   Tensor read(const std::string& dataset) const;
   // The element type a dataset is stored with, as read() would not tell: "float32",
   // "float64", "int8" ... "int64", "uint8" ... "uint64", "enum", or "other".

@@ -27,6 +27,7 @@
 using namespace ember;
 using namespace ember::io;
 using namespace ember::testing;
+using Catch::Matchers::StartsWith;
 namespace fs = std::filesystem;
 
 namespace {
@@ -362,4 +363,33 @@ TEST_CASE("undefined tensors are named with the function and the key") {
   t.model["proj.bias"] = undefined;
   CHECK_THAT(error_of([&] { load_checkpoint(dir.file("m.h5"), t); }),
              Catch::StartsWith("load_checkpoint: target model tensor 'proj.bias' is undefined"));
+}
+
+TEST_CASE("h5::Reader reads uint8 as bool only when it holds 0 and 1, and refuses uint64, which int64 cannot hold") {
+  ScratchDir dir;
+  const std::string path = dir.file("types.h5");
+  auto add = [](hid_t f, const char* name, hid_t file_type, hid_t mem_type, const void* values) {
+    hsize_t dims[1] = {3};
+    hid_t space = H5Screate_simple(1, dims, nullptr);
+    hid_t d = H5Dcreate2(f, name, file_type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    REQUIRE(H5Dwrite(d, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, values) >= 0);
+    H5Dclose(d);
+    H5Sclose(space);
+  };
+  const uint8_t good[3] = {0, 1, 1}, bad[3] = {0, 2, 1};
+  const uint64_t big[3] = {1, uint64_t(1) << 63, 3};
+  const int32_t small[3] = {-5, 0, 7};
+  write_raw(path, [&](hid_t f) {
+    add(f, "/mask", H5T_STD_U8LE, H5T_NATIVE_UINT8, good);
+    add(f, "/two", H5T_STD_U8LE, H5T_NATIVE_UINT8, bad);
+    add(f, "/big", H5T_STD_U64LE, H5T_NATIVE_UINT64, big);
+    add(f, "/small", H5T_STD_I32LE, H5T_NATIVE_INT32, small);
+  });
+  h5::Reader r(path);
+  CHECK(r.read("/mask").to_vector<int64_t>() == std::vector<int64_t>{0, 1, 1});
+  CHECK_THAT(error_of([&] { (void)r.read("/two"); }),
+             StartsWith("h5::read: dataset '/two' in '" + path + "' holds 2 at flat index 1; uint8 data is read as bool"));
+  CHECK_THAT(error_of([&] { (void)r.read("/big"); }),
+             StartsWith("h5::read: dataset '/big' in '" + path + "' is stored as uint64"));
+  CHECK(r.read("/small").to_vector<int64_t>() == std::vector<int64_t>{-5, 0, 7});  // widened exactly
 }
