@@ -64,15 +64,6 @@ double Tensor::item() const {
   return dispatch_all(dtype(), [&](auto tag) { return (double)*data<decltype(tag)>(); });
 }
 
-int64_t Tensor::item_int64() const {
-  live("item");
-  if (numel() != 1) fail("item", "expected a tensor with one element, got shape ", shape());
-  if (dtype() == kInt64) return *data<int64_t>();
-  const double v = item();
-  if (!fits_int64(v)) fail("item", "the value ", v, " of a ", dtype_name(dtype()), " tensor does not fit int64");
-  return (int64_t)v;
-}
-
 double Tensor::at(std::initializer_list<int64_t> index) const {
   live("at");
   if ((int64_t)index.size() != dim())

@@ -154,7 +154,6 @@ class Tensor {
   // std::vector<std::vector<double>>; D = 0 gives the value itself.
   template <class T, int D> auto tolist() const;
   double at(std::initializer_list<int64_t> index) const;  // one element, as double
-  int64_t item_int64() const;  // item() read as int64, exactly
   template <class T> T integer_item() const;  // item() as an integer type T, which must hold it
 
   // --- autograd

@@ -4,6 +4,7 @@
 #include "core/autograd.h"
 
 #include <algorithm>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -54,28 +55,28 @@ std::string shapes_of(const std::vector<Edge>& inputs) {
 }
 }  // namespace
 
-// Whether a gradient of shape g can be summed to shape s (s broadcasts to g).
-static bool broadcasts_to(const Shape& g, const Shape& s) {
-  if (g.size() < s.size()) return false;
+// The dims of a gradient of shape g to sum so that it becomes shape s (leading dims, and
+// dims where s has size 1), or nullopt when s does not broadcast to g.
+static std::optional<std::vector<int64_t>> dims_to_sum(const Shape& g, const Shape& s) {
+  if (g.size() < s.size()) return std::nullopt;
   const size_t lead = g.size() - s.size();
-  for (size_t d = 0; d < s.size(); d++)
-    if (s[d] != 1 && s[d] != g[lead + d]) return false;
-  return true;
+  std::vector<int64_t> dims;
+  for (size_t d = 0; d < g.size(); d++) {
+    if (d < lead || (s[d - lead] == 1 && g[d] != 1)) dims.push_back((int64_t)d);
+    else if (s[d - lead] != g[d]) return std::nullopt;
+  }
+  return dims;
+}
+
+static Tensor sum_dims(const Tensor& g, const std::vector<int64_t>& dims, const Shape& shape) {
+  return (dims.empty() ? g : sum(g, dims, /*keepdim=*/true)).reshape(shape);
 }
 
 Tensor sum_to(const Tensor& g, const Shape& shape) {
   if (g.shape() == shape) return g;
-  const int64_t lead = g.dim() - (int64_t)shape.size();
-  if (lead < 0) fail("sum_to", "a gradient of shape ", g.shape(), " cannot be summed to shape ", shape, " (it has fewer dims)");
-  std::vector<int64_t> dims;
-  for (int64_t d = 0; d < g.dim(); d++) {
-    if (d < lead) dims.push_back(d);
-    else if (shape[d - lead] == 1 && g.size(d) != 1) dims.push_back(d);
-    else if (shape[d - lead] != g.size(d))
-      fail("sum_to", "a gradient of shape ", g.shape(), " cannot be summed to shape ", shape, " (dim ", d, ")");
-  }
-  Tensor r = dims.empty() ? g : sum(g, dims, /*keepdim=*/true);
-  return r.reshape(shape);
+  const auto dims = dims_to_sum(g.shape(), shape);
+  if (!dims) fail("sum_to", "a gradient of shape ", g.shape(), " cannot be summed to shape ", shape);
+  return sum_dims(g, *dims, shape);
 }
 
 namespace {
@@ -431,10 +432,14 @@ class GraphTask {
       Edge& e = n->inputs[i];
       if (!in_grads[i].defined()) continue;
       if (!leads_on(e)) continue;
-      if (!broadcasts_to(in_grads[i].shape(), e.shape))
-        fail(n->name, "its backward returned a gradient of shape ", in_grads[i].shape(), " for input ", (int64_t)i,
-             " of shape ", e.shape, ", which it cannot be summed to");
-      Tensor gi = sum_to(in_grads[i], e.shape);
+      Tensor gi = in_grads[i];
+      if (gi.shape() != e.shape) {
+        const auto dims = dims_to_sum(gi.shape(), e.shape);
+        if (!dims)
+          fail(n->name, "its backward returned a gradient of shape ", gi.shape(), " for input ", (int64_t)i,
+               " of shape ", e.shape, ", which it cannot be summed to");
+        gi = sum_dims(gi, *dims, e.shape);
+      }
       if (gi.dtype() != e.dtype) gi = gi.to(e.dtype);
       if (!e.fn) {
         in_grads[i] = Tensor();  // so that gi may be the only reference
