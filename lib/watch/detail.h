@@ -20,3 +20,7 @@ void check_module_name(const std::string& name, const char* op, const std::strin
 std::string label(const std::string& module);
 
 }  // namespace ember::watch::detail
+
+namespace ember::watch {
+using namespace detail;  // the watch's own files use these helpers unqualified
+}  // namespace ember::watch

@@ -11,11 +11,6 @@
 
 namespace ember::watch {
 
-using ember::cat_str;
-using ember::fail;
-using ember::Shape;
-using namespace detail;
-
 namespace {
 
 // a PNG holds at most 32767 pixels a side: figures show at most this many layers

@@ -14,11 +14,6 @@
 
 namespace ember::watch {
 
-using ember::cat_str;
-using ember::fail;
-using ember::Shape;
-using namespace detail;
-
 namespace {
 
 constexpr const char* kFormat = "ember attention watch";

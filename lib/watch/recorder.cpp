@@ -10,11 +10,6 @@
 
 namespace ember::watch {
 
-using ember::cat_str;
-using ember::fail;
-using ember::Shape;
-using namespace detail;
-
 // ------------------------------------------------------------------ a run's watch
 
 Recorder::Recorder(Probe probe, std::string dir, int64_t every, std::string program,

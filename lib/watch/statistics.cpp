@@ -11,11 +11,6 @@
 
 namespace ember::watch {
 
-using ember::cat_str;
-using ember::fail;
-using ember::Shape;
-using namespace detail;
-
 namespace {
 
 const std::map<std::string, std::string>& meanings() {
