@@ -84,11 +84,23 @@ Tensor leaf(const Shape& shape, DType dtype, Generator& gen, bool noncontiguous,
 }
 
 // A module's parameters become inputs of the check (the module uses the same tensors).
-void add_parameters(Case& c, const nn::Module& m, const std::string& prefix) {
-  for (auto& [name, p] : m.named_parameters()) {
+// The case checks module m: its parameters join the inputs, after the data inputs.
+void add_module(Case& c, const std::shared_ptr<nn::Module>& m) {
+  for (auto& [name, p] : m->named_parameters()) {
     c.inputs.push_back(p);
-    c.names.push_back(prefix + name);
+    c.names.push_back(name);
   }
+  c.modules.push_back(m);
+}
+
+// An encoder or decoder layer of the flags' sizes, without dropout, in dtype t.
+template <class Layer>
+std::shared_ptr<Layer> transformer_layer(const Flags& f, DType t, Generator& g, const char* name) {
+  nn::LayerConfig cfg{.d_model = f.embed, .num_heads = f.heads, .dim_feedforward = f.ffn, .dropout_p = 0.0};
+  nn::check_config(cfg, name);  // the layer trusts it
+  auto layer = std::make_shared<Layer>(cfg, &g, kFloat64);
+  layer->to(t);
+  return layer;
 }
 
 int64_t S_of(const Flags& f) { return f.S > 0 ? f.S : f.L; }
@@ -177,8 +189,7 @@ std::vector<Entry> entries() {
                  Case c;
                  c.inputs = {leaf({f.batch, f.L, in}, t, g, f.noncontiguous)};
                  c.names = {"x"};
-                 add_parameters(c, *lin, "");
-                 c.modules = {lin};
+                 add_module(c, lin);
                  c.f = [lin](const std::vector<Tensor>& v) { return lin->forward(v[0]); };
                  return c;
                }});
@@ -191,8 +202,7 @@ std::vector<Entry> entries() {
                  emb->to(t);
                  Tensor ids = randint(0, f.vocab, {f.batch, f.L}, &g);
                  Case c;
-                 add_parameters(c, *emb, "");
-                 c.modules = {emb};
+                 add_module(c, emb);
                  c.f = [emb, ids](const std::vector<Tensor>&) { return emb->forward(ids); };
                  c.shapes = "ids " + shape_str(ids.shape());
                  return c;
@@ -249,8 +259,7 @@ std::vector<Entry> entries() {
                              leaf({f.batch, S_of(f), kdim}, t, g, f.noncontiguous),
                              leaf({f.batch, S_of(f), vdim}, t, g, f.noncontiguous)};
                  c.names = {"query", "key", "value"};
-                 add_parameters(c, *mha, "");
-                 c.modules = {mha};
+                 add_module(c, mha);
                  Masks m = masks_of(f);
                  c.f = [mha, m](const std::vector<Tensor>& in) {
                    return mha->forward(in[0], in[1], in[2], {.key_padding_mask = m.padding, .attn_mask = m.attn}).output;
@@ -262,18 +271,14 @@ std::vector<Entry> entries() {
                "or causal (self-attention)",
                [](const Flags& f, DType t) {
                  Generator g(f.options.seed);
-                 nn::LayerConfig cfg{.d_model = f.embed, .num_heads = f.heads, .dim_feedforward = f.ffn, .dropout_p = 0.0};
-                 nn::check_config(cfg, "EncoderLayer");  // the layer trusts it
-                 auto layer = std::make_shared<nn::EncoderLayer>(cfg, &g, kFloat64);
-                 layer->to(t);
+                 auto layer = transformer_layer<nn::EncoderLayer>(f, t, g, "EncoderLayer");
                  Flags self = f;
                  self.S = f.L;
                  Masks m = masks_of(self);
                  Case c;
                  c.inputs = {leaf({f.batch, f.L, f.embed}, t, g, f.noncontiguous)};
                  c.names = {"x"};
-                 add_parameters(c, *layer, "");
-                 c.modules = {layer};
+                 add_module(c, layer);
                  c.f = [layer, m](const std::vector<Tensor>& in) { return layer->forward(in[0], m.padding, m.attn); };
                  return c;
                }});
@@ -282,17 +287,13 @@ std::vector<Entry> entries() {
                "embed], cross-attention over memory [batch, S, embed]; --mask padding blocks memory keys",
                [](const Flags& f, DType t) {
                  Generator g(f.options.seed);
-                 nn::LayerConfig cfg{.d_model = f.embed, .num_heads = f.heads, .dim_feedforward = f.ffn, .dropout_p = 0.0};
-                 nn::check_config(cfg, "DecoderLayer");  // the layer trusts it
-                 auto layer = std::make_shared<nn::DecoderLayer>(cfg, &g, kFloat64);
-                 layer->to(t);
+                 auto layer = transformer_layer<nn::DecoderLayer>(f, t, g, "DecoderLayer");
                  Masks m = masks_of(f);
                  Case c;
                  c.inputs = {leaf({f.batch, f.L, f.embed}, t, g, f.noncontiguous),
                              leaf({f.batch, S_of(f), f.embed}, t, g, f.noncontiguous)};
                  c.names = {"x", "memory"};
-                 add_parameters(c, *layer, "");
-                 c.modules = {layer};
+                 add_module(c, layer);
                  c.f = [layer, m](const std::vector<Tensor>& in) {
                    return layer->forward(in[0], in[1], {.memory_key_padding_mask = m.padding});
                  };
