@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "test_util.h"
+#include "tiny_model.h"
 
 #include <cmath>
 
@@ -19,17 +20,7 @@ using Catch::Matchers::StartsWith;
 
 
 static TransformerConfig tiny_config() {
-  TransformerConfig c;
-  c.src_vocab = 11;
-  c.tgt_vocab = 13;
-  c.layer.d_model = 16;
-  c.layer.num_heads = 4;
-  c.layer.dim_feedforward = 32;
-  c.layer.dropout_p = 0.1;
-  c.num_encoder_layers = 2;
-  c.num_decoder_layers = 2;
-  c.max_len = 64;
-  return c;
+  return testing::tiny_transformer({.num_heads = 4, .layers = 2, .max_len = 64});
 }
 
 static bool has_name(const NamedTensors& named, const std::string& n) {

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include "test_util.h"
+#include "tiny_model.h"
 
 #include <unistd.h>
 
@@ -35,17 +36,7 @@ namespace {
 constexpr int64_t kPairs = 24, kBatch = 4, kSrcLen = 7, kTgtLen = 6, kVocab = 12;
 
 nn::TransformerConfig model_config() {
-  nn::TransformerConfig c;
-  c.src_vocab = kVocab;
-  c.tgt_vocab = kVocab;
-  c.layer.d_model = 16;
-  c.layer.num_heads = 2;
-  c.layer.dim_feedforward = 32;
-  c.layer.dropout_p = 0.1;
-  c.num_encoder_layers = 1;
-  c.num_decoder_layers = 1;
-  c.max_len = 16;
-  return c;
+  return testing::tiny_transformer({.src_vocab = kVocab, .tgt_vocab = kVocab});
 }
 
 // A fixed toy corpus: random token sequences of varied length, padded with 0; the target

@@ -19,6 +19,7 @@
 #include "nn/transformer.h"
 #include "optim/optimizer.h"
 #include "test_util.h"
+#include "tiny_model.h"
 
 using namespace ember;
 using namespace ember::testing;
@@ -291,11 +292,7 @@ TEST_CASE("modules, optimizers, packings, custom functions and gradcheck refuse 
 }
 
 TEST_CASE("the Transformer's encode, decode and decoding steps name an undefined argument") {
-  nn::TransformerConfig cfg;
-  cfg.src_vocab = 6, cfg.tgt_vocab = 6;
-  cfg.layer.d_model = 8, cfg.layer.num_heads = 2, cfg.layer.dim_feedforward = 16;
-  cfg.num_encoder_layers = 1, cfg.num_decoder_layers = 1;
-  nn::Transformer model(cfg);
+  nn::Transformer model(testing::tiny_transformer({.src_vocab = 6, .tgt_vocab = 6, .d_model = 8, .dim_feedforward = 16}));
   const Tensor src = from_vector(std::vector<int64_t>{1, 2, 3}, {1, 3});
   CHECK_THAT(error_of([&] { (void)model.encode(cleared_grad()); }),
              StartsWith(std::string("Transformer::encode: src is undefined: ") + kCleared));
