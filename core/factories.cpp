@@ -34,6 +34,13 @@ Tensor full(const Shape& shape, double v, DType dtype) {
   t.fill_(v);
   return t;
 }
+Tensor eye(int64_t n, int64_t m, DType dtype) {
+  if (m == -1) m = n;
+  if (n < 0 || m < 0) fail("eye", "expected non-negative sizes, got n = ", n, " and m = ", m);
+  Tensor t = zeros({n, m}, dtype);
+  if (n > 0 && m > 0) t.diagonal().fill_(1.0);
+  return t;
+}
 Tensor zeros_like(const Tensor& t) {
   check_defined(t, "zeros_like");
   return zeros(t.shape(), t.dtype());

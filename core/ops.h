@@ -33,9 +33,19 @@
 // | argmax / argmin        | no gradient            | (int64 indices)                                      |
 // | eq ne lt le gt ge      | no gradient            | (bool results)                                       |
 // | logical_and _or _not   | no gradient            | (bool results)                                       |
+// | isclose                | no gradient            | (bool results; allclose: all of them)                |
 // | var(a, dims)           | composed of primitives | (mean, sub, mul, sum)                                |
+// | norm(a, p, dims)       | a, out                 | da = g*sign(a)*|a|^(p-1)/out^(p-1), 0 where out = 0  |
+// | norm p = 1, inf        | (sum/amax of abs)      |                                                      |
+// | logsumexp(a, dims)     | (exp, sum, log)        | da = g*softmax(a) over dims                          |
+// | cumsum(a, dim)         | -                      | da = running sum of g from the other end             |
 // | matmul(a, b)           | a, b                   | da = g@b^T, db = a^T@g (batch dims summed by engine) |
 // | linear(x, w, bias)     | x, w                   | dx = g@w, dw = g^T@x (over all rows), dbias = sum(g) |
+// | outer(a, b)            | (mul of unsqueezed)    | da = g@b, db = g^T@a                                 |
+// | diagonal(a, k, d1, d2) | sizes (a view)         | da = diag_embed(g, k, d1, d2)                        |
+// | diag_embed(a, k, ...)  | -                      | da = diagonal(g, k, ...)                             |
+// | diag / trace           | (diagonal, diag_embed, sum)                                                   |
+// | tril / triu(a, k)      | (masked_fill)          | da = g in the kept triangle, 0 elsewhere             |
 // | softmax(a, dim)        | out                    | da = out*(g - sum(g*out, dim))                       |
 // | log_softmax(a, dim)    | out                    | da = g - exp(out)*sum(g, dim)                        |
 // | softmax_backward(g, y) | g, y                   | dg = the same map of h, dy (ops/softmax_dropout.cpp) |
@@ -113,6 +123,9 @@ Tensor ge(const Tensor& a, double s);
 Tensor logical_and(const Tensor& a, const Tensor& b);
 Tensor logical_or(const Tensor& a, const Tensor& b);
 Tensor logical_not(const Tensor& a);
+// |a - b| <= atol + rtol |b| elementwise (broadcasting), as torch.isclose: equal
+// infinities are close, NaN is close to NaN only with equal_nan.
+Tensor isclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8, bool equal_nan = false);
 bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8);
 bool equal(const Tensor& a, const Tensor& b);  // same shape and bitwise-equal values
 
@@ -132,6 +145,14 @@ Tensor argmin(const Tensor& a, int64_t dim, bool keepdim = false);
 Tensor var(const Tensor& a, const Dims& dims, int64_t correction = 1, bool keepdim = false,
            Loc loc = Loc::current());
 
+// The p-norm over dims (all when empty), as torch.linalg.vector_norm: p > 0 or INFINITY
+// (the largest |a|); its gradient is 0 where the norm is 0, as PyTorch's.
+Tensor norm(const Tensor& a, double p = 2, const Dims& dims = {}, bool keepdim = false, Loc loc = Loc::current());
+// log(sum(exp(a))) over dims, computed without overflow (a row of -inf gives -inf).
+Tensor logsumexp(const Tensor& a, const Dims& dims, bool keepdim = false, Loc loc = Loc::current());
+// Running sums along dim, as torch.cumsum (bool counts as int64; int64 wraps).
+Tensor cumsum(const Tensor& a, int64_t dim, Loc loc = Loc::current());
+
 // --- linear algebra: torch.matmul semantics (1-D, 2-D, batched N-D with broadcast)
 Tensor matmul(const Tensor& a, const Tensor& b, Loc loc = Loc::current());
 // x [..., in] @ weight[out, in]^T + bias[out] (bias may be undefined), as
@@ -139,6 +160,20 @@ Tensor matmul(const Tensor& a, const Tensor& b, Loc loc = Loc::current());
 // GEMM itself, and one node whose backward makes each gradient with one GEMM (bias: a
 // column sum).
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, Loc loc = Loc::current());
+
+// --- matrix structure, as PyTorch's (all differentiable, to any order)
+// outer(a, b)[i, j] = a[i] b[j], for 1-D a and b.
+Tensor outer(const Tensor& a, const Tensor& b, Loc loc = Loc::current());
+// 1-D v: the square matrix with v on diagonal `offset`; 2-D m: a copy of that diagonal.
+Tensor diag(const Tensor& a, int64_t offset = 0);
+// A tensor whose diagonal (offset, dim1, dim2) of new dims holds a's last dim, zeros
+// elsewhere: a [..., n] becomes [..., n + |offset|, n + |offset|] by default.
+Tensor diag_embed(const Tensor& a, int64_t offset = 0, int64_t dim1 = -2, int64_t dim2 = -1);
+Tensor trace(const Tensor& a, Loc loc = Loc::current());  // the sum of a 2-D tensor's diagonal
+// The lower (upper) triangle of the last two dims: elements (i, j) with j - i <= k
+// (j - i >= k) kept, the others 0.
+Tensor tril(const Tensor& a, int64_t k = 0);
+Tensor triu(const Tensor& a, int64_t k = 0);
 
 // --- fused, numerically stable (max-subtracted)
 Tensor softmax(const Tensor& a, int64_t dim, Loc loc = Loc::current());

@@ -195,6 +195,9 @@ class Tensor {
   // bounds count from the end, and bounds past either end are clamped.
   Tensor slice(int64_t dim, const Slice& range) const;
   Tensor select(int64_t dim, int64_t index) const;
+  // The elements (i, i + offset) of dims dim1 and dim2 (offset > 0 above the main
+  // diagonal), as a last dim replacing both; a view, as torch.diagonal.
+  Tensor diagonal(int64_t offset = 0, int64_t dim1 = 0, int64_t dim2 = 1) const;
   Tensor unsqueeze(int64_t dim) const;
   Tensor squeeze(int64_t dim) const;
   Tensor squeeze() const;
@@ -254,6 +257,8 @@ Tensor empty(const Shape& shape, DType dtype = kFloat32);
 Tensor zeros(const Shape& shape, DType dtype = kFloat32);
 Tensor ones(const Shape& shape, DType dtype = kFloat32);
 Tensor full(const Shape& shape, double value, DType dtype = kFloat32);
+// The n x m identity (m = n when -1): ones on the main diagonal, as torch.eye.
+Tensor eye(int64_t n, int64_t m = -1, DType dtype = kFloat32);
 Tensor zeros_like(const Tensor& t);
 Tensor ones_like(const Tensor& t);
 Tensor full_like(const Tensor& t, double value);

@@ -1,8 +1,10 @@
-// View ops (view, reshape, flatten, transpose, permute, slice, narrow, select, unsqueeze,
-// squeeze, expand), each recording the inverse view as its backward, and the copies
-// (contiguous, clone, to, fill_, copy_).
+// View ops (view, reshape, flatten, transpose, permute, slice, narrow, select, diagonal,
+// unsqueeze, squeeze, expand), each recording the inverse view as its backward; diag_embed,
+// diagonal's inverse; and the copies (contiguous, clone, to, fill_, copy_).
 #include "core/tensor.h"
 
+#include <algorithm>
+#include <climits>
 #include <optional>
 
 #include "core/autograd.h"
@@ -169,12 +171,13 @@ Tensor Tensor::permute(std::vector<int64_t> dims) const {
                                   : nullptr);
 }
 
-// The gradient of narrow/slice/select: g placed in a zero tensor of shape s at the viewed
-// place; an op whose own backward is the view again.
-static Tensor embed(const Tensor& g, const Shape& s, const std::function<Tensor(const Tensor&)>& same_view) {
+// The gradient of narrow/slice/select/diagonal: g placed in a zero tensor of shape s at
+// the viewed place; an op whose own backward is the view again.
+static Tensor embed(const Tensor& g, const Shape& s, const std::function<Tensor(const Tensor&)>& same_view,
+                    const char* name = "embed") {
   Tensor gx = zeros(s, g.dtype());
   same_view(gx).copy_(g.detach());
-  return record("embed", kNoLoc, gx, {g},
+  return record(name, kNoLoc, gx, {g},
                 wants_grad(g) ? BackwardFn([same_view](const Tensor& h) { return std::vector<Tensor>{same_view(h)}; })
                               : nullptr);
 }
@@ -228,6 +231,43 @@ Tensor Tensor::select(int64_t d, int64_t index) const {
   return record("select", kNoLoc, out, {*this},
                 wants_grad(*this) ? embed_back(*this, [=](const Tensor& z) { return z.select(d, index); })
                                   : nullptr);
+}
+
+Tensor Tensor::diagonal(int64_t offset, int64_t dim1, int64_t dim2) const {
+  live("diagonal");
+  if (dim() < 2) fail("diagonal", "expected a tensor of at least 2 dims, got shape ", shape());
+  const int64_t d1 = wrap_dim(dim1, dim(), "diagonal"), d2 = wrap_dim(dim2, dim(), "diagonal");
+  if (d1 == d2) fail("diagonal", "dim1 and dim2 must differ, got ", dim1, " and ", dim2, " (shape ", shape(), ")");
+  const int64_t n1 = size(d1), n2 = size(d2);
+  // elements (i, i + offset): offset > 0 above the main diagonal, < 0 below
+  int64_t length = 0, start = this->offset();
+  if (offset >= 0 && offset < n2) length = std::min(n1, n2 - offset), start += offset * stride(d2);
+  if (offset < 0 && offset > -n1) length = std::min(n1 + offset, n2), start -= offset * stride(d1);
+  if (length == 0) start = this->offset();
+  Shape s, st;
+  for (int64_t d = 0; d < dim(); d++)
+    if (d != d1 && d != d2) s.push_back(size(d)), st.push_back(stride(d));
+  s.push_back(length);
+  st.push_back(stride(d1) + stride(d2));
+  Tensor out = make_view(*this, s, st, start);
+  return record("diagonal", kNoLoc, out, {*this},
+                wants_grad(*this) ? embed_back(*this, [=](const Tensor& z) { return z.diagonal(offset, dim1, dim2); })
+                                  : nullptr);
+}
+
+Tensor diag_embed(const Tensor& a, int64_t offset, int64_t dim1, int64_t dim2) {
+  check_defined(a, "diag_embed", "the input");
+  if (a.dim() < 1) fail("diag_embed", "expected a tensor of at least 1 dim, got shape ", a.shape());
+  const int64_t n = a.size(-1);
+  if (offset > INT64_MAX - n || offset < n - INT64_MAX)
+    fail("diag_embed", "offset ", offset, " makes a matrix too large for int64 sizes (last dim ", n, ")");
+  const int64_t side = n + (offset < 0 ? -offset : offset);
+  const int64_t d1 = wrap_dim(dim1, a.dim() + 1, "diag_embed"), d2 = wrap_dim(dim2, a.dim() + 1, "diag_embed");
+  if (d1 == d2) fail("diag_embed", "dim1 and dim2 must differ, got ", dim1, " and ", dim2, " (shape ", a.shape(), ")");
+  Shape s(a.shape().begin(), a.shape().end() - 1);
+  s.insert(s.begin() + std::min(d1, d2), side);
+  s.insert(s.begin() + std::max(d1, d2), side);
+  return embed(a, s, [=](const Tensor& z) { return z.diagonal(offset, d1, d2); }, "diag_embed");
 }
 
 Tensor Tensor::unsqueeze(int64_t d) const {

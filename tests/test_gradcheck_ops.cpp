@@ -327,6 +327,31 @@ TEST_CASE("var has correct gradients with correction 0 and 1, with and without k
   });
 }
 
+TEST_CASE("the matrix-structure ops, norms, logsumexp and cumsum have correct gradients in every layout") {
+  const Shape s{2, 3, 4};
+  check_ops({
+      unary("diagonal(x, 1, 1, 2)", [](const Tensor& x) { return x.diagonal(1, 1, 2); }, s),
+      unary("diagonal(x, -1, 2, 0)", [](const Tensor& x) { return x.diagonal(-1, 2, 0); }, s),
+      unary("diag(v, 1)", [](const Tensor& x) { return diag(x, 1); }, {4}),
+      unary("diag(m, -1)", [](const Tensor& x) { return diag(x, -1); }, {4, 3}),
+      unary("diag_embed(x)", [](const Tensor& x) { return diag_embed(x); }, {2, 3}),
+      unary("diag_embed(x, 2, 0, 1)", [](const Tensor& x) { return diag_embed(x, 2, 0, 1); }, {2, 3}),
+      unary("trace(x)", [](const Tensor& x) { return trace(x); }, {3, 4}),
+      unary("tril(x, 0)", [](const Tensor& x) { return tril(x); }, s),
+      unary("triu(x, -1)", [](const Tensor& x) { return triu(x, -1); }, s),
+      {"outer(a, b)", [](const Inputs& in) { return outer(in[0], in[1]); }, {{3}, {4}}},
+      unary("norm(x)", [](const Tensor& x) { return norm(x); }, s),
+      unary("norm(x, 3, {1})", [](const Tensor& x) { return norm(x, 3, {1}); }, s),
+      unary("norm(x, 1.5, {-1}, keepdim)", [](const Tensor& x) { return norm(x, 1.5, {-1}, true); }, s),
+      unary("norm(x, 1, {0, 2})", [](const Tensor& x) { return norm(x, 1, {0, 2}); }, s),
+      unary("norm(x, inf, {1})", [](const Tensor& x) { return norm(x, INFINITY, {1}); }, s),
+      unary("logsumexp(x, {1})", [](const Tensor& x) { return logsumexp(x, {1}); }, s),
+      unary("logsumexp(x, {0, 2}, keepdim)", [](const Tensor& x) { return logsumexp(x, {0, 2}, true); }, s),
+      unary("cumsum(x, 1)", [](const Tensor& x) { return cumsum(x, 1); }, s),
+      unary("cumsum(x, -1)", [](const Tensor& x) { return cumsum(x, -1); }, s),
+  });
+}
+
 TEST_CASE("matmul has correct gradients for 1-D, 2-D, batched, broadcast and transposed operands") {
   auto mm = [](const Inputs& in) { return matmul(in[0], in[1]); };
   check_ops({

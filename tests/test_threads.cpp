@@ -347,7 +347,7 @@ TEST_CASE("products run together give the bits of each run alone, with 1 and 2 t
   // the bias form is the bias plus the product
   CHECK(allclose(expected[4], add(expected[0], bias), 1e-5, 1e-5));
   CHECK(allclose(expected[5], add(expected[0], start), 1e-5, 1e-5));
-  CHECK(allclose(expected[6], add(matmul(a5.to(kFloat64), b5.to(kFloat64)), start5.to(kFloat64)), 1e-4, 1e-4));
+  CHECK(allclose(expected[6].to(kFloat64), add(matmul(a5.to(kFloat64), b5.to(kFloat64)), start5.to(kFloat64)), 1e-4, 1e-4));
   for (int threads : {1, 2}) {
     NumThreadsGuard guard(threads);
     std::vector<Tensor> got = together();

@@ -201,6 +201,25 @@ Tensor arg_reduce(const Tensor& x, int64_t dim, bool is_max) {
 }
 
 // --- softmax
+void cumsum(const Tensor& y, const Tensor& x, int64_t outer, int64_t n, int64_t inner, bool reverse) {
+  dispatch_numeric(x.dtype(), "cumsum", [&](auto tag) {
+    using T = decltype(tag);
+    const T* px = x.data<T>();
+    T* py = y.data<T>();
+    parallel_for(outer * inner, n, [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; r++) {
+        const int64_t base = (r / inner) * n * inner + r % inner;
+        T acc = T(0);
+        for (int64_t k = 0; k < n; k++) {
+          const int64_t at = base + (reverse ? n - 1 - k : k) * inner;
+          acc = wrapping_add(acc, px[at]);
+          py[at] = acc;
+        }
+      }
+    });
+  });
+}
+
 void softmax_forward(const Tensor& y, const Tensor& x, int64_t outer, int64_t n, int64_t inner, bool log) {
   dispatch_float(x.dtype(), log ? "log_softmax" : "softmax", [&](auto tag) {
     using T = decltype(tag);

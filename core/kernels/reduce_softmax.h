@@ -22,6 +22,11 @@ Tensor reduce(const Tensor& x, const std::vector<bool>& reduce, ReduceKind kind)
 // Index (along `dim`) of the first max (or min) element; x contiguous.
 Tensor arg_reduce(const Tensor& x, int64_t dim, bool is_max);
 
+// Running sums along a dim of a contiguous tensor viewed as [outer, n, inner], from the
+// first element (or, reverse, from the last): y[k] = x[0] + ... + x[k]. Each line is summed
+// in order, in the tensor's type (int64 wraps), so the result never depends on threads.
+void cumsum(const Tensor& y, const Tensor& x, int64_t outer, int64_t n, int64_t inner, bool reverse);
+
 // Softmax along a dim of a contiguous tensor viewed as [outer, n, inner].
 void softmax_forward(const Tensor& y, const Tensor& x, int64_t outer, int64_t n, int64_t inner, bool log);
 // dx = y * (dy - sum(dy * y))  (softmax)  or  dx = dy - exp(y) * sum(dy)  (log_softmax)

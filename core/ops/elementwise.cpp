@@ -486,16 +486,36 @@ Tensor logical_not(const Tensor& a) {
   return out;
 }
 
+namespace {
+// Whether x is close to y: equal (infinities of one sign included), NaN and NaN with
+// equal_nan, or finite and within atol + rtol |y|.
+bool close(double x, double y, double rtol, double atol, bool equal_nan) {
+  if (x == y) return true;
+  if (std::isnan(x) || std::isnan(y)) return equal_nan && std::isnan(x) && std::isnan(y);
+  if (std::isinf(x) || std::isinf(y)) return false;
+  return std::fabs(x - y) <= atol + rtol * std::fabs(y);
+}
+
+Tensor closeness(const char* op, const Tensor& a, const Tensor& b, double rtol, double atol, bool equal_nan) {
+  check_defined(a, op, "the first operand");
+  check_defined(b, op, "the second operand");
+  same_dtype(op, a, b);
+  if (!(rtol >= 0) || !(atol >= 0)) fail(op, "rtol and atol must be non-negative, got ", rtol, " and ", atol);
+  const Shape s = broadcast_shapes(a.shape(), b.shape(), op);
+  const auto x = a.expand(s).to_vector<double>(), y = b.expand(s).to_vector<double>();
+  std::vector<bool> r(x.size());
+  for (size_t i = 0; i < x.size(); i++) r[i] = close(x[i], y[i], rtol, atol, equal_nan);
+  return from_bools(r, s);
+}
+}  // namespace
+
+Tensor isclose(const Tensor& a, const Tensor& b, double rtol, double atol, bool equal_nan) {
+  return closeness("isclose", a, b, rtol, atol, equal_nan);
+}
+
 bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol) {
-  check_defined(a, "allclose", "the first operand");
-  check_defined(b, "allclose", "the second operand");
-  if (a.shape() != b.shape()) fail("allclose", "shapes ", a.shape(), " and ", b.shape(), " differ");
-  auto x = a.to_vector<double>(), y = b.to_vector<double>();
-  for (size_t i = 0; i < x.size(); i++) {
-    if (std::isnan(x[i]) || std::isnan(y[i])) return false;
-    if (std::fabs(x[i] - y[i]) > atol + rtol * std::fabs(y[i])) return false;
-  }
-  return true;
+  const Tensor c = closeness("allclose", a, b, rtol, atol, false);
+  return c.numel() == 0 || sum(c).integer_item<int64_t>() == c.numel();
 }
 
 bool equal(const Tensor& a, const Tensor& b) {

@@ -1,6 +1,7 @@
 // Products: matmul (batched, broadcasting) and linear, both through the GEMM kernels with
-// transposes passed as flags. Backward recorded only when needed; backward functions run
-// with grad mode off and may use other ops.
+// transposes passed as flags; outer. Backward recorded only when needed; backward
+// functions run with grad mode off and may use other ops. Matrix structure: diag, trace,
+// tril and triu, composed of views and masks (so differentiable to any order).
 #include "core/ops.h"
 
 #include <algorithm>
@@ -140,5 +141,44 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Loc loc
   }
   return record(op, loc, y.view(out_shape), {x, weight, bias}, std::move(bw), {saved_x, saved_w});
 }
+
+// ------------------------------------------------------------------ structure
+Tensor outer(const Tensor& a, const Tensor& b, Loc loc) {
+  check_defined(a, "outer", "the first operand");
+  check_defined(b, "outer", "the second operand");
+  if (a.dim() != 1 || b.dim() != 1)
+    fail("outer", "expected two 1-D tensors, got shapes ", a.shape(), " and ", b.shape());
+  same_dtype("outer", a, b);
+  return mul(a.unsqueeze(1), b.unsqueeze(0), loc);
+}
+
+Tensor diag(const Tensor& a, int64_t offset) {
+  check_defined(a, "diag", "the input");
+  if (a.dim() == 1) return diag_embed(a, offset, 0, 1);
+  if (a.dim() == 2) return a.diagonal(offset).clone();
+  fail("diag", "expected a 1-D tensor (to make a matrix) or a 2-D one (to take its diagonal), got shape ", a.shape());
+}
+
+Tensor trace(const Tensor& a, Loc loc) {
+  check_defined(a, "trace", "the input");
+  if (a.dim() != 2) fail("trace", "expected a 2-D tensor, got shape ", a.shape());
+  return sum(a.diagonal(), loc);
+}
+
+namespace {
+// Zeroes the elements (i, j) of the last two dims where j - i > k (tril) or j - i < k (triu).
+Tensor triangle(const Tensor& a, int64_t k, bool lower, const char* op) {
+  check_defined(a, op, "the input");
+  if (a.dim() < 2) fail(op, "expected a tensor of at least 2 dims, got shape ", a.shape());
+  const Tensor i = arange(0, (double)a.size(-2)).unsqueeze(1), j = arange(0, (double)a.size(-1)).unsqueeze(0);
+  const Tensor diff = sub(j, i);  // int64, exact
+  // k far outside the matrix keeps all or nothing; as a double it compares exactly enough
+  const Tensor drop = lower ? gt(diff, (double)k) : lt(diff, (double)k);
+  return masked_fill(a, drop, 0.0);
+}
+}  // namespace
+
+Tensor tril(const Tensor& a, int64_t k) { return triangle(a, k, true, "tril"); }
+Tensor triu(const Tensor& a, int64_t k) { return triangle(a, k, false, "triu"); }
 
 }  // namespace ember

@@ -1,9 +1,10 @@
-// Reductions: sum, mean, amax/amin, max, argmax/argmin, var. Forward through kernels,
+// Reductions: sum, mean, amax/amin, max, argmax/argmin, var, norm, logsumexp; cumsum. Forward through kernels,
 // backward recorded only when needed; backward functions run with grad mode off and may
 // use other ops.
 #include "core/ops.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/kernels/dispatch.h"
 #include "core/kernels/reduce_softmax.h"
@@ -159,6 +160,85 @@ Tensor var(const Tensor& a, const Dims& dims, int64_t correction, bool keepdim, 
   Tensor centered = sub(a, mean(a, rd, true, loc), loc);
   Tensor ss = sum(mul(centered, centered, loc), rd, keepdim, loc);
   return div(ss, std::max((double)n - (double)correction, 0.0), loc);  // in double: correction may be any int64
+}
+
+// ------------------------------------------------------------------ norms and log-sum-exp
+Tensor norm(const Tensor& a, double p, const Dims& dims, bool keepdim, Loc loc) {
+  check_defined(a, "norm", "the input");
+  need_float("norm", a);
+  if (!(p > 0)) fail("norm", "p must be positive (or inf), got ", p);
+  if (std::isinf(p)) return amax(abs(a, loc), dims, keepdim, loc);  // amax shares ties' gradient
+  if (p == 1) return sum(abs(a, loc), dims, keepdim, loc);
+  auto m = dims_mask(a, dims, "norm");
+  const Shape ks = keep_shape(a, m);
+  Tensor out;
+  {
+    NoGradGuard ng;
+    const Tensor x = a.detach();
+    out = p == 2 ? sqrt(sum(square(x), dims, keepdim)) : pow(sum(pow(abs(x), p), dims, keepdim), 1 / p);
+  }
+  // d|a|_p / da = sign(a) |a|^(p-1) / |a|_p^(p-1), and 0 where the norm is 0 (as PyTorch's):
+  // written with ops, so that it is differentiable again
+  BackwardFn bw;
+  if (wants_grad(a)) {
+    SavedTensor sa(a), so(out, /*is_output=*/true);
+    bw = [sa, so, p, ks](const Tensor& g) {
+      const Tensor x = sa.get(), n = so.get().reshape(ks), gk = g.reshape(ks);
+      const Tensor zero = eq(n.detach(), 0.0);
+      const Tensor safe = masked_fill(n, zero, 1.0);
+      if (p == 2) return std::vector<Tensor>{mul(x, masked_fill(div(gk, safe), zero, 0.0))};
+      Tensor sign;
+      {
+        NoGradGuard ng;
+        sign = sub(gt(x.detach(), 0.0).to(x.dtype()), lt(x.detach(), 0.0).to(x.dtype()));
+      }
+      const Tensor scale = masked_fill(div(gk, pow(safe, p - 1)), zero, 0.0);
+      return std::vector<Tensor>{mul(mul(sign, pow(abs(x), p - 1)), scale)};
+    };
+  }
+  return record("norm", loc, out, {a}, std::move(bw), {a.detach(), out});
+}
+
+Tensor logsumexp(const Tensor& a, const Dims& dims, bool keepdim, Loc loc) {
+  check_defined(a, "logsumexp", "the input");
+  need_float("logsumexp", a);
+  // shifted by the largest element (a constant: the result's derivative does not depend on
+  // it), or by 0 where that is infinite, so that a row of -inf gives -inf, not NaN
+  Tensor shift;
+  {
+    NoGradGuard ng;
+    shift = amax(a.detach(), dims, true);
+    shift = masked_fill(shift, eq(abs(shift), INFINITY), 0.0);
+  }
+  const Tensor s = sum(exp(sub(a, shift, loc), loc), dims, keepdim, loc);
+  return add(log(s, loc), shift.reshape(s.shape()), loc);
+}
+
+// ------------------------------------------------------------------ running sums
+namespace {
+Tensor cumsum_along(const Tensor& a, int64_t dim, bool reverse, Loc loc) {
+  const char* op = reverse ? "cumsum (reversed)" : "cumsum";
+  if (a.dtype() == kBool) return cumsum_along(a.to(kInt64), dim, reverse, loc);
+  if (a.dim() == 0) return record(op, loc, a.detach().clone(), {a}, wants_grad(a) ? BackwardFn([](const Tensor& g) {
+    return std::vector<Tensor>{g};
+  }) : nullptr);
+  dim = wrap_dim(dim, a.dim(), "cumsum");
+  const Tensor x = a.detach().contiguous();
+  Tensor out = empty(a.shape(), a.dtype());
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < dim; d++) outer *= a.size(d);
+  for (int64_t d = dim + 1; d < a.dim(); d++) inner *= a.size(d);
+  if (out.numel() > 0) kernel::cumsum(out, x, outer, a.size(dim), inner, reverse);
+  // the gradient of a running sum is the running sum of g taken from the other end
+  return record(op, loc, out, {a}, wants_grad(a) ? BackwardFn([dim, reverse, loc](const Tensor& g) {
+    return std::vector<Tensor>{cumsum_along(g, dim, !reverse, loc)};
+  }) : nullptr);
+}
+}  // namespace
+
+Tensor cumsum(const Tensor& a, int64_t dim, Loc loc) {
+  check_defined(a, "cumsum", "the input");
+  return cumsum_along(a, dim, false, loc);
 }
 
 }  // namespace ember
