@@ -173,14 +173,42 @@ std::vector<hsize_t> dims_of(hid_t d, const std::string& file, const std::string
   return dims;
 }
 
+// Refuses a dataset whose elements are not all in the file before memory is allocated
+// for them: contiguous data cut short, and chunked data declaring far more than it
+// stores (chunks never written, which HDF5 would fill in: a small file could otherwise
+// ask for gigabytes). No compression HDF5 has built in packs more than about 1032:1.
 void check_storage(hid_t d, uint64_t count, size_t elem, const std::string& file, const std::string& dataset,
                    const char* op) {
   Handle dcpl(H5Dget_create_plist(d), H5Pclose);
-  if (dcpl.id >= 0 && H5Pget_layout(dcpl.id) == H5D_CONTIGUOUS && count > 0) {
-    hsize_t stored = H5Dget_storage_size(d);
-    if (count > (uint64_t(1) << 40) / elem || stored < count * elem)
+  if (count == 0 || dcpl.id < 0) return;
+  const hsize_t stored = H5Dget_storage_size(d);
+  const bool huge = count > (uint64_t(1) << 40) / elem;
+  if (H5Pget_layout(dcpl.id) == H5D_CONTIGUOUS) {
+    if (huge || stored < count * elem)
       fail(op, "dataset '", dataset, "' in '", file, "' is truncated: ", count, " elements need ", count * elem,
            " bytes, ", stored, " are stored");
+  } else if (huge || count * elem > 1100 * (uint64_t)stored + (uint64_t(1) << 20)) {
+    fail(op, "dataset '", dataset, "' in '", file, "' declares ", count, " elements but stores only ", stored,
+         " bytes of them (chunks never written); ember reads only data held in the file itself");
+  }
+}
+
+// An HDF5 element type in a word: float32, int8, uint64, string, compound, ...
+std::string type_name(hid_t type) {
+  const H5T_class_t cls = H5Tget_class(type);
+  const size_t bits = 8 * H5Tget_size(type);
+  switch (cls) {
+    case H5T_FLOAT: return "float" + std::to_string(bits);
+    case H5T_INTEGER: return (H5Tget_sign(type) == H5T_SGN_NONE ? "uint" : "int") + std::to_string(bits);
+    case H5T_ENUM: return "enum";
+    case H5T_STRING: return "string";
+    case H5T_COMPOUND: return "compound";
+    case H5T_VLEN: return "variable-length sequence";
+    case H5T_ARRAY: return "array";
+    case H5T_OPAQUE: return "opaque";
+    case H5T_BITFIELD: return "bitfield";
+    case H5T_REFERENCE: return "reference";
+    default: return "other";
   }
 }
 
@@ -215,7 +243,8 @@ Tensor Reader::read(const std::string& dataset) const {
     dt = kInt64;
     mem = H5T_NATIVE_INT64;
   } else {
-    fail(op, "dataset '", dataset, "' in '", file_, "' has an unsupported element type");
+    fail(op, "dataset '", dataset, "' in '", file_, "' is stored as ", type_name(type.id),
+         "; ember reads float32, float64, integers and uint8 (as bool)");
   }
   check_storage(d.id, count_of(dims), size, file_, dataset, op);
   Tensor t = empty(Shape(dims.begin(), dims.end()), dt);
@@ -234,12 +263,7 @@ Tensor Reader::read(const std::string& dataset) const {
 std::string Reader::stored_type(const std::string& dataset) const {
   Handle d(open_dataset(id_, file_, dataset, "h5::stored_type"), H5Dclose);
   Handle type(H5Dget_type(d.id), H5Tclose);
-  const H5T_class_t cls = H5Tget_class(type.id);
-  const size_t bits = 8 * H5Tget_size(type.id);
-  if (cls == H5T_FLOAT) return "float" + std::to_string(bits);
-  if (cls == H5T_INTEGER) return (H5Tget_sign(type.id) == H5T_SGN_NONE ? "uint" : "int") + std::to_string(bits);
-  if (cls == H5T_ENUM) return "enum";
-  return "other";
+  return type_name(type.id);
 }
 
 std::vector<uint64_t> Reader::read_u64(const std::string& dataset) const {
@@ -265,6 +289,7 @@ std::vector<std::string> Reader::read_strings(const std::string& dataset) const 
   if (dims.size() != 1 || H5Tget_class(type.id) != H5T_STRING || H5Tis_variable_str(type.id) <= 0)
     fail(op, "dataset '", dataset, "' in '", file_, "' should be a 1-D array of variable-length strings");
   if (dims[0] > (uint64_t(1) << 32)) fail(op, "dataset '", dataset, "' in '", file_, "' is implausibly long");
+  check_storage(d.id, dims[0], 1, file_, dataset, op);  // each string takes more than a byte in the file
   Handle mt(H5Tcopy(H5T_C_S1), H5Tclose);
   H5Tset_size(mt.id, H5T_VARIABLE);
   H5Tset_cset(mt.id, H5T_CSET_UTF8);
@@ -347,6 +372,14 @@ int64_t Reader::attr_int(const std::string& object, const std::string& name) con
   Handle a(open_attr(id_, file_, object, name, op), H5Aclose);
   Handle type(H5Aget_type(a.id), H5Tclose);
   H5T_class_t cls = H5Tget_class(type.id);
+  if (cls == H5T_INTEGER && H5Tget_sign(type.id) == H5T_SGN_NONE && H5Tget_size(type.id) == 8) {
+    uint64_t v = 0;  // HDF5 would clip past 2^63 into int64 without a word
+    if (H5Aread(a.id, H5T_NATIVE_UINT64, &v) < 0)
+      fail(op, "cannot read attribute '", name, "' on '", object, "' in '", file_, "' as an integer");
+    if (v > (uint64_t)INT64_MAX)
+      fail(op, "attribute '", name, "' on '", object, "' in '", file_, "' holds ", v, ", past what int64 holds");
+    return (int64_t)v;
+  }
   if (cls == H5T_INTEGER) {
     int64_t v = 0;
     if (H5Aread(a.id, H5T_NATIVE_INT64, &v) < 0)

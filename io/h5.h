@@ -35,7 +35,7 @@ class Reader {
   // bool (it must hold 0 and 1 only).
   Tensor read(const std::string& dataset) const;
   // The element type a dataset is stored with, as read() would not tell: "float32",
-  // "float64", "int8" ... "int64", "uint8" ... "uint64", "enum", or "other".
+  // "float64", "int8" ... "int64", "uint8" ... "uint64", "enum", "string", "compound", ...
   std::string stored_type(const std::string& dataset) const;
   std::vector<uint64_t> read_u64(const std::string& dataset) const;         // 1-D unsigned 64-bit
   std::vector<std::string> read_strings(const std::string& dataset) const;  // 1-D strings

@@ -365,7 +365,7 @@ TEST_CASE("undefined tensors are named with the function and the key") {
              Catch::StartsWith("load_checkpoint: target model tensor 'proj.bias' is undefined"));
 }
 
-TEST_CASE("h5::Reader reads uint8 as bool only when it holds 0 and 1, and refuses uint64, which int64 cannot hold") {
+TEST_CASE("h5::Reader reads uint8 as bool only when it holds 0 and 1, and refuses uint64 values int64 cannot hold") {
   ScratchDir dir;
   const std::string path = dir.file("types.h5");
   auto add = [](hid_t f, const char* name, hid_t file_type, hid_t mem_type, const void* values) {
@@ -384,6 +384,13 @@ TEST_CASE("h5::Reader reads uint8 as bool only when it holds 0 and 1, and refuse
     add(f, "/two", H5T_STD_U8LE, H5T_NATIVE_UINT8, bad);
     add(f, "/big", H5T_STD_U64LE, H5T_NATIVE_UINT64, big);
     add(f, "/small", H5T_STD_I32LE, H5T_NATIVE_INT32, small);
+    for (uint64_t v : {UINT64_MAX, uint64_t(7)}) {
+      hid_t space = H5Screate(H5S_SCALAR);
+      hid_t a = H5Acreate2(f, v == 7 ? "seven" : "huge", H5T_STD_U64LE, space, H5P_DEFAULT, H5P_DEFAULT);
+      REQUIRE(H5Awrite(a, H5T_NATIVE_UINT64, &v) >= 0);
+      H5Aclose(a);
+      H5Sclose(space);
+    }
   });
   h5::Reader r(path);
   CHECK(r.read("/mask").to_vector<int64_t>() == std::vector<int64_t>{0, 1, 1});
@@ -392,4 +399,44 @@ TEST_CASE("h5::Reader reads uint8 as bool only when it holds 0 and 1, and refuse
   CHECK_THAT(error_of([&] { (void)r.read("/big"); }),
              StartsWith("h5::read: dataset '/big' in '" + path + "' is stored as uint64"));
   CHECK(r.read("/small").to_vector<int64_t>() == std::vector<int64_t>{-5, 0, 7});  // widened exactly
+  CHECK_THAT(error_of([&] { (void)r.attr_int("/", "huge"); }),
+             StartsWith("h5::attr_int: attribute 'huge' on '/' in '" + path + "' holds 18446744073709551615, past what int64 holds"));
+  CHECK(r.attr_int("/", "seven") == 7);
+}
+
+TEST_CASE("h5::Reader refuses a small file declaring a huge chunked dataset before allocating it") {
+  ScratchDir dir;
+  const std::string path = dir.file("sparse.h5");
+  write_raw(path, [](hid_t f) {
+    hsize_t dims[2] = {hsize_t(1) << 26, 16}, chunk[2] = {1024, 16};
+    hid_t space = H5Screate_simple(2, dims, nullptr);
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_chunk(dcpl, 2, chunk);
+    H5Pset_deflate(dcpl, 6);
+    hid_t d = H5Dcreate2(f, "/huge", H5T_IEEE_F32LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    REQUIRE(d >= 0);  // no chunk is ever written
+    H5Dclose(d);
+    H5Pclose(dcpl);
+    H5Sclose(space);
+  });
+  REQUIRE(fs::file_size(path) < 100000);
+  h5::Reader r(path);
+  CHECK_THAT(error_of([&] { (void)r.read("/huge"); }),
+             StartsWith("h5::read: dataset '/huge' in '" + path + "' declares 1073741824 elements but stores only 0 bytes"));
+  // a dataset that compresses well is read
+  const std::string ok = dir.file("zeros.h5");
+  write_raw(ok, [](hid_t f) {
+    hsize_t dims[1] = {1 << 20}, chunk[1] = {1 << 16};
+    hid_t space = H5Screate_simple(1, dims, nullptr);
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_chunk(dcpl, 1, chunk);
+    H5Pset_deflate(dcpl, 9);
+    hid_t d = H5Dcreate2(f, "/zeros", H5T_IEEE_F64LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    std::vector<double> z(1 << 20, 0.0);
+    REQUIRE(H5Dwrite(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, z.data()) >= 0);
+    H5Dclose(d);
+    H5Pclose(dcpl);
+    H5Sclose(space);
+  });
+  CHECK(h5::Reader(ok).read("/zeros").numel() == 1 << 20);
 }
