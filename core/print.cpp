@@ -1,8 +1,8 @@
 // Printing tensors as PyTorch does: one format for all elements (integers, fixed or
 // scientific), nested brackets, and large tensors summarised with "..." at their edges.
 // The printer walks the shown elements once, by strides, without recursion: its time is
-// linear in what it prints, whatever the number of dims, and it prints at most
-// kMaxPrinted elements, whatever the options ask.
+// linear in what it prints, whatever the number of dims and sizes, and it prints at most
+// kMaxPrinted elements and about kMaxBytes of text, whatever the options ask.
 #include "core/tensor.h"
 
 #include <algorithm>
@@ -19,14 +19,15 @@ namespace ember {
 namespace {
 
 PrintOptions g_options;
-constexpr int64_t kMaxPrinted = int64_t(1) << 22;  // 2048 x 2048
+constexpr int64_t kMaxPrinted = int64_t(1) << 20;  // 1024 x 1024
+constexpr int64_t kMaxBytes = int64_t(1) << 26;    // 64 MiB of text
 
 struct Formatter {
   enum Mode { Int, Fixed, Sci, Bool, Whole } mode = Fixed;
   int precision = 4;
 
   std::string fmt(double v) const {
-    char buf[64];
+    char buf[400];  // the longest: 1.8e308 with 30 digits after the point
     if (mode == Bool) return v != 0 ? "True" : "False";
     if (std::isnan(v)) return "nan";
     if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
@@ -39,19 +40,18 @@ struct Formatter {
   }
 };
 
-// The indices of a dim of n elements that are shown (-1 marks the "..." gap).
-std::vector<int64_t> shown(int64_t n, bool summarize) {
-  std::vector<int64_t> r;
-  const int64_t edge = g_options.edgeitems;
-  if (summarize && n > 2 * edge) {
-    for (int64_t i = 0; i < edge; i++) r.push_back(i);
-    r.push_back(-1);
-    for (int64_t i = n - edge; i < n; i++) r.push_back(i);
-  } else {
-    for (int64_t i = 0; i < n; i++) r.push_back(i);
+// The shown positions of a dim of n elements: all of them, or the first and last
+// `edge` around a "..." gap (index -1). Computed, never listed: n may be 2^50.
+struct Shown {
+  int64_t n, edge;
+  bool gap;
+  Shown(int64_t n, bool summarize) : n(n), edge(g_options.edgeitems), gap(summarize && n > 2 * edge) {}
+  int64_t count() const { return gap ? 2 * edge + 1 : n; }
+  int64_t index(int64_t pos) const {
+    if (!gap || pos < edge) return pos;
+    return pos == edge ? -1 : n - edge + (pos - edge - 1);
   }
-  return r;
-}
+};
 
 // Walks the shown elements of t in row-major order, writing brackets, separators and
 // gaps to `os` (when given) and calling element(offset) for each element, at most
@@ -59,15 +59,15 @@ std::vector<int64_t> shown(int64_t n, bool summarize) {
 template <class Element>
 bool walk(const Tensor& t, bool summarize, std::ostringstream* os, int indent, Element&& element) {
   const int64_t D = t.dim();
-  std::vector<std::vector<int64_t>> idx(D);
-  for (int64_t d = 0; d < D; d++) idx[d] = shown(t.size(d), summarize);
-  std::vector<size_t> pos(D, 0);
+  std::vector<Shown> idx;
+  for (int64_t d = 0; d < D; d++) idx.emplace_back(t.size(d), summarize);
+  std::vector<int64_t> pos(D, 0);
   std::vector<int64_t> off(D + 1, 0);
   int64_t printed = 0;
   int64_t d = 0;
   if (os) *os << "[";
   for (;;) {
-    if (pos[d] == idx[d].size()) {  // this dim is done: close it and step the one above
+    if (pos[d] == idx[d].count()) {  // this dim is done: close it and step the one above
       if (os) *os << "]";
       if (d == 0) return true;
       pos[--d]++;
@@ -78,7 +78,7 @@ bool walk(const Tensor& t, bool summarize, std::ostringstream* os, int indent, E
       if (d == D - 1) *os << " ";
       else *os << std::string(D - 1 - d, '\n') << std::string(indent + d + 1, ' ');
     }
-    const int64_t i = idx[d][pos[d]];
+    const int64_t i = idx[d].index(pos[d]);
     if (i < 0) {
       if (os) *os << "...";
       pos[d]++;
@@ -86,8 +86,8 @@ bool walk(const Tensor& t, bool summarize, std::ostringstream* os, int indent, E
     }
     off[d + 1] = off[d] + i * t.stride(d);
     if (d == D - 1) {
-      if (printed == kMaxPrinted) {
-        if (os) *os << "... (printing stops at " << kMaxPrinted << " elements)" << std::string(D, ']');
+      if (printed == kMaxPrinted || (os && os->tellp() > kMaxBytes)) {
+        if (os) *os << "... (printing stops at " << printed << " elements)" << std::string(D, ']');
         return false;
       }
       element(off[D]);
@@ -142,9 +142,10 @@ std::string Tensor::to_string() const {
     else f.mode = Formatter::Fixed;
   }
   auto text = [&](size_t k) { return f.mode == Formatter::Int ? std::to_string(ints[k]) : f.fmt(reals[k]); };
+  // the width of the elements that will be printed: those before the text's bound
   const size_t count = ints.size() + reals.size();
   size_t width = 1;
-  for (size_t k = 0; k < count; k++) width = std::max(width, text(k).size());
+  for (size_t k = 0; k < count && (int64_t)(k * (width + 2)) <= kMaxBytes; k++) width = std::max(width, text(k).size());
 
   std::ostringstream os;
   os << "tensor(";

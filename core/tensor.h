@@ -240,7 +240,7 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t);
 // How tensors print, for the whole process (torch.set_printoptions): digits after the
 // point, the element count above which a tensor is summarised with "...", the items kept
 // at each edge then, and fixed or scientific notation (chosen from the values if unset).
-// Whatever the options, at most 2^22 elements are printed. Set it before printing from
+// Whatever the options, at most 2^20 elements (and about 64 MiB of text) are printed. Set it before printing from
 // several threads.
 struct PrintOptions {
   int precision = 4;

@@ -1202,7 +1202,7 @@ TEST_CASE("int64 tensors print their exact values, and arange refuses int64 valu
   CHECK(arange(0, 1e300, 1e299, kFloat64).numel() == 10);
 }
 
-TEST_CASE("printing takes time linear in the number of dims, and prints at most 2^22 elements whatever the options") {
+TEST_CASE("printing takes time linear in the number of dims, and prints at most 2^20 elements whatever the options or sizes") {
   const int64_t D = 100000;
   const Tensor deep = zeros(Shape(D, 1));
   const std::string s = deep.to_string();
@@ -1216,8 +1216,18 @@ TEST_CASE("printing takes time linear in the number of dims, and prints at most 
   const std::string h = huge.to_string();
   set_printoptions({});
   CHECK(h.size() < 30'000'000);
-  CHECK_THAT(h, Contains("... (printing stops at 4194304 elements)]]"));
+  CHECK_THAT(h, Contains("... (printing stops at 1048576 elements)]]"));
   CHECK_THAT(h, EndsWith("shape=[1000000,1000000], dtype=float32)"));
+  set_printoptions({.threshold = INT64_MAX});
+  const std::string wide = ones({1}).expand({int64_t(1) << 50, 64}).to_string();  // sizes are never listed
+  const std::string flat = ones({1}).expand({int64_t(1) << 28, int64_t(1) << 27}).to_string();
+  set_printoptions({.precision = 30, .sci_mode = false});
+  const std::string digits = tensor({1e70, 1e308}, kFloat64).to_string();
+  set_printoptions({});
+  CHECK_THAT(wide, Contains("(printing stops at 1048576 elements)"));
+  CHECK_THAT(flat, Contains("(printing stops at 1048576 elements)"));
+  CHECK_THAT(digits, Contains("10000000000000000725314363815292351261583744096465219555182101554790400."));
+  CHECK(digits.size() > 2 * 309);  // every digit of 1e308, not cut at 63 characters
   CHECK(ones({1}).expand({1000000, 1000000}).to_string() ==
         "tensor([[1., 1., 1., ..., 1., 1., 1.],\n        [1., 1., 1., ..., 1., 1., 1.],\n"
         "        [1., 1., 1., ..., 1., 1., 1.],\n        ...,\n        [1., 1., 1., ..., 1., 1., 1.],\n"
