@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <map>
+#include <optional>
 #include <set>
 #include <type_traits>
 #include <utility>
@@ -61,6 +63,26 @@ void check_before_step(const char* op, const NamedParams& params, const std::vec
   }
 }
 
+// The first pair (i, j), i < j, of tensors that may touch the same memory (one storage,
+// overlapping spans), or nullopt. Only tensors of one storage are compared.
+std::optional<std::pair<size_t, size_t>> sharing_memory(const std::vector<Tensor>& ts) {
+  auto last = [](const Tensor& t) {  // the furthest element t reaches (strides are >= 0)
+    int64_t l = t.offset();
+    for (int64_t d = 0; d < t.dim(); d++) l += (t.size(d) - 1) * t.stride(d);
+    return l;
+  };
+  std::map<const Storage*, std::vector<size_t>> by_storage;
+  for (size_t i = 0; i < ts.size(); i++)
+    if (ts[i].numel() > 0) by_storage[ts[i].storage().get()].push_back(i);
+  for (const auto& [storage, idx] : by_storage)
+    for (size_t a = 0; a < idx.size(); a++)
+      for (size_t b = 0; b < a; b++) {
+        const Tensor &x = ts[idx[b]], &y = ts[idx[a]];
+        if (x.offset() <= last(y) && y.offset() <= last(x)) return std::pair{idx[b], idx[a]};
+      }
+  return std::nullopt;
+}
+
 // Calls f(begin, end) over a parameter's elements, in parallel for large tensors.
 template <class F>
 void over(int64_t n, F&& f) {
@@ -86,15 +108,14 @@ Optimizer::Optimizer(NamedParams params, const char* op) : params_(std::move(par
     if (!p.is_contiguous()) fail(op, "parameter '", name, "' must be contiguous, got strides ", shape_str(p.strides()));
   }
   // one tensor (or memory shared by two) under two names would be updated twice a step
-  for (size_t i = 0; i < params_.size(); i++)
-    for (size_t j = 0; j < i; j++) {
-      const Tensor &a = params_[j].second, &b = params_[i].second;
-      if (a.storage() != b.storage() || a.numel() == 0 || b.numel() == 0) continue;
-      if (a.offset() < b.offset() + b.numel() && b.offset() < a.offset() + a.numel())
-        fail(op, "the parameters '", params_[j].first, "' and '", params_[i].first, "' are ",
-             a.impl() == b.impl() ? "the same tensor" : "views of the same memory",
-             ": each tensor must be given once (it would be updated twice a step)");
-    }
+  std::vector<Tensor> ts;
+  for (auto& [name, p] : params_) ts.push_back(p);
+  if (auto pair = sharing_memory(ts)) {
+    const auto [j, i] = *pair;
+    fail(op, "the parameters '", params_[j].first, "' and '", params_[i].first, "' are ",
+         ts[j].impl() == ts[i].impl() ? "the same tensor" : "views of the same memory",
+         ": each tensor must be given once (it would be updated twice a step)");
+  }
 }
 
 void Optimizer::zero_grad() {
@@ -472,10 +493,23 @@ void Adam::step() {
 
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double norm_type) {
   const char* op = "clip_grad_norm";
-  if (!(max_norm >= 0)) fail(op, "max_norm must be non-negative, got ", max_norm);
+  if (!(max_norm >= 0)) fail(op, "max_norm must be a non-negative number, got ", max_norm);
   if (!(norm_type > 0)) fail(op, "norm_type must be positive (or inf), got ", norm_type);
   for (size_t i = 0; i < params.size(); i++)
     if (!params[i].defined()) fail_undefined(params[i], op, cat_str("parameter ", (int64_t)i).c_str());
+  // a tensor given twice, or gradients sharing memory (set_grad with one tensor), would be
+  // counted twice in the norm and scaled twice
+  if (auto pair = sharing_memory(params))
+    fail(op, "parameters ", (int64_t)pair->first, " and ", (int64_t)pair->second, " are ",
+         params[pair->first].impl() == params[pair->second].impl() ? "the same tensor" : "views of the same memory",
+         ": each must be given once");
+  std::vector<Tensor> given;
+  std::vector<int64_t> index;
+  for (size_t i = 0; i < params.size(); i++)
+    if (params[i].grad().defined()) given.push_back(params[i].grad()), index.push_back((int64_t)i);
+  if (auto pair = sharing_memory(given))
+    fail(op, "the gradients of parameters ", index[pair->first], " and ", index[pair->second],
+         " share memory (one tensor given to both with set_grad?): each would be scaled twice");
   bool inf_norm = std::isinf(norm_type);
   // a fixed order and double accumulation: the same norm for any thread count
   double acc = 0;

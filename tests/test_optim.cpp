@@ -581,6 +581,27 @@ TEST_CASE("a leaf's gradient is dense even when backward gave an expanded one, a
   CHECK(values(x.grad()) == std::vector<double>(12, 2 / (std::sqrt(48.0) + 1e-6)));
 }
 
+TEST_CASE("clip_grad_norm refuses a tensor given twice and gradients sharing memory, which it would scale twice") {
+  Tensor a = zeros({4}, kFloat64).requires_grad_(), b = zeros({4}, kFloat64).requires_grad_();
+  const Tensor g = full({4}, 4.0, kFloat64);
+  a.set_grad(g);
+  b.set_grad(g);
+  CHECK_THAT(error_of([&] { clip_grad_norm(std::vector<Tensor>{a, b}, 1.0); }),
+             Contains("clip_grad_norm: the gradients of parameters 0 and 1 share memory"));
+  CHECK(values(g) == std::vector<double>(4, 4.0));  // nothing scaled
+  const Tensor wide = full({6}, 4.0, kFloat64);
+  b.set_grad(wide.narrow(0, 2, 4));
+  a.set_grad(wide.narrow(0, 0, 4));
+  CHECK_THAT(error_of([&] { clip_grad_norm(std::vector<Tensor>{a, b}, 1.0); }), Contains("share memory"));
+  b.set_grad(full({4}, 4.0, kFloat64));
+  CHECK_THAT(error_of([&] { clip_grad_norm(std::vector<Tensor>{b, b}, 1.0); }),
+             Contains("clip_grad_norm: parameters 0 and 1 are the same tensor"));
+  a.set_grad(wide.narrow(0, 0, 1).expand({4}));  // an expanded view apart from b: accepted
+  CHECK(clip_grad_norm(std::vector<Tensor>{a, b}, 1.0) > 1.0);
+  CHECK_THAT(error_of([&] { clip_grad_norm(std::vector<Tensor>{a}, NAN); }),
+             Contains("max_norm must be a non-negative number, got nan"));
+}
+
 TEST_CASE("clip_grad_norm in float32 accumulates in double and gives the same norm with 1 and 2 threads") {
   Generator gen(5);
   Tensor w = randn({300, 300}, kFloat32, &gen).requires_grad_();
