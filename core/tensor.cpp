@@ -77,6 +77,12 @@ double Tensor::at(std::initializer_list<int64_t> index) const {
   return dispatch_all(dtype(), [&](auto tag) { return (double)data<decltype(tag)>()[off]; });
 }
 
+// "[-128, 127]": the values integer type T holds.
+template <class T>
+static std::string integer_range() {
+  return cat_str("[", std::to_string(std::numeric_limits<T>::min()), ", ", std::to_string(std::numeric_limits<T>::max()), "]");
+}
+
 // The row-major values as T; op names the caller in errors. An integer type must hold
 // every value (a float truncated toward zero first).
 template <class T>
@@ -92,17 +98,14 @@ static std::vector<T> values_as(const Tensor& t, const char* op) {
       for (size_t i = 0; i < out.size(); i++) {
         if (!(std::trunc(double(p[i])) >= lo && double(p[i]) < hi))
           fail(op, "element ", (int64_t)i, " (", (double)p[i], ") of a ", dtype_name(t.dtype()),
-               " tensor does not fit the integer type asked for (range [", std::is_signed_v<T> ? "-2^" : "0",
-               std::is_signed_v<T> ? std::to_string(std::numeric_limits<T>::digits) : std::string(), ", 2^",
-               std::numeric_limits<T>::digits, "))");
+               " tensor does not fit the integer type asked for (range ", integer_range<T>(), ")");
         out[i] = static_cast<T>(p[i]);
       }
     } else if constexpr (std::is_integral_v<S> && std::is_integral_v<T>) {
       for (size_t i = 0; i < out.size(); i++) {
         if (!std::in_range<T>(p[i]))
           fail(op, "element ", (int64_t)i, " (", (int64_t)p[i], ") of a ", dtype_name(t.dtype()),
-               " tensor does not fit the integer type asked for (range [", (int64_t)std::numeric_limits<T>::min(),
-               ", ", std::to_string(std::numeric_limits<T>::max()), "])");
+               " tensor does not fit the integer type asked for (range ", integer_range<T>(), ")");
         out[i] = static_cast<T>(p[i]);
       }
     } else {

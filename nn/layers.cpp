@@ -73,6 +73,7 @@ Tensor Dropout::forward(const Tensor& rows, const Packing& packing) {
 
 LayerNorm::LayerNorm(int64_t n, double eps_, bool affine, DType dtype) : normalized_shape(n), eps(eps_) {
   if (n <= 0) fail("LayerNorm", "normalized_shape must be positive, got ", n);
+  if (!(eps_ >= 0 && std::isfinite(eps_))) fail("LayerNorm", "eps must be non-negative and finite, got ", eps_);
   if (affine) {
     weight = ones({n}, dtype);
     bias = zeros({n}, dtype);

@@ -82,6 +82,7 @@ TEST_CASE("values that must be finite are refused by name: attention's scale, La
   CHECK_THAT(error_of([&] { (void)nn::layer_norm(q, Tensor(), Tensor(), -1e-5); }),
              StartsWith("layer_norm: eps must be non-negative and finite, got -1e-05"));
   CHECK_THAT(error_of([&] { (void)nn::layer_norm(q, Tensor(), Tensor(), NAN); }), StartsWith("layer_norm: eps must be"));
+  CHECK_THAT(error_of([] { nn::LayerNorm(3, NAN); }), StartsWith("LayerNorm: eps must be non-negative and finite, got nan"));
   CHECK_THAT(error_of([] { (void)uniform({2}, 1.0, 0.0); }), StartsWith("uniform: expected finite bounds low <= high"));
   CHECK_THAT(error_of([] { (void)uniform({2}, NAN, 1.0); }), StartsWith("uniform: expected finite bounds"));
   CHECK_THAT(error_of([] { (void)normal({2}, 0.0, NAN); }), StartsWith("normal: expected a finite mean and a finite std"));

@@ -1166,10 +1166,10 @@ TEST_CASE("tolist gives nested vectors of the tensor's depth, and integer reads 
   CHECK(tensor({int64_t(1) << 60}).item<int64_t>() == int64_t(1) << 60);  // not through a double
   CHECK(tensor(-3.9).item<int>() == -3);
   CHECK_THAT(error_of([] { (void)tensor(std::nan("")).item<int64_t>(); }),
-             StartsWith("item: element 0 (nan) of a float32 tensor does not fit the integer type asked for (range [-2^63, 2^63))"));
+             StartsWith("item: element 0 (nan) of a float32 tensor does not fit the integer type asked for (range [-9223372036854775808, 9223372036854775807])"));
   CHECK_THAT(error_of([] { (void)tensor({1.0, 3e9}).to_vector<int>(); }),
              StartsWith("to_vector: element 1 (3e+09) of a float32 tensor does not fit the integer type asked for "
-                        "(range [-2^31, 2^31))"));
+                        "(range [-2147483648, 2147483647])"));
   CHECK_THAT(error_of([] { (void)tensor({INFINITY}).to_vector<int64_t>(); }), StartsWith("to_vector: element 0 (inf)"));
 }
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -183,7 +184,10 @@ class GraphTask {
       fail(op_, "got ", (int64_t)roots.size(), " outputs but ", (int64_t)grads_in.size(), " gradients for them");
     // the seeds, checked before anything runs
     std::vector<Tensor> seeds;
-    for (size_t i = 0; i < roots.size(); i++) seeds.push_back(seed(roots[i], grads_in.empty() ? Tensor() : grads_in[i], i, roots.size() == 1));
+    // backward() has one tensor; grad() names its outputs by index, even a single one
+    const bool single = roots.size() == 1 && std::string_view(op_) != "grad";
+    for (size_t i = 0; i < roots.size(); i++)
+      seeds.push_back(seed(roots[i], grads_in.empty() ? Tensor() : grads_in[i], i, single));
     InBackward in_backward(op_);
     GradModeGuard mode(create_);
     struct Current {  // queue_callback's task
