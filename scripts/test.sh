@@ -6,7 +6,7 @@
 # Fails when any test fails or the fuzzer finds a crash, hang or sanitizer report.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/install_deps.sh clang libclang-rt-14-dev libomp-dev python3-torch python3-h5py
+bash scripts/install_deps.sh clang libclang-rt-14-dev libomp-dev python3-numpy python3-torch python3-h5py
 jobs=$(nproc)
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 

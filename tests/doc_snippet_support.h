@@ -23,6 +23,7 @@
 #include "dist/ddp.h"
 #include "dist/dist.h"
 #include "io/checkpoint.h"
+#include "io/tensor_file.h"
 #include "nn/functional.h"
 #include "nn/layers.h"
 #include "nn/module.h"
