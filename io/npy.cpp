@@ -280,7 +280,9 @@ struct Archive {
 std::vector<uint8_t> zip(const Members& members, const std::string& path, const char* op) {
   std::vector<uint8_t> out, central;
   if (members.size() >= 0xFFFF) fail(op, "'", path, "': ", members.size(), " arrays are more than an .npz holds here (65534); use .h5");
-  for (const auto& [name, data] : members) {
+  for (const auto& member : members) {
+    const std::string& name = member.first;  // (named, not bound: lambdas below capture them)
+    const std::vector<uint8_t>& data = member.second;
     if (out.size() + data.size() + name.size() + 30 >= 0xFFFFFFFFu)
       fail(op, "'", path, "': the arrays pass 4 GiB, more than ember's .npz writer holds; use .h5");
     const uint32_t crc = crc_of(data.data(), data.size());

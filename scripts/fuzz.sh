@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets (the checkpoint loader, the pair-file reader) with clang (AddressSanitizer + UndefinedBehaviorSanitizer)
+# Builds the libFuzzer targets (the checkpoint loader, the pair-file reader, NumPy's formats) with clang (AddressSanitizer + UndefinedBehaviorSanitizer)
 # and runs each for SECONDS (default 60) from a fresh seed corpus. Fails on any crash,
 # hang (an input taking over 10 s), leak or sanitizer report. The mutations come from a
 # fixed seed (FUZZ_SEED, default 1), so a run repeats itself on the same machine.
@@ -10,7 +10,7 @@ seconds=${1:-60}
 build=build-fuzz
 CC=clang CXX=clang++ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Debug -DEMBER_FUZZ=ON \
   -DEMBER_BUILD_TESTS=OFF -DEMBER_BUILD_EXAMPLES=OFF -DEMBER_BUILD_TOOLS=OFF -DEMBER_BUILD_BENCH=OFF >/dev/null
-cmake --build "$build" -j"$(nproc)" --target fuzz_checkpoint make_fuzz_seeds fuzz_pairs
+cmake --build "$build" -j"$(nproc)" --target fuzz_checkpoint make_fuzz_seeds fuzz_pairs fuzz_npy
 
 run() {  # name, seed directory, extra libFuzzer flags...
   local name=$1 seeds=$2 corpus="$build/corpus-$1" log="$build/$1.log"
@@ -37,3 +37,8 @@ rm -rf "$seeds" && mkdir -p "$seeds"
 for split in train valid test; do head -n 16 "data/dates/$split.tsv" >"$seeds/$split.tsv"; done
 head -n 4 data/dates/train.tsv | sed 's/$/\r/' >"$seeds/crlf.tsv"
 run fuzz_pairs "$seeds" -max_len=4096
+
+seeds="$build/seeds-npy"
+rm -rf "$seeds" && mkdir -p "$seeds"
+"$build/tests/fuzz/make_fuzz_seeds" "$seeds" npy
+run fuzz_npy "$seeds" -max_len=4096

@@ -55,7 +55,9 @@ TEST_CASE("io::save and io::load carry every dtype, shape and layout whole throu
     io::save(path, samples());
     const io::NamedTensors back = io::load_named(path);
     REQUIRE(back.size() == samples().size());
-    for (const auto& [name, t] : samples()) {
+    for (const auto& sample : samples()) {
+      const std::string& name = sample.first;
+      const Tensor& t = sample.second;
       INFO(name);
       auto it = std::find_if(back.begin(), back.end(), [&](const auto& p) { return p.first == name; });
       REQUIRE(it != back.end());

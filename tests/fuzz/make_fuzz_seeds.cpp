@@ -1,22 +1,34 @@
 // Writes the seed corpus of the checkpoint fuzz target: small valid checkpoints with and
-// without optimizer and schedule state, vocabularies and extras.
+// without optimizer and schedule state, vocabularies and extras; with "npy", the seeds of
+// the NumPy-format target instead: .npy and .npz files of every dtype.
 #include <cstdio>
 #include <string>
 #include <vector>
 
 #include "core/ops.h"
 #include "io/checkpoint.h"
+#include "io/tensor_file.h"
 
 using namespace ember;
 using namespace ember::optim;
 using namespace ember::io;
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: make_fuzz_seeds DIR\n");
+  if (argc != 2 && !(argc == 3 && std::string(argv[2]) == "npy")) {
+    std::fprintf(stderr, "usage: make_fuzz_seeds DIR [npy]\n");
     return 2;
   }
   std::string dir = argv[1];
+  if (argc == 3) {
+    const NamedTensors set = {{"f32", ones({2, 3})},
+                              {"f64", tensor({0.5, -1.0}, kFloat64)},
+                              {"i64", tensor({int64_t(-3), int64_t(7)})},
+                              {"bool", tensor({true, false})},
+                              {"scalar", tensor(1.0)}};
+    io::save(dir + "/set.npz", set);
+    for (const auto& [name, t] : set) io::save(dir + "/" + name + ".npy", t);
+    return 0;
+  }
   Generator g(1);
   Tensor w = randn({3, 4}, kFloat32, &g).requires_grad_();
   Tensor b = randn({3}, kFloat64, &g).requires_grad_();
