@@ -1,25 +1,43 @@
 // Derivatives of whole functions, built on ember::grad and double backward (as
-// torch.autograd.functional). Each takes f and a point x; x is not modified and its
-// .grad is not touched (f is evaluated at a fresh leaf with x's values).
+// torch.autograd.functional). Each takes f and a point - one tensor, or several - which is
+// not modified and whose .grad is not touched (f is evaluated at fresh leaves with the
+// point's values). Parts of the output that do not depend on an input get zero
+// derivatives. With several inputs, results come per input, in order.
 //
-//   jacobian(f, x)    f: x -> y of any shape;   returns J [y.shape..., x.shape...],
-//                     J[i..., j...] = d y[i...] / d x[j...]
-//   hessian(f, x)     f: x -> a one-element y;  returns H [x.shape..., x.shape...]
-//   hvp(f, x, v)      f as for hessian, v of x's shape; returns H v [x.shape...], with
-//                     two backward passes and no H in memory
-//
-// Parts of the output that do not depend on x get zero derivatives.
+//   jacobian(f, x)     f: x -> y of any shape; J [y.shape..., x.shape...],
+//                      J[i..., j...] = d y[i...] / d x[j...]  (several x: one J per x)
+//   hessian(f, x)      f: x -> a one-element y; H [x.shape..., x.shape...]
+//                      (several x: the blocks H[a][b] = d2 y / dx_a dx_b, as PyTorch's)
+//   vjp(f, x, v)       (f(x), v^T J) for v of y's shape: one backward pass
+//   jvp(f, x, t)       (f(x), J t) for t of x's shape: two backward passes (the vjp is
+//                      linear in v, so J t is its gradient along t), no J in memory
+//   hvp(f, x, v)       (f(x), H v) for v of x's shape: two backward passes, no H in memory
 #pragma once
 #include <functional>
+#include <utility>
+#include <vector>
 
 #include "core/tensor.h"
 
 namespace ember {
 
 using TensorFn = std::function<Tensor(const Tensor&)>;
+using TensorsFn = std::function<Tensor(const std::vector<Tensor>&)>;
 
 Tensor jacobian(const TensorFn& f, const Tensor& x);
+std::vector<Tensor> jacobian(const TensorsFn& f, const std::vector<Tensor>& xs);
+
 Tensor hessian(const TensorFn& f, const Tensor& x);
-Tensor hvp(const TensorFn& f, const Tensor& x, const Tensor& v);
+std::vector<std::vector<Tensor>> hessian(const TensorsFn& f, const std::vector<Tensor>& xs);
+
+std::pair<Tensor, Tensor> vjp(const TensorFn& f, const Tensor& x, const Tensor& v);
+std::pair<Tensor, std::vector<Tensor>> vjp(const TensorsFn& f, const std::vector<Tensor>& xs, const Tensor& v);
+
+std::pair<Tensor, Tensor> jvp(const TensorFn& f, const Tensor& x, const Tensor& t);
+std::pair<Tensor, Tensor> jvp(const TensorsFn& f, const std::vector<Tensor>& xs, const std::vector<Tensor>& ts);
+
+std::pair<Tensor, Tensor> hvp(const TensorFn& f, const Tensor& x, const Tensor& v);
+std::pair<Tensor, std::vector<Tensor>> hvp(const TensorsFn& f, const std::vector<Tensor>& xs,
+                                           const std::vector<Tensor>& vs);
 
 }  // namespace ember

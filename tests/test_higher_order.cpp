@@ -369,7 +369,7 @@ TEST_CASE("the Hessian of a small MLP's loss agrees with finite differences of i
   }
   // hvp agrees with H v
   Tensor v = randn64({12}, 53);
-  CHECK(max_abs_diff(hvp(loss, p, v), matmul(H, v)) < 1e-12);
+  CHECK(max_abs_diff(hvp(loss, p, v).second, matmul(H, v)) < 1e-12);
 }
 
 TEST_CASE("a Hessian-vector product through MultiHeadAttention agrees with finite differences of the gradient") {
@@ -385,7 +385,7 @@ TEST_CASE("a Hessian-vector product through MultiHeadAttention agrees with finit
     return sum(square(tanh(out)));
   };
   Tensor query = randn64({2, 3, 8}, 62), v = randn64({2, 3, 8}, 63);
-  check_close_relative(hvp(loss, query, v), fd_of_gradient(loss, query, v), 1e-6);
+  check_close_relative(hvp(loss, query, v).second, fd_of_gradient(loss, query, v), 1e-6);
 }
 
 TEST_CASE("the Hessian of logsumexp is the softmax Jacobian diag(p) - p p^T, and so is cross-entropy's") {
@@ -423,6 +423,65 @@ TEST_CASE("jacobian, hessian and hvp leave x alone and reject what they cannot t
              StartsWith("jacobian: the function returned a tensor of dtype int64 and shape []; expected float32 or float64"));
   CHECK_THAT(error_of([&] { hvp(to_int, x, x.detach()); }), StartsWith("hvp: the function returned a tensor of dtype int64"));
   CHECK_THAT(error_of([&] { hessian(to_int, x); }), StartsWith("hessian: the function returned a tensor of dtype int64"));
+}
+
+TEST_CASE("jacobian, hessian, vjp, jvp and hvp of several inputs give PyTorch's blocks and products") {
+  const Tensor a = randn64({3}, 90), b = randn64({2, 3}, 91);
+  // f(a, b) = sum(tanh(b a) * (b a)), a function of both, non-linear in each
+  const TensorsFn f = [](const std::vector<Tensor>& in) {
+    const Tensor z = matmul(in[1], in[0]);
+    return sum(mul(tanh(z), z));
+  };
+  const TensorsFn g = [](const std::vector<Tensor>& in) { return tanh(matmul(in[1], in[0])); };  // [2]
+  // the blocks against a flat Hessian of the concatenated inputs
+  const Tensor ab = cat({a, b.reshape({6})}, 0);
+  const TensorFn flat = [&](const Tensor& z) { return f({z.narrow(0, 0, 3), z.narrow(0, 3, 6).view({2, 3})}); };
+  const Tensor H = hessian(flat, ab);
+  const auto blocks = hessian(f, {a, b});
+  REQUIRE(blocks.size() == 2);
+  CHECK(blocks[0][0].shape() == Shape{3, 3});
+  CHECK(blocks[0][1].shape() == Shape{3, 2, 3});
+  CHECK(blocks[1][0].shape() == Shape{2, 3, 3});
+  CHECK(blocks[1][1].shape() == Shape{2, 3, 2, 3});
+  CHECK(max_abs_diff(blocks[0][1].reshape({3, 6}), H.narrow(0, 0, 3).narrow(1, 3, 6)) < 1e-13);
+  CHECK(max_abs_diff(blocks[1][1].reshape({6, 6}), H.narrow(0, 3, 6).narrow(1, 3, 6)) < 1e-13);
+  CHECK(max_abs_diff(blocks[1][0].reshape({6, 3}), blocks[0][1].reshape({3, 6}).t()) < 1e-13);  // symmetric
+  // hvp: (f(x), H v), per input
+  const Tensor va = randn64({3}, 92), vb = randn64({2, 3}, 93);
+  const auto [fx, hv] = hvp(f, {a, b}, {va, vb});
+  CHECK(fx.item() == Approx(f({a, b}).item()).epsilon(1e-15));
+  const Tensor Hv = matmul(H, cat({va, vb.reshape({6})}, 0));
+  CHECK(max_abs_diff(hv[0], Hv.narrow(0, 0, 3)) < 1e-13);
+  CHECK(max_abs_diff(hv[1].reshape({6}), Hv.narrow(0, 3, 6)) < 1e-13);
+  // jacobian per input; vjp = v^T J and jvp = J t against it
+  const auto J = jacobian(g, {a, b});
+  CHECK(J[0].shape() == Shape{2, 3});
+  CHECK(J[1].shape() == Shape{2, 2, 3});
+  const Tensor u = randn64({2}, 94);
+  const auto [gy, vj] = vjp(g, {a, b}, u);
+  CHECK(max_abs_diff(gy, g({a, b})) == 0);
+  CHECK(max_abs_diff(vj[0], matmul(u, J[0])) < 1e-14);
+  CHECK(max_abs_diff(vj[1].reshape({6}), matmul(u, J[1].reshape({2, 6}))) < 1e-14);
+  const auto [jy, jt] = jvp(g, {a, b}, {va, vb});
+  CHECK(max_abs_diff(jt, add(matmul(J[0], va), matmul(J[1].reshape({2, 6}), vb.reshape({6})))) < 1e-14);
+  // one input: the same functions, and the inputs untouched
+  const Tensor x = randn64({4}, 95).requires_grad_();
+  const TensorFn h = [](const Tensor& z) { return softmax(z, 0); };
+  const Tensor t = randn64({4}, 96);
+  CHECK(max_abs_diff(jvp(h, x, t).second, matmul(jacobian(h, x), t)) < 1e-15);
+  CHECK(max_abs_diff(vjp(h, x, t).second, matmul(t, jacobian(h, x))) < 1e-15);
+  CHECK_FALSE(x.grad().defined());
+  // a function not depending on an input gives zeros for it
+  const TensorsFn only_a = [](const std::vector<Tensor>& in) { return sum(square(in[0])); };
+  CHECK(vals(hessian(only_a, {a, b})[1][1]) == std::vector<double>(36, 0.0));
+  CHECK(vals(jvp(only_a, {a, b}, {zeros({3}, kFloat64), vb}).second) == std::vector<double>{0.0});
+  CHECK_THAT(error_of([&] { (void)jvp(g, {a, b}, {va}); }), StartsWith("jvp: expected 2 tangents (one per input), got 1"));
+  CHECK_THAT(error_of([&] { (void)jvp(g, {a, b}, {va, va}); }),
+             StartsWith("jvp: expected tangent 1 of input 1's shape [2,3] and dtype float64, got shape [3]"));
+  CHECK_THAT(error_of([&] { (void)vjp(g, {a, b}, zeros({3}, kFloat64)); }),
+             StartsWith("vjp: expected v of the function's value's shape [2]"));
+  CHECK_THAT(error_of([&] { (void)hvp(f, {a, b}, {va}); }), StartsWith("hvp: expected 2 vectors v (one per input), got 1"));
+  CHECK_THAT(error_of([&] { (void)hessian(f, {}); }), StartsWith("hessian: expected at least one input"));
 }
 
 // ------------------------------------------------------------------ custom functions

@@ -243,10 +243,7 @@ bool masks(uint64_t seed) {
 
 // ---------------------------------------------------------------- 4. curvature
 
-Tensor logsumexp(const Tensor& z) {
-  Tensor m = amax(z).detach();  // a constant shift: the value and every derivative unchanged
-  return add(log(sum(exp(sub(z, m)))), m);
-}
+Tensor lse(const Tensor& z) { return logsumexp(z, {0}); }  // one row
 
 // The largest eigenvalue of the Hessian of logsumexp at z (positive semi-definite), by
 // power iteration on Hessian-vector products (two backward passes each, H never formed).
@@ -255,7 +252,7 @@ double largest_eigenvalue(const Tensor& z, Generator& gen) {
   v = div(v, std::sqrt(sum(square(v)).item()));
   double lambda = 0;
   for (int it = 0; it < 60; it++) {
-    Tensor w = hvp(logsumexp, z, v);
+    Tensor w = hvp(lse, z, v).second;
     lambda = sum(mul(v, w)).item();
     const double norm = std::sqrt(sum(square(w)).item());
     if (!(norm > 1e-300)) return 0.0;  // saturated to one position: H is 0
@@ -275,7 +272,7 @@ bool curvature(const std::vector<double>& xv, int64_t n, int64_t trials, uint64_
   for (int64_t i = 0; i < m; i++)
     for (int64_t j = 0; j < m; j++) closed[i][j] = (i == j ? pv[i] : 0.0) - pv[i] * pv[j];
   Tensor target = zeros({1}, kInt64);  // any class: the target only shifts the gradient
-  Tensor H1 = hessian(logsumexp, x);
+  Tensor H1 = hessian(lse, x);
   Tensor H2 = hessian([&](const Tensor& z) { return nn::cross_entropy(z.unsqueeze(0), target); }, x);
   for (int64_t i = 0; i < m; i++) {
     h_lse[i] = H1.select(0, i).to_vector<double>();
