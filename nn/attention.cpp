@@ -80,6 +80,14 @@ Composed composed_attention(const Tensor& q, const Tensor& k, const Tensor& v, c
 
 }  // namespace detail
 
+// ------------------------------------------------------------------ choosing one
+namespace {
+thread_local AttentionImpl t_attention_impl = AttentionImpl::Auto;
+}
+AttentionImplGuard::AttentionImplGuard(AttentionImpl impl) : prev_(t_attention_impl) { t_attention_impl = impl; }
+AttentionImplGuard::~AttentionImplGuard() { t_attention_impl = prev_; }
+AttentionImpl attention_impl() { return t_attention_impl; }
+
 // ------------------------------------------------------------------ the fused op
 AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                              const AttentionMask& mask, double dropout_p, bool training,

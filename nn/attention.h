@@ -33,6 +33,31 @@ struct AttentionResult {
                    // do not modify it in place)
 };
 
+// Which implementation of attention MultiHeadAttention (and every layer built on it) runs,
+// for a scope on the current thread, as torch.nn.attention.sdpa_kernel chooses one:
+//   Auto      the default: fused below kTiledMinPairs (query, key) pairs, tiled from there
+//             (or on packed rows), composed where weights join the graph or hooks watch
+//   Fused     scaled_dot_product_attention: one node, the [..., L, S] weights in memory
+//   Tiled     scaled_dot_product_attention_tiled (attention_rows on packed rows), at any
+//             size - to study or test the tiled kernels on small shapes; a forward that
+//             returns weights runs fused, since the tiled op never holds them
+//   Composed  primitive ops (matmul, masked_fill, softmax, where, matmul): every
+//             intermediate in the graph, the reference the fused kernels are checked against
+// All give the same results to rounding, and the same dropout decisions.
+//   { nn::AttentionImplGuard tiled(nn::AttentionImpl::Tiled); model.forward(...); }
+enum class AttentionImpl { Auto, Fused, Tiled, Composed };
+class AttentionImplGuard {
+ public:
+  explicit AttentionImplGuard(AttentionImpl impl);
+  ~AttentionImplGuard();
+  AttentionImplGuard(const AttentionImplGuard&) = delete;
+  AttentionImplGuard& operator=(const AttentionImplGuard&) = delete;
+
+ private:
+  AttentionImpl prev_;
+};
+AttentionImpl attention_impl();  // the current thread's choice
+
 // The fused op: one autograd node with inputs q, k, v. scale 0 means 1/sqrt(D). Dropout
 // with probability dropout_p, only when training, zeroes weights used for the weighted
 // sum and scales the kept ones by 1/(1 - p), drawing from gen (the default generator when

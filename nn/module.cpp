@@ -53,6 +53,44 @@ void Module::collect(const std::string& prefix, NamedTensors& out, bool params, 
   for (auto& [n, c] : children_) c->collect(prefix + n + ".", out, params, only_persistent);
 }
 
+void Module::slots(const std::string& prefix, std::vector<std::pair<std::string, Tensor*>>& out) {
+  for (auto& [n, t] : params_) out.emplace_back(prefix + n, t);
+  for (auto& [n, t, persistent] : buffers_) out.emplace_back(prefix + n, t);
+  for (auto& [n, c] : children_) c->slots(prefix + n + ".", out);
+}
+
+Module::Swap::Swap(Module& m, const StateDict& replacements) {
+  const char* op = "functional_call";
+  std::vector<std::pair<std::string, Tensor*>> all;
+  m.slots("", all);
+  std::map<std::string, Tensor*> by_name(all.begin(), all.end());
+  std::vector<std::pair<Tensor*, Tensor>> plan;
+  std::string unknown;
+  for (const auto& [name, t] : replacements) {
+    auto it = by_name.find(name);
+    if (it == by_name.end()) {
+      unknown += (unknown.empty() ? "" : ", ") + name;
+      continue;
+    }
+    check_defined(t, op, cat_str("the tensor for '", name, "'").c_str());
+    const Tensor& own = *it->second;
+    if (own.defined() && (t.shape() != own.shape() || t.dtype() != own.dtype()))
+      fail(op, "'", name, "' is ", dtype_name(own.dtype()), " ", own.shape(), " in the module, got ",
+           dtype_name(t.dtype()), " ", t.shape());
+    plan.emplace_back(it->second, t);
+  }
+  if (!unknown.empty()) fail(op, "the module has no parameter or buffer named ", unknown);
+  saved_.reserve(plan.size());
+  for (auto& [slot, t] : plan) {  // nothing throws once this starts
+    saved_.emplace_back(slot, *slot);
+    *slot = t;
+  }
+}
+
+Module::Swap::~Swap() {
+  for (auto it = saved_.rbegin(); it != saved_.rend(); ++it) *it->first = it->second;
+}
+
 NamedTensors Module::named_parameters() const {
   NamedTensors out;
   collect("", out, true, false);

@@ -88,6 +88,23 @@ class Module {
   // built before goes on updating it (its state must then be of the new dtype too).
   void to(DType dtype);
 
+  // Runs fn with some of the module's parameters and buffers replaced by the tensors given
+  // by dotted name, as torch.func.functional_call runs a module with other parameters:
+  // the forward then computes with them, so a gradient, Jacobian or Hessian with respect
+  // to a layer's weights needs no member swapping:
+  //   auto loss = [&](const Tensor& w) {
+  //     return model.functional_call({{"proj.weight", w}}, [&] { return sum(model.forward(x)); });
+  //   };
+  //   Tensor H = hessian(loss, model.proj->weight);
+  // Each given tensor must match the shape and dtype of what it replaces (names it does
+  // not know are an error naming them); names not given keep the module's own. The
+  // module's tensors are back in place when fn returns or throws.
+  template <class F>
+  auto functional_call(const StateDict& replacements, F&& fn) -> decltype(fn()) {
+    Swap swap(*this, replacements);
+    return fn();
+  }
+
   // A function called after every forward of this module with the module, the tensors the
   // forward was given and those it returned (torch.nn.Module.register_forward_hook), in
   // registration order; the handle removes it. MultiHeadAttention passes {query, key,
@@ -119,6 +136,20 @@ class Module {
   }
 
  private:
+  // functional_call's exchange of tensors, undone by the destructor
+  class Swap {
+   public:
+    Swap(Module& m, const StateDict& replacements);
+    ~Swap();
+    Swap(const Swap&) = delete;
+    Swap& operator=(const Swap&) = delete;
+
+   private:
+    std::vector<std::pair<Tensor*, Tensor>> saved_;  // slot, its own tensor
+  };
+  // Every parameter and buffer slot by dotted name.
+  void slots(const std::string& prefix, std::vector<std::pair<std::string, Tensor*>>& out);
+
   void check_name(const std::string& name) const;
   void collect(const std::string& prefix, NamedTensors& out, bool params, bool only_persistent) const;
 

@@ -119,8 +119,10 @@ MultiHeadAttentionOutput MultiHeadAttention::forward(const Tensor& query, const 
 
   // Packed keys and values, nothing to return or show but the output: attention runs on
   // the rows as they are (no padding, head split or merge copies).
+  const AttentionImpl impl = attention_impl();
   if (kv_packing && !cache && !attn_mask.defined() && (!call.is_causal || L == kv_packing->length) &&
-      need_weights == AttnWeights::None && !has_forward_hooks() && !has_attention_hooks()) {
+      (impl == AttentionImpl::Auto || impl == AttentionImpl::Tiled) && need_weights == AttnWeights::None &&
+      !has_forward_hooks() && !has_attention_hooks()) {
     const Tensor q_rows = query_packing ? query : query.reshape({B * L, E});
     AttentionRows qa, ka, va;
     if (one_input && many_rows(q_rows)) {
@@ -225,7 +227,7 @@ MultiHeadAttentionOutput MultiHeadAttention::forward(const Tensor& query, const 
   const bool weights_in_graph = need_weights != AttnWeights::None && grad_enabled() &&
                                 (q.requires_grad() || k.requires_grad() || v.requires_grad());
   const bool dropped_weights = need_weights != AttnWeights::None && is_training() && dropout_p > 0.0;
-  if (has_attention_hooks() || weights_in_graph || dropped_weights) {
+  if (impl == AttentionImpl::Composed || has_attention_hooks() || weights_in_graph || dropped_weights) {
     detail::check_inputs(op, q, k, v, mask);
     Tensor keep;
     if (is_training() && dropout_p > 0.0) {
@@ -237,7 +239,8 @@ MultiHeadAttentionOutput MultiHeadAttention::forward(const Tensor& query, const 
     if (has_attention_hooks())
       attention_hooks_.run(*this, AttentionInternals{c.scores, c.weights, mask.defined() ? mask.blocked() : Tensor()});
     r = {c.output, weights_in_graph ? c.dropped : c.dropped.detach()};
-  } else if (need_weights == AttnWeights::None && !hooks && L * S >= kTiledMinPairs) {
+  } else if (need_weights == AttnWeights::None && !hooks &&
+             (impl == AttentionImpl::Tiled || (impl == AttentionImpl::Auto && L * S >= kTiledMinPairs))) {
     r.output = scaled_dot_product_attention_tiled(q, k, v, mask, dropout_p, is_training(), dropout_gen, scale());
   } else {
     r = scaled_dot_product_attention(q, k, v, mask, dropout_p, is_training(), dropout_gen, scale());

@@ -6,7 +6,9 @@
 #include "tiny_model.h"
 
 #include <cmath>
+#include <set>
 
+#include "core/autograd_functional.h"
 #include "core/gradcheck.h"
 #include "nn/attention.h"
 #include "nn/transformer.h"
@@ -16,6 +18,7 @@ using namespace ember;
 using namespace ember::testing;
 using namespace ember::nn;
 using Catch::Matchers::Contains;
+using Catch::Matchers::Equals;
 using Catch::Matchers::StartsWith;
 
 
@@ -878,4 +881,96 @@ TEST_CASE("load_state_dict refuses destinations that share memory before it copi
     tied.load_state_dict({{"a", full({4}, 7.0)}, {"b", full({4}, 7.0)}});  // one value for both: fine
     CHECK(w.to_vector<float>() == std::vector<float>(4, 7.0f));
   }
+}
+
+TEST_CASE("functional_call runs a module with other tensors for its parameters, as torch.func.functional_call") {
+  Generator g(17);
+  Linear lin(3, 2, true, &g, kFloat64);
+  const Tensor x = randn({4, 3}, kFloat64, &g);
+  const Tensor w_own = lin.weight, b_own = lin.bias;
+  // the Hessian of sum((x W^T + b)^2) with respect to W: 2 (I_out kron x^T x), by closed form
+  TensorFn loss = [&](const Tensor& w) {
+    return lin.functional_call({{"weight", w}}, [&] { return sum(square(lin.forward(x))); });
+  };
+  const Tensor H = hessian(loss, lin.weight);
+  REQUIRE(H.shape() == Shape{2, 3, 2, 3});
+  const Tensor xtx = matmul(x.t(), x);
+  for (int64_t i = 0; i < 2; i++)
+    for (int64_t k = 0; k < 2; k++)
+      CHECK(allclose(H.select(0, i).select(1, k), mul(xtx, i == k ? 2.0 : 0.0), 1e-12, 1e-12));
+  CHECK(lin.weight.same(w_own));  // put back
+  CHECK_FALSE(lin.weight.grad().defined());
+  // a tensor in a graph as a parameter: the gradient reaches what it was computed from
+  Tensor base = randn({2, 3}, kFloat64, &g).requires_grad_();
+  Tensor out = lin.functional_call({{"weight", mul(base, 2.0)}, {"bias", zeros({2}, kFloat64)}},
+                                   [&] { return sum(lin.forward(x)); });
+  out.backward();
+  CHECK(allclose(base.grad(), mul(sum(x, {0}, true).expand({2, 3}), 2.0)));
+  CHECK_FALSE(lin.weight.grad().defined());
+  CHECK(lin.bias.same(b_own));
+  // names are checked, shapes too, and an exception inside still puts everything back
+  CHECK_THAT(error_of([&] { lin.functional_call({{"wieght", w_own}}, [] { return 0; }); }),
+             StartsWith("functional_call: the module has no parameter or buffer named wieght"));
+  CHECK_THAT(error_of([&] { lin.functional_call({{"weight", zeros({3, 2}, kFloat64)}}, [] { return 0; }); }),
+             StartsWith("functional_call: 'weight' is float64 [2,3] in the module, got float64 [3,2]"));
+  CHECK_THAT(error_of([&] {
+               lin.functional_call({{"weight", zeros({2, 3}, kFloat64)}}, [&]() -> int { throw Error("inside"); });
+             }),
+             Equals("inside"));
+  CHECK(lin.weight.same(w_own));
+  // nested modules by dotted name
+  MultiHeadAttention mha({.embed_dim = 4, .num_heads = 2, .gen = &g, .dtype = kFloat64});
+  const Tensor h = randn({1, 3, 4}, kFloat64, &g);
+  const Tensor zero_out = zeros({4, 4}, kFloat64);
+  const Tensor y = mha.functional_call({{"out_proj.weight", zero_out}}, [&] { return mha.forward(h, h, h).output; });
+  CHECK(allclose(y, mha.out_proj->bias.detach().expand({1, 3, 4}), 0, 0));
+}
+
+TEST_CASE("AttentionImplGuard chooses fused, tiled or composed attention for a scope, with the same results") {
+  Generator g(23);
+  MultiHeadAttention mha({.embed_dim = 8, .num_heads = 2, .gen = &g, .dtype = kFloat64});
+  Tensor x = randn({2, 5, 8}, kFloat64, &g).requires_grad_();
+  auto pad = AttentionMask::blocked(from_bools({false, false, false, true, true, false, false, false, false, false}, {2, 5}));
+  // the names of the ops in the graph below the output
+  auto ops_of = [](const Tensor& t) {
+    std::set<std::string> names;
+    std::vector<std::shared_ptr<Node>> todo{t.grad_fn()};
+    std::set<Node*> seen;
+    while (!todo.empty()) {
+      auto n = todo.back();
+      todo.pop_back();
+      if (!n || !seen.insert(n.get()).second) continue;
+      names.insert(n->name);
+      for (auto& e : n->inputs) todo.push_back(e.fn);
+    }
+    return names;
+  };
+  Tensor reference;
+  std::vector<double> reference_grad;
+  for (AttentionImpl impl : {AttentionImpl::Auto, AttentionImpl::Fused, AttentionImpl::Tiled, AttentionImpl::Composed}) {
+    AttentionImplGuard guard(impl);
+    CHECK(attention_impl() == impl);
+    const Tensor y = mha.forward(x, x, x, {.key_padding_mask = pad}).output;
+    const auto names = ops_of(y);
+    const bool fused = names.count("scaled_dot_product_attention") > 0, tiled = names.count("scaled_dot_product_attention_tiled") > 0,
+               composed = names.count("softmax") > 0;
+    INFO("impl " << (int)impl);
+    CHECK(fused == (impl == AttentionImpl::Auto || impl == AttentionImpl::Fused));  // 5 x 5 pairs: fused by default
+    CHECK(tiled == (impl == AttentionImpl::Tiled));
+    CHECK(composed == (impl == AttentionImpl::Composed));
+    x.zero_grad();
+    sum(square(y)).backward();
+    if (!reference.defined()) {
+      reference = y.detach(), reference_grad = x.grad().to_vector<double>();
+      continue;
+    }
+    CHECK(allclose(y, reference, 1e-12, 1e-13));
+    const auto gx = x.grad().to_vector<double>();
+    for (size_t i = 0; i < gx.size(); i++) CHECK(gx[i] == Approx(reference_grad[i]).epsilon(1e-10).margin(1e-13));
+  }
+  CHECK(attention_impl() == AttentionImpl::Auto);  // the guard restores it
+  // weights asked for under Tiled come from the fused op
+  AttentionImplGuard tiled(AttentionImpl::Tiled);
+  NoGradGuard ng;
+  CHECK(mha.forward(x, x, x, {.need_weights = AttnWeights::PerHead}).weights.shape() == Shape{2, 2, 5, 5});
 }
