@@ -159,6 +159,13 @@ run 0 after_kill "$bin" train "${small[@]}" --out "$dir/shared" --steps 22 --res
 grep -qE "removed [12] temporary file" "$dir/after_kill.out" || fail "after_kill: no stale temporary file removed"
 ls -a "$dir/shared" | grep -q "tmp-" && fail "a temporary file is left in $dir/shared: $(ls -a "$dir/shared")"
 
+# a lock that is a symbolic link is refused, and the file it points to left as it was
+printf 'precious\n' >"$dir/victim.txt"
+mkdir -p "$dir/sl" && ln -s "$dir/victim.txt" "$dir/sl/.lock"
+run 1 symlink_lock "$bin" train "${small[@]}" --out "$dir/sl" --steps 10
+contains "$dir/symlink_lock.err" "'$dir/sl/.lock' is a symbolic link, not a regular file"
+[ "$(cat "$dir/victim.txt")" = precious ] || fail "the lock's symbolic link truncated $dir/victim.txt"
+
 # --resume auto skips a damaged newest checkpoint, names it, and resumes from the newest
 # intact one
 cp -r "$dir/run" "$dir/damaged"
