@@ -348,6 +348,16 @@ contains "$dir/long_pair.err" "long.tsv:401: the source has 70 characters, but -
 # later checkpoints would be rotated away); so is resuming another run's checkpoint there
 cp -r "$dir/fsize" "$dir/later" && rm -f "$dir/later/.lock"
 run 0 later_run "$bin" train "${small[@]}" --out "$dir/later" --steps 30 --resume auto --keep 5
+# a checkpoint whose name gives another step than it holds (a copy) is refused, auto or
+# named: nothing is written, nothing rotated away
+cp "$dir/later/ckpt-00000010.h5" "$dir/later/ckpt-00000090.h5"
+listing=$(ls -l --time-style=full-iso "$dir/later")
+for how in auto "$dir/later/ckpt-00000090.h5"; do
+  run 1 misnamed "$bin" train "${small[@]}" --out "$dir/later" --steps 100 --resume "$how" --keep 1
+  contains "$dir/misnamed.err" "'$dir/later/ckpt-00000090.h5' is named for step 90 but holds step 10"
+  [ "$(ls -l --time-style=full-iso "$dir/later")" = "$listing" ] || fail "a misnamed checkpoint's resume changed $dir/later"
+done
+rm "$dir/later/ckpt-00000090.h5"
 run 1 rollback "$bin" train "${small[@]}" --out "$dir/later" --steps 20 --resume "$dir/later/ckpt-00000010.h5" --keep 1
 contains "$dir/rollback.err" "holds checkpoints past step 10 (ckpt-00000020.h5, ckpt-00000030.h5)"
 [ -f "$dir/later/ckpt-00000030.h5" ] || fail "a refused rollback removed a later checkpoint"
