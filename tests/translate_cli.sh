@@ -255,6 +255,19 @@ PY
     "key '/extra/loss_history' row 1 is (20, nan): expected a whole step in [10, 30] and a finite loss"
   crafted loss_unordered 'put("extra/loss_history", np.array([[20.0, 2.0], [10.0, 1.0]]))' \
     "key '/extra/loss_history' row 1 is (10, 1)"
+  # the model's padding index must be the vocabularies' '<pad>': resume, eval and decode
+  # refuse another, naming the file, the key and both indices
+  crafted pad_slash 'f["config"].attrs["pad_id"] = np.int64(7)' \
+    "pad_slash.h5': key '/config' attribute 'pad_id' is 7, but '<pad>' is token 0 of '/vocab/source' (its token 7 is"
+  run 1 pad_slash_eval "$bin" eval --checkpoint "$dir/pad_slash.h5" --data "$dir/valid.tsv"
+  run 1 pad_slash_decode "$bin" decode --checkpoint "$dir/pad_slash.h5" "1/2/2000"
+  contains "$dir/pad_slash_decode.err" "key '/config' attribute 'pad_id' is 7, but '<pad>' is token 0"
+  contains "$dir/pad_slash_eval.err" "key '/config' attribute 'pad_id' is 7, but '<pad>' is token 0"
+  # an index within the source's vocabulary but past the target's is refused as out of range
+  crafted pad_past_target 'f["config"].attrs["pad_id"] = np.int64(f["config"].attrs["tgt_vocab"])' \
+    "pad_past_target.h5': key '/config' attribute 'pad_id' must be in [0, "
+  run 1 pad_past_target_decode "$bin" decode --checkpoint "$dir/pad_past_target.h5" "1/2/2000"
+  contains "$dir/pad_past_target_decode.err" "key '/config' attribute 'pad_id' must be in [0, "
 else
   echo "skipped: the edited-schedule check needs python3 with h5py"
 fi

@@ -162,6 +162,7 @@ int train(const TrainOptions& o) {
     cfg = seq2seq::from_config(previous->config, *resume);
     src_vocab = vocab_of(*previous, "source", *resume);
     tgt_vocab = vocab_of(*previous, "target", *resume);
+    check_pad_id(cfg, src_vocab, tgt_vocab, *resume);
     check_resume_options(o, *previous, cfg, *resume);
   } else {
     if (o.model.layer.d_model % o.model.layer.num_heads != 0)
