@@ -400,7 +400,10 @@ OMP_NUM_THREADS=100000 "$bin" train --steps 1 >"$dir/omp.out" 2>"$dir/omp.err"
 [ $? -eq 2 ] || fail "OMP_NUM_THREADS=100000 should exit 2"
 contains "$dir/omp.err" "OMP_NUM_THREADS needs an integer in [1, 1024]"
 run 2 lr_zero "$bin" train "${small[@]}" --out "$dir/lr0" --lr 0
-contains "$dir/lr_zero.err" "--lr must be positive"
+contains "$dir/lr_zero.err" "--lr needs a number in (0, 1e+300], got \"0\""
+# --help shows the range the check holds to
+run 0 lr_help "$bin" train --help
+contains "$dir/lr_help.out" "NUMBER in (0, 1e+300]"
 run 2 empty_path "$bin" train --train ""
 contains "$dir/empty_path.err" "--train needs a non-empty value"
 

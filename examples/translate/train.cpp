@@ -118,7 +118,6 @@ int train(const TrainOptions& o) {
   // the data files first: a bad line is named before options that disagree
   auto train_pairs = text::read_pairs(o.train);
   auto valid_pairs = text::read_pairs(o.valid);
-  if (!(o.lr > 0)) throw UsageError{"--lr must be positive, got 0", "train"};
   if (!given(o, "--resume")) check_new_schedule(o);  // a resumed run's schedule is its checkpoint's
   std::optional<training::RunDirectory> run_dir;  // created, writable, locked, swept: by rank 0
   if (leader) run_dir.emplace(o.out, "translate train");
