@@ -52,6 +52,27 @@ contains "$dir/decode_stdin.err" "the input is empty"
 printf '\xef\xbb\xbf22/11/2026\n' >"$dir/bom.txt"
 run 0 decode_bom "$bin" decode --checkpoint "$ckpt" <"$dir/bom.txt"
 
+# decode translates a batch at a time: a file's translations are those of its lines given
+# all at once, endless input is answered as it comes, and a producer that waits for each
+# answer gets it
+{ cut -f1 "$dir/train.tsv" | head -n 300; printf 'bad @\n\n'; cut -f1 "$dir/train.tsv" | tail -n 100; } >"$dir/many.txt"
+mapfile -t many <"$dir/many.txt"
+run 1 many_args "$bin" decode --checkpoint "$ckpt" "${many[@]}"
+run 1 many_stdin "$bin" decode --checkpoint "$ckpt" <"$dir/many.txt"
+[ "$(wc -l <"$dir/many_stdin.out")" -eq 402 ] || fail "decode of 402 lines: $(wc -l <"$dir/many_stdin.out") outputs"
+cmp -s "$dir/many_args.out" "$dir/many_stdin.out" || fail "decode: a file's translations differ from its lines'"
+contains "$dir/many_stdin.err" "line 301 (\"bad @\")"
+contains "$dir/many_stdin.err" "line 302"
+timeout 10 bash -c 'yes 12/03/2001 | "$0" decode --checkpoint "$1"' "$bin" "$ckpt" 2>/dev/null | head -n 3 >"$dir/endless.out"
+[ "$(wc -l <"$dir/endless.out")" -eq 3 ] || fail "decode of endless input gave $(wc -l <"$dir/endless.out") lines, not 3"
+coproc answers { exec "$bin" decode --checkpoint "$ckpt" 2>"$dir/answers.err"; }
+answers_pid=$answers_PID  # (bash unsets answers_PID once the process ends)
+echo 22/11/2026 >&"${answers[1]}"
+IFS= read -t 30 -r answer <&"${answers[0]}" || fail "decode kept the answer to a line until its input ended"
+[ "$answer" = "$(head -n 1 "$dir/decode.out")" ] || fail "decode answered '$answer' to 22/11/2026"
+eval "exec ${answers[1]}>&-"
+wait "$answers_pid" || fail "decode of one line at a time: exit $?"
+
 run 1 too_long "$bin" decode --checkpoint "$ckpt" "$(printf '1%.0s' $(seq 1 80))"
 contains "$dir/too_long.err" "at most 63"
 
