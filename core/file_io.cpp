@@ -79,6 +79,7 @@ const char* file_kind(mode_t mode) {
   if (S_ISCHR(mode)) return "a character device";
   if (S_ISBLK(mode)) return "a block device";
   if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISLNK(mode)) return "a symbolic link";
   return "of an unknown kind";
 }
 
@@ -97,6 +98,12 @@ void check_regular_or_missing(const std::string& path, const char* op) {
 }
 
 int open_regular_file(const std::string& path, int flags, const char* op, const std::string& expected) {
+  // judged as itself: stat would pass a link to a regular file, which the open would then
+  // refuse with a bare ELOOP
+  struct stat link {};
+  if ((flags & O_NOFOLLOW) && ::lstat(path.c_str(), &link) == 0 && S_ISLNK(link.st_mode))
+    fail(op, "'", path, "' is a symbolic link, not a regular file; it is not followed, so that the file it points to "
+         "is left alone");
   if (flags & O_CREAT) check_regular_or_missing(path, op);
   else check_regular_file(path, op, expected);
   const int fd = ::open(path.c_str(), flags | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, 0644);

@@ -31,7 +31,9 @@ void check_regular_or_missing(const std::string& path, const char* op);
 // Opens path with flags (O_RDONLY, O_RDWR | O_CREAT, ...) as a regular file: checked as
 // above (check_regular_or_missing when flags hold O_CREAT), opened without waiting
 // (O_NONBLOCK, cleared once open) and checked again on the descriptor, so that a file
-// swapped for a FIFO in between is refused too. Returns the descriptor, to be closed.
+// swapped for a FIFO in between is refused too. With O_NOFOLLOW a symbolic link is refused
+// ("op: 'x' is a symbolic link, not a regular file; ..."), whatever it points to. Returns
+// the descriptor, to be closed.
 int open_regular_file(const std::string& path, int flags, const char* op, const std::string& expected = "");
 
 // The whole of a regular file (open_regular_file), at most max_bytes of it: a larger one

@@ -413,7 +413,7 @@ int main(int argc, char** argv) {
     cli::integer(app, "--layers", o.layers, 1, 1024, "encoder layers");
     cli::integer(app, "--ffn", o.ffn, 1, cli::kMaxSize, "feed-forward width");
     cli::real(app, "--dropout", o.dropout, 0.0, 0.99, "dropout probability");
-    cli::real(app, "--lr", o.lr, 0.0, 10.0, "peak learning rate");
+    cli::positive_real(app, "--lr", o.lr, 10.0, "peak learning rate");
     cli::integer(app, "--warmup", o.warmup, 0, cli::kMaxSteps, "warm-up steps (fewer than --steps)");
     cli::integer(app, "--eval-every", o.eval_every, 1, cli::kMaxSteps, "steps between test evaluations");
     cli::integer(app, "--seed", o.seed, 0, std::numeric_limits<int64_t>::max(), "random seed");

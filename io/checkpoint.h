@@ -104,6 +104,9 @@ class CheckpointManager {
   std::vector<std::string> list() const;     // existing checkpoints, oldest first
   std::optional<std::string> latest() const;
   std::string path_for(int64_t step) const;
+  // The step a file's name gives, <prefix>-<8 to 18 digits>.h5 (in any directory), or
+  // nothing for another name. The name is only a claim: the file's '/progress' says.
+  std::optional<int64_t> step_named(const std::string& path) const;
   const std::vector<std::string>& pruning_failures() const { return pruning_failures_; }  // "path: reason"
 
  private:

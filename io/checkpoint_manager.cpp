@@ -39,20 +39,23 @@ std::string CheckpointManager::path_for(int64_t step) const {
   return (fs::path(dir_) / (prefix_ + buf)).string();
 }
 
+std::optional<int64_t> CheckpointManager::step_named(const std::string& path) const {
+  const std::string name = fs::path(path).filename().string(), head = prefix_ + "-";
+  if (name.size() <= head.size() + 3 || name.compare(0, head.size(), head) != 0 ||
+      name.compare(name.size() - 3, 3, ".h5") != 0)
+    return std::nullopt;
+  const std::string digits = name.substr(head.size(), name.size() - head.size() - 3);
+  if (digits.empty() || digits.size() > 18 || !std::all_of(digits.begin(), digits.end(), ::isdigit))
+    return std::nullopt;
+  return std::stoll(digits);
+}
+
 std::vector<std::string> CheckpointManager::list() const {
   std::vector<std::pair<int64_t, std::string>> found;
   std::error_code ec;
   if (!fs::is_directory(dir_, ec)) return {};
-  for (auto& entry : fs::directory_iterator(dir_, ec)) {
-    std::string name = entry.path().filename().string();
-    std::string head = prefix_ + "-";
-    if (name.size() <= head.size() + 3 || name.compare(0, head.size(), head) != 0 ||
-        name.compare(name.size() - 3, 3, ".h5") != 0)
-      continue;
-    std::string digits = name.substr(head.size(), name.size() - head.size() - 3);
-    if (digits.empty() || digits.size() > 18 || !std::all_of(digits.begin(), digits.end(), ::isdigit)) continue;
-    found.emplace_back(std::stoll(digits), entry.path().string());
-  }
+  for (auto& entry : fs::directory_iterator(dir_, ec))
+    if (auto step = step_named(entry.path().string())) found.emplace_back(*step, entry.path().string());
   std::sort(found.begin(), found.end());
   std::vector<std::string> out;
   for (auto& f : found) out.push_back(f.second);

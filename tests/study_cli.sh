@@ -190,6 +190,9 @@ expect 1 tag_dates "${tag[@]}" --limit 5 --steps 2 --warmup 1 --out "$dir/tag_ba
 says "is not in the vocabulary of $data/train.tsv (its first 5 pairs, --limit 5)"
 expect 2 tag_dates "${tag[@]}" --d-model 64 --heads 5 --out "$dir/tag_disagree"
 says "--heads 5 must divide --d-model 64"
+# a rate of 0 would train nothing: refused as translate refuses it
+expect 2 tag_dates "${tag[@]}" --lr 0 --out "$dir/tag_disagree"
+says '--lr needs a number in (0, 10], got "0"'
 expect 2 tag_dates "${tag[@]}" --steps 50 --out "$dir/tag_disagree"
 says "--warmup 100 (the default) must be less than --steps 50"
 [ -e "$dir/tag_disagree" ] && fail "tag_dates made its --out though its options disagree"

@@ -541,6 +541,16 @@ TEST_CASE("CheckpointManager keeps the newest checkpoints") {
   CHECK_THAT(error_of([&] { CheckpointManager bad(dir.file("x"), 0); }), Catch::Contains("keep_last"));
 }
 
+TEST_CASE("CheckpointManager reads the step a checkpoint's name gives, in any directory, and only from its form") {
+  CheckpointManager mgr("run", 2);
+  CHECK(mgr.step_named(mgr.path_for(90)) == 90);
+  CHECK(mgr.step_named("elsewhere/ckpt-00000010.h5") == 10);
+  CHECK(mgr.step_named("ckpt-123456789012345678.h5") == 123456789012345678);
+  for (const char* other : {"run/ckpt-.h5", "run/ckpt-0001x.h5", "run/ckpt-00000010.h5.damaged", "run/best.h5",
+                            "run/model-00000010.h5", "run/ckpt-1234567890123456789.h5"})
+    CHECK_FALSE(mgr.step_named(other));
+}
+
 TEST_CASE("CheckpointManager names an old checkpoint it cannot remove, and the save still stands") {
   ScratchDir dir;
   Setup a(15);

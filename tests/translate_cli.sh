@@ -18,6 +18,9 @@ contains "$dir/train.out" "step 30/30"
 contains "$dir/train.out" "validation exact match"
 contains "$dir/train.out" "tok/s"
 contains "$dir/train.out" "remaining"
+# a run that ends by step 100 measured no step's memory, and says nothing about it
+contains "$dir/train.out" "memory: peak"
+grep -q "0 of 0 training steps" "$dir/train.out" && fail "a 30-step run reported its unmeasured steps' memory"
 [ -f "$dir/run/curves.png" ] || fail "no curves.png"
 [ "$(ls "$dir/run"/ckpt-*.h5 | wc -l)" -eq 2 ] || fail "expected the newest 2 checkpoints, got: $(ls "$dir/run")"
 ckpt="$dir/run/ckpt-00000030.h5"
@@ -48,6 +51,27 @@ contains "$dir/decode_stdin.err" "the input is empty"
 # a byte-order mark before the first line of standard input is not a character
 printf '\xef\xbb\xbf22/11/2026\n' >"$dir/bom.txt"
 run 0 decode_bom "$bin" decode --checkpoint "$ckpt" <"$dir/bom.txt"
+
+# decode translates a batch at a time: a file's translations are those of its lines given
+# all at once, endless input is answered as it comes, and a producer that waits for each
+# answer gets it
+{ cut -f1 "$dir/train.tsv" | head -n 300; printf 'bad @\n\n'; cut -f1 "$dir/train.tsv" | tail -n 100; } >"$dir/many.txt"
+mapfile -t many <"$dir/many.txt"
+run 1 many_args "$bin" decode --checkpoint "$ckpt" "${many[@]}"
+run 1 many_stdin "$bin" decode --checkpoint "$ckpt" <"$dir/many.txt"
+[ "$(wc -l <"$dir/many_stdin.out")" -eq 402 ] || fail "decode of 402 lines: $(wc -l <"$dir/many_stdin.out") outputs"
+cmp -s "$dir/many_args.out" "$dir/many_stdin.out" || fail "decode: a file's translations differ from its lines'"
+contains "$dir/many_stdin.err" "line 301 (\"bad @\")"
+contains "$dir/many_stdin.err" "line 302"
+timeout 10 bash -c 'yes 12/03/2001 | "$0" decode --checkpoint "$1"' "$bin" "$ckpt" 2>/dev/null | head -n 3 >"$dir/endless.out"
+[ "$(wc -l <"$dir/endless.out")" -eq 3 ] || fail "decode of endless input gave $(wc -l <"$dir/endless.out") lines, not 3"
+coproc answers { exec "$bin" decode --checkpoint "$ckpt" 2>"$dir/answers.err"; }
+answers_pid=$answers_PID  # (bash unsets answers_PID once the process ends)
+echo 22/11/2026 >&"${answers[1]}"
+IFS= read -t 30 -r answer <&"${answers[0]}" || fail "decode kept the answer to a line until its input ended"
+[ "$answer" = "$(head -n 1 "$dir/decode.out")" ] || fail "decode answered '$answer' to 22/11/2026"
+eval "exec ${answers[1]}>&-"
+wait "$answers_pid" || fail "decode of one line at a time: exit $?"
 
 run 1 too_long "$bin" decode --checkpoint "$ckpt" "$(printf '1%.0s' $(seq 1 80))"
 contains "$dir/too_long.err" "at most 63"
@@ -159,6 +183,13 @@ run 0 after_kill "$bin" train "${small[@]}" --out "$dir/shared" --steps 22 --res
 grep -qE "removed [12] temporary file" "$dir/after_kill.out" || fail "after_kill: no stale temporary file removed"
 ls -a "$dir/shared" | grep -q "tmp-" && fail "a temporary file is left in $dir/shared: $(ls -a "$dir/shared")"
 
+# a lock that is a symbolic link is refused, and the file it points to left as it was
+printf 'precious\n' >"$dir/victim.txt"
+mkdir -p "$dir/sl" && ln -s "$dir/victim.txt" "$dir/sl/.lock"
+run 1 symlink_lock "$bin" train "${small[@]}" --out "$dir/sl" --steps 10
+contains "$dir/symlink_lock.err" "'$dir/sl/.lock' is a symbolic link, not a regular file"
+[ "$(cat "$dir/victim.txt")" = precious ] || fail "the lock's symbolic link truncated $dir/victim.txt"
+
 # --resume auto skips a damaged newest checkpoint, names it, and resumes from the newest
 # intact one
 cp -r "$dir/run" "$dir/damaged"
@@ -248,6 +279,19 @@ PY
     "key '/extra/loss_history' row 1 is (20, nan): expected a whole step in [10, 30] and a finite loss"
   crafted loss_unordered 'put("extra/loss_history", np.array([[20.0, 2.0], [10.0, 1.0]]))' \
     "key '/extra/loss_history' row 1 is (10, 1)"
+  # the model's padding index must be the vocabularies' '<pad>': resume, eval and decode
+  # refuse another, naming the file, the key and both indices
+  crafted pad_slash 'f["config"].attrs["pad_id"] = np.int64(7)' \
+    "pad_slash.h5': key '/config' attribute 'pad_id' is 7, but '<pad>' is token 0 of '/vocab/source' (its token 7 is"
+  run 1 pad_slash_eval "$bin" eval --checkpoint "$dir/pad_slash.h5" --data "$dir/valid.tsv"
+  run 1 pad_slash_decode "$bin" decode --checkpoint "$dir/pad_slash.h5" "1/2/2000"
+  contains "$dir/pad_slash_decode.err" "key '/config' attribute 'pad_id' is 7, but '<pad>' is token 0"
+  contains "$dir/pad_slash_eval.err" "key '/config' attribute 'pad_id' is 7, but '<pad>' is token 0"
+  # an index within the source's vocabulary but past the target's is refused as out of range
+  crafted pad_past_target 'f["config"].attrs["pad_id"] = np.int64(f["config"].attrs["tgt_vocab"])' \
+    "pad_past_target.h5': key '/config' attribute 'pad_id' must be in [0, "
+  run 1 pad_past_target_decode "$bin" decode --checkpoint "$dir/pad_past_target.h5" "1/2/2000"
+  contains "$dir/pad_past_target_decode.err" "key '/config' attribute 'pad_id' must be in [0, "
 else
   echo "skipped: the edited-schedule check needs python3 with h5py"
 fi
@@ -341,6 +385,16 @@ contains "$dir/long_pair.err" "long.tsv:401: the source has 70 characters, but -
 # later checkpoints would be rotated away); so is resuming another run's checkpoint there
 cp -r "$dir/fsize" "$dir/later" && rm -f "$dir/later/.lock"
 run 0 later_run "$bin" train "${small[@]}" --out "$dir/later" --steps 30 --resume auto --keep 5
+# a checkpoint whose name gives another step than it holds (a copy) is refused, auto or
+# named: nothing is written, nothing rotated away
+cp "$dir/later/ckpt-00000010.h5" "$dir/later/ckpt-00000090.h5"
+listing=$(ls -l --time-style=full-iso "$dir/later")
+for how in auto "$dir/later/ckpt-00000090.h5"; do
+  run 1 misnamed "$bin" train "${small[@]}" --out "$dir/later" --steps 100 --resume "$how" --keep 1
+  contains "$dir/misnamed.err" "'$dir/later/ckpt-00000090.h5' is named for step 90 but holds step 10"
+  [ "$(ls -l --time-style=full-iso "$dir/later")" = "$listing" ] || fail "a misnamed checkpoint's resume changed $dir/later"
+done
+rm "$dir/later/ckpt-00000090.h5"
 run 1 rollback "$bin" train "${small[@]}" --out "$dir/later" --steps 20 --resume "$dir/later/ckpt-00000010.h5" --keep 1
 contains "$dir/rollback.err" "holds checkpoints past step 10 (ckpt-00000020.h5, ckpt-00000030.h5)"
 [ -f "$dir/later/ckpt-00000030.h5" ] || fail "a refused rollback removed a later checkpoint"
@@ -370,7 +424,10 @@ OMP_NUM_THREADS=100000 "$bin" train --steps 1 >"$dir/omp.out" 2>"$dir/omp.err"
 [ $? -eq 2 ] || fail "OMP_NUM_THREADS=100000 should exit 2"
 contains "$dir/omp.err" "OMP_NUM_THREADS needs an integer in [1, 1024]"
 run 2 lr_zero "$bin" train "${small[@]}" --out "$dir/lr0" --lr 0
-contains "$dir/lr_zero.err" "--lr must be positive"
+contains "$dir/lr_zero.err" "--lr needs a number in (0, 1e+300], got \"0\""
+# --help shows the range the check holds to
+run 0 lr_help "$bin" train --help
+contains "$dir/lr_help.out" "NUMBER in (0, 1e+300]"
 run 2 empty_path "$bin" train --train ""
 contains "$dir/empty_path.err" "--train needs a non-empty value"
 

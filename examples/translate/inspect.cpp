@@ -1,12 +1,16 @@
 // The commands that read a trained checkpoint: eval (accuracy on a pair file), decode
 // (translations), attention (heatmaps of the attention weights) and watch (per head,
 // how peaked its softmax is and how much gradient passes through it).
+#include <poll.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -73,67 +77,157 @@ int eval(const EvalOptions& o) {
   return 0;
 }
 
-int decode(const DecodeOptions& o) {
-  const std::string& path = o.checkpoint;
-  Loaded l = load_model(path);
-  std::vector<std::string> inputs = o.texts;
-  const bool from_stdin = inputs.empty();
-  if (from_stdin) {
-    // lines of at most kMaxLine bytes, kMaxInput in all: endless input (/dev/zero) is refused, not stored
-    constexpr size_t kMaxLine = size_t(1) << 20, kMaxInput = size_t(1) << 30;
-    size_t total = 0;
-    std::string line;
-    for (int c; (c = std::getchar()) != EOF;) {
-      if (c != '\n') {
-        line.push_back((char)c);
-        if (line.size() > kMaxLine)
-          fail("translate decode", "line ", inputs.size() + 1, " of standard input is longer than ", kMaxLine,
-               " bytes: ", printable(line));
+namespace {
+
+// Standard input a line at a time (without its newline, or a '\r' before it), read with
+// read(2) so that what has arrived can be told from what has not: a producer waiting for
+// each answer gets it, instead of waiting for an end of input that never comes.
+class StdinLines {
+ public:
+  // The next line, or nothing at the end of input. A line longer than kMaxLine bytes
+  // (endless input such as /dev/zero) is refused, not stored.
+  std::optional<std::string> next() {
+    auto check_length = [&](size_t bytes) {
+      if (bytes > kMaxLine)
+        fail("translate decode", "line ", lines_ + 1, " of standard input is longer than ", kMaxLine,
+             " bytes: ", printable(buf_.substr(pos_, kMaxLine + 1)));
+    };
+    size_t end;
+    while ((end = buf_.find('\n', pos_)) == std::string::npos) {
+      check_length(buf_.size() - pos_);
+      if (!fill()) break;
+    }
+    if (end == std::string::npos && pos_ == buf_.size()) return std::nullopt;
+    const size_t stop = end == std::string::npos ? buf_.size() : end;  // a last line may lack its newline
+    check_length(stop - pos_);
+    std::string line = buf_.substr(pos_, stop - pos_);
+    pos_ = end == std::string::npos ? buf_.size() : end + 1;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (lines_++ == 0 && line.rfind("\xEF\xBB\xBF", 0) == 0) line.erase(0, 3);  // a byte-order mark
+    return line;
+  }
+
+  // Whether a next line (or the end) is there without waiting: a whole line buffered, or
+  // bytes readable now. A file is always ready; a pipe is not once its writer pauses.
+  bool ready() const {
+    if (eof_ || buf_.find('\n', pos_) != std::string::npos) return true;
+    pollfd p{.fd = 0, .events = POLLIN, .revents = 0};
+    return ::poll(&p, 1, 0) > 0;
+  }
+
+ private:
+  static constexpr size_t kMaxLine = size_t(1) << 20;
+  std::string buf_;
+  size_t pos_ = 0, lines_ = 0;
+  bool eof_ = false;
+
+  // Appends what read(2) gives; false at the end of input.
+  bool fill() {
+    if (eof_) return false;
+    buf_.erase(0, pos_);  // what was returned already
+    pos_ = 0;
+    char chunk[1 << 16];
+    for (;;) {
+      const ssize_t n = ::read(0, chunk, sizeof chunk);
+      if (n > 0) {
+        buf_.append(chunk, (size_t)n);
+        return true;
+      }
+      if (n == 0) return !(eof_ = true);
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN) {  // a non-blocking descriptor inherited from the caller
+        pollfd p{.fd = 0, .events = POLLIN, .revents = 0};
+        ::poll(&p, 1, -1);
         continue;
       }
-      if (!line.empty() && line.back() == '\r') line.pop_back();
-      if (inputs.empty() && line.rfind("\xEF\xBB\xBF", 0) == 0) line.erase(0, 3);  // a byte-order mark
-      total += line.size() + 1;
-      if (total > kMaxInput) fail("translate decode", "standard input holds more than ", kMaxInput, " bytes");
-      inputs.push_back(std::move(line));
-      line.clear();
-    }
-    if (std::ferror(stdin)) fail("translate decode", "cannot read standard input: ", std::strerror(errno));
-    if (!line.empty()) {  // a last line without a newline
-      if (line.back() == '\r') line.pop_back();
-      if (inputs.empty() && line.rfind("\xEF\xBB\xBF", 0) == 0) line.erase(0, 3);
-      inputs.push_back(line);
+      fail("translate decode", "cannot read standard input: ", std::strerror(errno));
     }
   }
-  // Translate the good inputs together; a bad one reports its error (stderr) and leaves
-  // an empty output line, so outputs stay aligned with inputs.
-  std::vector<std::vector<int64_t>> sources;
-  std::vector<size_t> where;
-  std::vector<std::string> errors(inputs.size());
-  for (size_t i = 0; i < inputs.size(); i++) {
+};
+
+// Inputs waiting to be translated together, at most kBatch good ones: greedy_decode's
+// batches, so that a file is translated in the same batches, to the same outputs,
+// whether it comes whole or a batch at a time. A bad input reports its error (stderr)
+// and leaves an empty output line, so that outputs stay aligned with inputs.
+class PendingInputs {
+ public:
+  static constexpr size_t kBatch = 256;
+
+  PendingInputs(const Loaded& l, bool from_stdin) : l_(l), from_stdin_(from_stdin) {}
+
+  void add(std::string input) {
     try {
-      sources.push_back(source_ids(l, inputs[i]));
-      where.push_back(i);
+      sources_.push_back(source_ids(l_, input));
+      where_.push_back(inputs_.size());
+      errors_.emplace_back();
     } catch (const Error& e) {
-      errors[i] = e.what();
+      errors_.push_back(e.what());
     }
+    bytes_ += input.size();
+    inputs_.push_back(std::move(input));
   }
-  auto outputs = seq2seq::greedy_decode(*l.model, sources, l.model->cfg.max_len - 1);
-  std::vector<std::string> results(inputs.size());
-  for (size_t k = 0; k < where.size(); k++) results[where[k]] = l.tgt_vocab.decode(outputs[k]);
-  int failures = 0;
-  for (size_t i = 0; i < inputs.size(); i++) {
-    if (!errors[i].empty()) {
-      failures++;
-      std::fflush(stdout);
-      std::fprintf(stderr, "translate decode: %s %zu (%s): %s\n", from_stdin ? "line" : "argument", i + 1,
-                   printable(inputs[i]).c_str(), errors[i].c_str());
+
+  // A batch's worth of good inputs, or of bytes in bad ones (each at most a long line).
+  bool full() const { return sources_.size() >= kBatch || bytes_ >= (size_t(64) << 20); }
+
+  // Translates and prints what is pending, flushed, in input order.
+  void translate() {
+    auto outputs = seq2seq::greedy_decode(*l_.model, sources_, l_.model->cfg.max_len - 1, (int64_t)kBatch);
+    std::vector<std::string> results(inputs_.size());
+    for (size_t k = 0; k < where_.size(); k++) results[where_[k]] = l_.tgt_vocab.decode(outputs[k]);
+    for (size_t i = 0; i < inputs_.size(); i++) {
+      if (!errors_[i].empty()) {
+        failures_++;
+        std::fflush(stdout);
+        std::fprintf(stderr, "translate decode: %s %zu (%s): %s\n", from_stdin_ ? "line" : "argument", done_ + i + 1,
+                     printable(inputs_[i]).c_str(), errors_[i].c_str());
+      }
+      std::printf("%s\n", results[i].c_str());
     }
-    std::printf("%s\n", results[i].c_str());
+    if (std::fflush(stdout) != 0 || std::ferror(stdout))
+      fail("translate decode", "cannot write the translations: ", std::strerror(errno));
+    done_ += inputs_.size();
+    inputs_.clear(), errors_.clear(), sources_.clear(), where_.clear();
+    bytes_ = 0;
   }
-  if (std::fflush(stdout) != 0 || std::ferror(stdout))
-    fail("translate decode", "cannot write the translations: ", std::strerror(errno));
-  return failures ? 1 : 0;
+
+  int failures() const { return failures_; }
+
+ private:
+  const Loaded& l_;
+  const bool from_stdin_;
+  std::vector<std::string> inputs_, errors_;
+  std::vector<std::vector<int64_t>> sources_;
+  std::vector<size_t> where_;  // sources_[k] is inputs_[where_[k]]
+  size_t bytes_ = 0, done_ = 0;
+  int failures_ = 0;
+};
+
+}  // namespace
+
+int decode(const DecodeOptions& o) {
+  Loaded l = load_model(o.checkpoint);
+  const bool from_stdin = o.texts.empty();
+  PendingInputs pending(l, from_stdin);
+  if (!from_stdin) {
+    for (const std::string& text : o.texts) pending.add(text);
+    pending.translate();
+    return pending.failures() ? 1 : 0;
+  }
+  // Memory stays bounded and answers come as lines do: a batch is translated once it is
+  // full, or once the input pauses.
+  StdinLines in;
+  try {
+    while (auto line = in.next()) {
+      pending.add(std::move(*line));
+      if (pending.full() || !in.ready()) pending.translate();
+    }
+  } catch (const Error&) {
+    pending.translate();  // the lines before a refused one are answered
+    throw;
+  }
+  pending.translate();
+  return pending.failures() ? 1 : 0;
 }
 
 int attention(const AttentionOptions& o) {

@@ -24,6 +24,20 @@ CharVocab vocab_of(const io::Checkpoint& c, const std::string& name, const std::
   }
 }
 
+void check_pad_id(const nn::TransformerConfig& cfg, const CharVocab& src_vocab, const CharVocab& tgt_vocab,
+                  const std::string& file) {
+  for (const auto& [name, vocab] : {std::pair{"source", &src_vocab}, std::pair{"target", &tgt_vocab}}) {
+    const auto& tokens = vocab->tokens();
+    const int64_t pad = std::find(tokens.begin(), tokens.end(), "<pad>") - tokens.begin();
+    if (cfg.pad_id == pad) continue;
+    const std::string there = cfg.pad_id < (int64_t)tokens.size()
+                                  ? cat_str("its token ", cfg.pad_id, " is ", printable(tokens[(size_t)cfg.pad_id]))
+                                  : cat_str("it has ", tokens.size(), " tokens");
+    fail("load", "'", file, "': key '/config' attribute 'pad_id' is ", cfg.pad_id, ", but '<pad>' is token ", pad,
+         " of '/vocab/", name, "' (", there, ")");
+  }
+}
+
 Loaded load_model(const std::string& path) {
   Loaded l;
   l.checkpoint = io::read_checkpoint(path);
@@ -33,6 +47,7 @@ Loaded load_model(const std::string& path) {
   if (l.src_vocab.size() != cfg.src_vocab || l.tgt_vocab.size() != cfg.tgt_vocab)
     fail("load", "'", path, "': the vocabularies have ", l.src_vocab.size(), " and ", l.tgt_vocab.size(),
          " tokens, the configuration says ", cfg.src_vocab, " and ", cfg.tgt_vocab);
+  check_pad_id(cfg, l.src_vocab, l.tgt_vocab, path);
   cli::check_fits_in_memory("translate", 4 * seq2seq::parameter_count(cfg),
                             cat_str("'", path, "': a ", std::llround(seq2seq::parameter_count(cfg)), "-parameter model"));
   l.model = std::make_shared<nn::Transformer>(cfg);

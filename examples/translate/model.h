@@ -24,6 +24,10 @@ struct Loaded {
 
 // A checkpoint's vocabulary ("source" or "target"); errors name the file and the key.
 text::CharVocab vocab_of(const io::Checkpoint& c, const std::string& name, const std::string& file);
+// The model pads with the configuration's pad_id and the vocabularies with "<pad>": they
+// must be one index, or a character is taken for padding. Errors name the file and keys.
+void check_pad_id(const nn::TransformerConfig& cfg, const text::CharVocab& src_vocab,
+                  const text::CharVocab& tgt_vocab, const std::string& file);
 // The model of a checkpoint, its configuration and size checked before it is built.
 Loaded load_model(const std::string& path);
 

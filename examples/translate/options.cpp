@@ -47,7 +47,7 @@ void add_train_options(CLI::App* app, TrainOptions& o) {
                     ? integer(*app, f.flag, f.integer(o.model), int64_t(f.lo), int64_t(f.hi), f.help)
                     : real(*app, f.flag, f.real(o.model), f.lo, f.hi, f.help);
   }
-  g["--lr"] = real(*app, "--lr", o.lr, 0, 1e300, "Adam's peak learning rate, reached after --warmup steps");
+  g["--lr"] = positive_real(*app, "--lr", o.lr, 1e300, "Adam's peak learning rate, reached after --warmup steps");
   g["--warmup"] = integer(*app, "--warmup", o.warmup, 1, kMaxSteps, "warmup steps");
   g["--schedule"] = app->add_option_function<std::string>(
                           "--schedule",

@@ -160,6 +160,11 @@ void check_resume_options(const TrainOptions& o, const io::Checkpoint& c, const 
 
 void check_resume_place(const io::CheckpointManager& ckpts, const std::string& out, const std::string& resume,
                         int64_t step) {
+  // a copy or a rename would otherwise be taken for the newest and rotate the real ones away
+  if (auto named = ckpts.step_named(resume); named && *named != step)
+    fail("translate train", "'", resume, "' is named for step ", *named, " but holds step ", step,
+         " (key '/progress/step'): it was copied or renamed. Move it out of the run's directory, or give it the "
+         "name of step ", step, ", and resume again");
   const std::vector<std::string> all = ckpts.list();
   if (all.empty()) return;
   std::error_code ec;

@@ -44,7 +44,8 @@ void check_resume_options(const TrainOptions& o, const io::Checkpoint& c, const 
                           const std::string& path);
 
 // Checkpoints of another history in --out would be rotated in among this run's: the
-// resumed checkpoint must be --out's own newest, or --out must hold none.
+// resumed checkpoint must be --out's own newest, or --out must hold none. A checkpoint
+// whose name gives another step than the one it holds (a copy, a rename) is refused.
 void check_resume_place(const io::CheckpointManager& ckpts, const std::string& out, const std::string& resume,
                         int64_t step);
 

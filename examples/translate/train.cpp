@@ -118,7 +118,6 @@ int train(const TrainOptions& o) {
   // the data files first: a bad line is named before options that disagree
   auto train_pairs = text::read_pairs(o.train);
   auto valid_pairs = text::read_pairs(o.valid);
-  if (!(o.lr > 0)) throw UsageError{"--lr must be positive, got 0", "train"};
   if (!given(o, "--resume")) check_new_schedule(o);  // a resumed run's schedule is its checkpoint's
   std::optional<training::RunDirectory> run_dir;  // created, writable, locked, swept: by rank 0
   if (leader) run_dir.emplace(o.out, "translate train");
@@ -162,6 +161,7 @@ int train(const TrainOptions& o) {
     cfg = seq2seq::from_config(previous->config, *resume);
     src_vocab = vocab_of(*previous, "source", *resume);
     tgt_vocab = vocab_of(*previous, "target", *resume);
+    check_pad_id(cfg, src_vocab, tgt_vocab, *resume);
     check_resume_options(o, *previous, cfg, *resume);
   } else {
     if (o.model.layer.d_model % o.model.layer.num_heads != 0)
@@ -469,11 +469,15 @@ int train(const TrainOptions& o) {
               100 * std::max(best_before, trainer.best()));
   struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);
-  std::printf("memory: peak %.0f MB resident; the allocator holds %.0f MB; %lld of %lld training steps after step 100 "
-              "took no memory from the system (the other %lld: %.0f KB in all)\n",
-              double(ru.ru_maxrss) / 1024.0, double(Storage::system_bytes()) / 1048576.0,
-              (long long)(steady_steps - steady_grew), (long long)steady_steps, (long long)steady_grew,
-              double(steady_growth) / 1024.0);
+  std::printf("memory: peak %.0f MB resident; the allocator holds %.0f MB", double(ru.ru_maxrss) / 1024.0,
+              double(Storage::system_bytes()) / 1048576.0);
+  // a run that ended by step 100 measured nothing: "0 of 0 steps" would say nothing true
+  if (steady_steps > 0)
+    std::printf("; %lld of %lld training steps after step 100 took no memory from the system (the other %lld: "
+                "%.0f KB in all)",
+                (long long)(steady_steps - steady_grew), (long long)steady_steps, (long long)steady_grew,
+                double(steady_growth) / 1024.0);
+  std::printf("\n");
   if (ddp) {
     const auto& st = ddp->stats();
     std::printf("communication: %.1f s in MPI calls (%.1f%% of training), %.1f s of it waiting after backward; "

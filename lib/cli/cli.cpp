@@ -42,6 +42,13 @@ std::string real_range_text(double lo, double hi) {
   return "in [" + show(lo) + ", " + show(hi) + "]";
 }
 
+// "in (0, hi]": above 0, which a closed range cannot say
+std::string positive_range_text(double hi) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%g", hi);
+  return "in (0, " + std::string(b) + "]";
+}
+
 // "a", "a or b", "a, b or c"
 std::string either(const std::vector<std::string>& choices) {
   std::string list;
@@ -84,6 +91,15 @@ double parse_real(const std::string& flag, const std::string& text, double lo, d
   return v;
 }
 
+double parse_positive_real(const std::string& flag, const std::string& text, double hi) {
+  try {
+    const double v = parse_real(flag, text, 0, hi);
+    if (v > 0) return v;
+  } catch (const UsageError&) {
+  }
+  throw UsageError{flag + " needs a number " + positive_range_text(hi) + ", got " + got(text)};
+}
+
 CLI::Option* integer(CLI::App& app, const std::string& name, int64_t& value, int64_t lo, int64_t hi,
                      const std::string& help) {
   auto* o = app.add_option_function<std::string>(
@@ -104,6 +120,15 @@ CLI::Option* real(CLI::App& app, const std::string& name, double& value, double 
   char b[32];
   std::snprintf(b, sizeof b, "%g", value);
   return o->type_name("NUMBER " + real_range_text(lo, hi))->default_str(b);
+}
+
+CLI::Option* positive_real(CLI::App& app, const std::string& name, double& value, double hi,
+                           const std::string& help) {
+  auto* o = app.add_option_function<std::string>(
+      name, [&value, name, hi](const std::string& s) { value = parse_positive_real(name, s, hi); }, help);
+  char b[32];
+  std::snprintf(b, sizeof b, "%g", value);
+  return o->type_name("NUMBER " + positive_range_text(hi))->default_str(b);
 }
 
 CLI::Option* text(CLI::App& app, const std::string& name, std::string& value, const std::string& help) {

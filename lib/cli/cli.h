@@ -53,6 +53,8 @@ int64_t parse_int(const std::string& flag, const std::string& text, int64_t lo,
                   int64_t hi = std::numeric_limits<int64_t>::max());
 // A finite real number within [lo, hi].
 double parse_real(const std::string& flag, const std::string& text, double lo = -INFINITY, double hi = INFINITY);
+// A finite real number above 0 and at most hi, "in (0, hi]": a rate that must move.
+double parse_positive_real(const std::string& flag, const std::string& text, double hi);
 
 // Options whose values are checked as parse_int/parse_real do; the default is shown by
 // --help. Return the option, so that callers can ask option->count() whether it was given.
@@ -61,6 +63,8 @@ CLI::Option* integer(CLI::App& app, const std::string& name, int64_t& value, int
 CLI::Option* integer(CLI::App& app, const std::string& name, int& value, int lo, int hi, const std::string& help);
 CLI::Option* real(CLI::App& app, const std::string& name, double& value, double lo, double hi,
                   const std::string& help);
+CLI::Option* positive_real(CLI::App& app, const std::string& name, double& value, double hi,
+                           const std::string& help);
 CLI::Option* text(CLI::App& app, const std::string& name, std::string& value, const std::string& help);
 
 // Parses the command line; throws Exit after printing --help (code 0) or a parse error

@@ -1,6 +1,7 @@
 // The translator's model configuration: its one table, and what walks it.
 #include "lib/seq2seq/model_options.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.h"
@@ -135,8 +136,11 @@ TransformerConfig from_config(const io::Config& config, const std::string& file)
   // what holds between fields
   if (c.layer.d_model % c.layer.num_heads != 0)
     fail(op, "'", file, "': key '/config': nhead ", c.layer.num_heads, " does not divide d_model ", c.layer.d_model);
-  if (c.pad_id >= c.src_vocab)
-    fail(op, "'", file, "': key '/config' attribute 'pad_id' must be in [0, ", c.src_vocab - 1, "], got ", c.pad_id);
+  // both embeddings have a row for padding
+  const int64_t rows = std::min(c.src_vocab, c.tgt_vocab);
+  if (c.pad_id >= rows)
+    fail(op, "'", file, "': key '/config' attribute 'pad_id' must be in [0, ", rows - 1, "] (src_vocab ", c.src_vocab,
+         ", tgt_vocab ", c.tgt_vocab, "), got ", c.pad_id);
   for (const auto& [key, value] : config) {
     bool known = false;
     for (const ModelField& f : model_fields()) known = known || key == f.key;

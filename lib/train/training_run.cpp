@@ -41,7 +41,8 @@ RunDirectory::RunDirectory(const std::string& dir, const char* op) : dir_(dir) {
   ::unlink(probe.c_str());
 
   const std::string lock = (fs::path(dir) / ".lock").string();
-  lock_fd_ = io::open_regular_file(lock, O_RDWR | O_CREAT, op);
+  // never through a link: the lock is truncated and written, and so would be its target
+  lock_fd_ = io::open_regular_file(lock, O_RDWR | O_CREAT | O_NOFOLLOW, op);
   if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;
     char pid[32] = {0};
