@@ -4,6 +4,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <ostream>
 #include <string>
 
 namespace ember {
@@ -34,6 +35,8 @@ inline const char* dtype_name(DType t) {
   }
   return "?";
 }
+
+inline std::ostream& operator<<(std::ostream& os, DType t) { return os << dtype_name(t); }  // "float32"
 
 inline bool is_floating(DType t) { return t == DType::Float32 || t == DType::Float64; }
 
