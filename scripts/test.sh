@@ -2,8 +2,9 @@
 # The test command: install what is missing, then build and run the whole suite twice -
 # Release, and Debug with AddressSanitizer + UndefinedBehaviorSanitizer (the libraries and
 # the Catch2 suite: the examples, tools and benchmarks, and the tests that run them, are the
-# Release build's) - then fuzz the checkpoint loader for a minute (clang's libFuzzer).
-# Fails when any test fails or the fuzzer finds a crash, hang or sanitizer report.
+# Release build's) - then fuzz the checkpoint loader, the data-file reader and the NumPy-format
+# reader for a minute each (clang's libFuzzer). Fails when any test fails or a fuzzer finds a
+# crash, hang or sanitizer report.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install_deps.sh clang libclang-rt-14-dev libomp-dev python3-numpy python3-torch python3-h5py
