@@ -1,8 +1,10 @@
 // Derivatives of whole functions, built on ember::grad and double backward (as
 // torch.autograd.functional). Each takes f and a point - one tensor, or several - which is
 // not modified and whose .grad is not touched (f is evaluated at fresh leaves with the
-// point's values). Parts of the output that do not depend on an input get zero
-// derivatives. With several inputs, results come per input, in order.
+// point's values). The results carry no graph (as PyTorch's without create_graph): a
+// function that calls jacobian or hessian inside is a constant to an outer one. Parts of
+// the output that do not depend on an input get zero derivatives. With several inputs,
+// results come per input, in order.
 //
 //   jacobian(f, x)     f: x -> y of any shape; J [y.shape..., x.shape...],
 //                      J[i..., j...] = d y[i...] / d x[j...]  (several x: one J per x)

@@ -62,6 +62,8 @@ class HeaderParser {
       if (!peek('}')) expect(',');
     }
     expect('}');
+    space();
+    if (i_ != s_.size()) bad("text after its closing '}'");
     if (!seen_descr || !seen_order || !seen_shape) bad("no 'descr', 'fortran_order' or 'shape' key");
     return h;
   }
@@ -126,7 +128,7 @@ class HeaderParser {
 
 Element element_of(const std::string& descr, const std::string& where, const char* op) {
   auto refuse = [&](const std::string& why) -> Element {
-    fail(op, where, ": dtype '", printable(descr), "' ", why);
+    fail(op, where, ": dtype ", printable(descr), " ", why);
   };
   if (descr.size() < 3) return refuse("is not one ember reads (float32, float64, integers, bool)");
   const char order = descr[0], kind = descr[1];
@@ -179,8 +181,9 @@ std::vector<uint8_t> encode(const Tensor& t) {
 }
 
 Tensor decode(const uint8_t* data, size_t size, const std::string& where, const char* op) {
-  if (size < 10 || std::memcmp(data, kMagic, 6) != 0)
+  if (size < 6 || std::memcmp(data, kMagic, 6) != 0)
     fail(op, where, " is not a .npy file (it does not start with NumPy's magic string)");
+  if (size < 10) fail(op, where, " is truncated inside its header");
   const int major = data[6];
   if (major < 1 || major > 3) fail(op, where, ": .npy format version ", major, ".", (int)data[7], " is not one ember reads (1 to 3)");
   const size_t preamble = major == 1 ? 10 : 12;
@@ -284,6 +287,8 @@ std::vector<uint8_t> zip(const Members& members, const std::string& path, const 
   for (const auto& member : members) {
     const std::string& name = member.first;  // (named, not bound: lambdas below capture them)
     const std::vector<uint8_t>& data = member.second;
+    if (name.size() > 0xFFFF)
+      fail(op, "'", path, "': the name ", printable(name), " is ", name.size(), " bytes, more than a zip member's name holds (65535)");
     if (out.size() + data.size() + name.size() + 30 >= 0xFFFFFFFFu)
       fail(op, "'", path, "': the arrays pass 4 GiB, more than ember's .npz writer holds; use .h5");
     const uint32_t crc = crc_of(data.data(), data.size());
@@ -332,6 +337,8 @@ Members unzip(const std::vector<uint8_t>& file, const std::string& path, const c
   if (central_at > end || central_size > end - central_at || entries > central_size / 46)
     a.bad("its central directory does not fit in the file");
   Members members;
+  std::vector<std::pair<uint64_t, uint64_t>> spans;  // each member's [local header, end of data)
+  uint64_t total = 0;
   uint64_t at = central_at;
   for (uint64_t k = 0; k < entries; k++) {
     if (a.u(at, 4) != kCentral) a.bad(cat_str("central directory entry ", k, " is damaged"));
@@ -356,8 +363,16 @@ Members unzip(const std::vector<uint8_t>& file, const std::string& path, const c
     if (flags & 1) a.bad(what + " is encrypted");
     if (method != 0 && method != 8) a.bad(cat_str(what, " is compressed with method ", method, " (ember reads stored and deflated)"));
     if (a.u(local, 4) != kLocal) a.bad(what + ": its local header is missing");
-    const uint64_t data_at = local + 30 + a.u(local + 26, 2) + a.u(local + 28, 2);
+    const uint64_t local_name_len = a.u(local + 26, 2);
+    const uint64_t data_at = local + 30 + local_name_len + a.u(local + 28, 2);
     if (data_at > file.size() || packed > file.size() - data_at) a.bad(what + " reaches past the end of the file");
+    if (local_name_len != name_len || std::memcmp(file.data() + local + 30, name.data(), name_len) != 0)
+      a.bad(what + "'s local header names another member");
+    spans.emplace_back(local, data_at + packed);
+    // members sharing bytes (one stream claimed by many names) would multiply what is read
+    total += size;
+    if (total > 1100 * (uint64_t)file.size() + (1u << 20))
+      a.bad(cat_str("its members claim ", total, " bytes in all from a file of ", file.size()));
     // no deflate stream expands more than about 1032:1: a larger claim is a zip bomb
     if (method == 0 ? size != packed : size > 1100 * packed + (1u << 20))
       a.bad(cat_str(what, " claims ", size, " bytes from ", packed, " stored"));
@@ -382,6 +397,9 @@ Members unzip(const std::vector<uint8_t>& file, const std::string& path, const c
     members.emplace_back(name, std::move(bytes));
     at += 46 + name_len + extra_len + comment_len;
   }
+  std::sort(spans.begin(), spans.end());
+  for (size_t i = 1; i < spans.size(); i++)
+    if (spans[i].first < spans[i - 1].second) a.bad("two of its members share bytes");
   return members;
 }
 

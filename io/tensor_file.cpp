@@ -36,9 +36,16 @@ void check_names(const NamedTensors& tensors, const std::string& path, Format f,
       fail(op, "'", path, "': the name ", printable(name), " is empty or holds a NUL byte");
     if (f == Format::Npz && name.find('/') != std::string::npos)
       fail(op, "'", path, "': the name ", printable(name), " holds '/', which an .npz member cannot (use .h5)");
-    if (f == Format::H5 && (name.front() == '/' || name.back() == '/' || name.find("//") != std::string::npos ||
-                            name == "." || name.find("/./") != std::string::npos))
-      fail(op, "'", path, "': the name ", printable(name), " is not a path of names separated by single '/'");
+    // every part of a name ('/' separates them in HDF5) is a plain name: not empty, "." or ".."
+    for (size_t a = 0; a <= name.size();) {
+      size_t b = f == Format::H5 ? name.find('/', a) : std::string::npos;
+      if (b == std::string::npos) b = name.size();
+      const std::string part = name.substr(a, b - a);
+      if (part.empty() || part == "." || part == "..")
+        fail(op, "'", path, "': the name ", printable(name), " is not ",
+             f == Format::H5 ? "a path of plain names separated by single '/'" : "a plain name", " (no '.' or '..')");
+      a = b + 1;
+    }
     if (!seen.insert(name).second) fail(op, "'", path, "': the name ", printable(name), " appears twice");
     check_defined(t, op, cat_str("tensor '", name, "'").c_str());
   }

@@ -6,7 +6,8 @@
 //   .npz         named tensors, NumPy's zip of .npy files (np.savez / np.savez_compressed).
 // Every dtype ember has is written as itself (bool as NumPy's bool, uint8 in HDF5); reading
 // also takes NumPy's other integer types (as int64, exactly) and Fortran order. Writing
-// replaces the file whole or not at all (a crash or a full disk leaves the old one). A file
+// replaces the file whole or not at all (a crash or a full disk leaves the old one); a
+// symbolic link at the path is replaced too, not written through. A file
 // that is damaged, foreign or does not match what it declares is refused with an Error
 // naming the function, the file and what is wrong.
 //

@@ -84,7 +84,12 @@ Composed composed_attention(const Tensor& q, const Tensor& k, const Tensor& v, c
 namespace {
 thread_local AttentionImpl t_attention_impl = AttentionImpl::Auto;
 }
-AttentionImplGuard::AttentionImplGuard(AttentionImpl impl) : prev_(t_attention_impl) { t_attention_impl = impl; }
+AttentionImplGuard::AttentionImplGuard(AttentionImpl impl) : prev_(t_attention_impl) {
+  if (impl != AttentionImpl::Auto && impl != AttentionImpl::Fused && impl != AttentionImpl::Tiled &&
+      impl != AttentionImpl::Composed)
+    fail("AttentionImplGuard", "unknown implementation ", (int)impl, " (expected Auto, Fused, Tiled or Composed)");
+  t_attention_impl = impl;
+}
 AttentionImplGuard::~AttentionImplGuard() { t_attention_impl = prev_; }
 AttentionImpl attention_impl() { return t_attention_impl; }
 

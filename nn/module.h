@@ -98,7 +98,9 @@ class Module {
   //   Tensor H = hessian(loss, model.proj->weight);
   // Each given tensor must match the shape and dtype of what it replaces (names it does
   // not know are an error naming them); names not given keep the module's own. The
-  // module's tensors are back in place when fn returns or throws.
+  // module's tensors are back in place when fn returns or throws - so fn must not change
+  // the module itself: a to() or load_state_dict() inside it acts on the replacements and
+  // is undone with them.
   template <class F>
   auto functional_call(const StateDict& replacements, F&& fn) -> decltype(fn()) {
     Swap swap(*this, replacements);

@@ -180,3 +180,18 @@ TEST_CASE("a norm's gradient is 0 where the norm is 0, as PyTorch's, not NaN") {
   CHECK(gx[2] == Approx(0.6).epsilon(1e-15));
   CHECK(gx[3] == Approx(0.8).epsilon(1e-15));
 }
+
+TEST_CASE("isclose compares int64 exactly, norm's gradient is 0 at zero for p < 1, logsumexp of nothing is -inf") {
+  const Tensor big = tensor({int64_t(9007199254740993)}), near = tensor({int64_t(9007199254740992)});
+  CHECK(isclose(big, near, 0, 0).to_vector<int64_t>() == std::vector<int64_t>{0});
+  CHECK(isclose(big, big, 0, 0).to_vector<int64_t>() == std::vector<int64_t>{1});
+  CHECK(isclose(big, near, 0, 1).to_vector<int64_t>() == std::vector<int64_t>{1});
+  Tensor x = tensor({0.0, 4.0}, kFloat64).requires_grad_();
+  norm(x, 0.5).backward();
+  CHECK(values(x.grad())[0] == 0);  // torch: [0, 1]
+  CHECK(values(x.grad())[1] == Approx(1.0).epsilon(1e-15));
+  CHECK(logsumexp(zeros({0}, kFloat64), {0}).item() == -INFINITY);
+  CHECK(logsumexp(zeros({2, 0}), {1}).shape() == Shape{2});
+  CHECK_THAT(error_of([] { (void)logsumexp(zeros({2, 3}), {1, -1}); }), StartsWith("logsumexp: dim -1 appears more than once"));
+}
+

@@ -969,6 +969,7 @@ TEST_CASE("AttentionImplGuard chooses fused, tiled or composed attention for a s
     for (size_t i = 0; i < gx.size(); i++) CHECK(gx[i] == Approx(reference_grad[i]).epsilon(1e-10).margin(1e-13));
   }
   CHECK(attention_impl() == AttentionImpl::Auto);  // the guard restores it
+  CHECK_THAT(error_of([] { AttentionImplGuard bad((AttentionImpl)99); }), StartsWith("AttentionImplGuard: unknown implementation 99"));
   // weights asked for under Tiled come from the fused op
   AttentionImplGuard tiled(AttentionImpl::Tiled);
   NoGradGuard ng;

@@ -174,7 +174,41 @@ TEST_CASE("io::save and io::load refuse what they cannot do, naming the file") {
   std::vector<uint8_t> bomb = zgood;
   bomb[central + 10] = 8;                                     // deflated
   bomb[central + 24] = 0, bomb[central + 25] = 0, bomb[central + 26] = 0, bomb[central + 27] = 0x40;  // 1 GiB
-  zrefused(bomb, "claims 1073741824 bytes");
+  zrefused(bomb, "claim 1073741824 bytes");
+}
+
+TEST_CASE("a name no format can hold is refused before the file is touched, and a zip whose members share bytes is refused") {
+  ScratchDir dir;
+  const std::string z = dir.file("long.npz");
+  io::save(z, {{"good", ones({2})}});
+  const std::vector<uint8_t> before = bytes_of(z);
+  CHECK_THAT(error_of([&] { io::save(z, {{std::string(65532, 'x'), ones({2})}}); }), Contains("more than a zip member's name holds"));
+  CHECK(bytes_of(z) == before);  // the good file is still there
+  for (const std::string bad : {".", "..", "a/..", "./a", "a/./b", "a//b"}) {
+    INFO(bad);
+    CHECK_THAT(error_of([&] { io::save(dir.file("n.h5"), {{bad, ones({1})}}); }), Contains("is not a path of plain names"));
+  }
+  CHECK_THAT(error_of([&] { io::save(dir.file("n.npz"), {{"..", ones({1})}}); }), Contains("is not a plain name"));
+  // one member's bytes claimed by two names: the second central entry points at the first member
+  io::save(z, {{"a", zeros({64}, kFloat64)}, {"b", zeros({64}, kFloat64)}});
+  std::vector<uint8_t> shared = bytes_of(z);
+  const size_t eocd = shared.size() - 22;
+  const size_t central = shared[eocd + 16] | shared[eocd + 17] << 8 | shared[eocd + 18] << 16 | (size_t)shared[eocd + 19] << 24;
+  const size_t second = central + 46 + 5;  // past the first entry, named "a.npy"
+  for (int i = 0; i < 4; i++) shared[second + 42 + i] = 0;  // its local header: the first member's
+  write_bytes(z, shared);
+  CHECK_THAT(error_of([&] { io::load_named(z); }), Contains("local header names another member"));
+  shared[second + 46] = 'a';  // and named as the first: then the two share bytes
+  write_bytes(z, shared);
+  CHECK_THAT(error_of([&] { io::load_named(z); }), Contains("appears twice") || Contains("share bytes"));
+  // text after a .npy header's closing brace
+  const std::string p = dir.file("x.npy");
+  io::save(p, ones({2}, kFloat64));
+  std::vector<uint8_t> b = bytes_of(p);
+  const size_t close = std::string(b.begin(), b.end()).find('}');
+  b[close + 2] = 'Z';
+  write_bytes(p, b);
+  CHECK_THAT(error_of([&] { io::load(p); }), Contains("text after its closing '}'"));
 }
 
 TEST_CASE("NumPy and h5py read what ember writes, and ember reads what they write") {

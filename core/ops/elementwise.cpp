@@ -502,9 +502,17 @@ Tensor closeness(const char* op, const Tensor& a, const Tensor& b, double rtol, 
   same_dtype(op, a, b);
   if (!(rtol >= 0) || !(atol >= 0)) fail(op, "rtol and atol must be non-negative, got ", rtol, " and ", atol);
   const Shape s = broadcast_shapes(a.shape(), b.shape(), op);
-  const auto x = a.expand(s).to_vector<double>(), y = b.expand(s).to_vector<double>();
-  std::vector<bool> r(x.size());
-  for (size_t i = 0; i < x.size(); i++) r[i] = close(x[i], y[i], rtol, atol, equal_nan);
+  std::vector<bool> r((size_t)numel_of(s));
+  if (a.dtype() == kInt64) {  // exactly: a double cannot tell 2^53 from 2^53 + 1
+    const auto x = a.expand(s).to_vector<int64_t>(), y = b.expand(s).to_vector<int64_t>();
+    for (size_t i = 0; i < x.size(); i++) {
+      const long double diff = (long double)x[i] - (long double)y[i];  // exact: 64-bit mantissa
+      r[i] = std::fabs(diff) <= (long double)atol + (long double)rtol * std::fabs((long double)y[i]);
+    }
+  } else {
+    const auto x = a.expand(s).to_vector<double>(), y = b.expand(s).to_vector<double>();
+    for (size_t i = 0; i < x.size(); i++) r[i] = close(x[i], y[i], rtol, atol, equal_nan);
+  }
   return from_bools(r, s);
 }
 }  // namespace

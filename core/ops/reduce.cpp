@@ -193,7 +193,11 @@ Tensor norm(const Tensor& a, double p, const Dims& dims, bool keepdim, Loc loc) 
         sign = sub(gt(x.detach(), 0.0).to(x.dtype()), lt(x.detach(), 0.0).to(x.dtype()));
       }
       const Tensor scale = masked_fill(div(gk, pow(safe, p - 1)), zero, 0.0);
-      return std::vector<Tensor>{mul(mul(sign, pow(abs(x), p - 1)), scale)};
+      // |a|^(p-1) is infinite at a = 0 when p < 1: 0 there, as PyTorch's (taken at 1, so
+      // that no infinity meets a zero in a double backward either)
+      const Tensor at_zero = eq(x.detach(), 0.0);
+      const Tensor power = masked_fill(pow(masked_fill(abs(x), at_zero, 1.0), p - 1), at_zero, 0.0);
+      return std::vector<Tensor>{mul(mul(sign, power), scale)};
     };
   }
   return record("norm", loc, out, {a}, std::move(bw), {a.detach(), out});
@@ -202,6 +206,9 @@ Tensor norm(const Tensor& a, double p, const Dims& dims, bool keepdim, Loc loc) 
 Tensor logsumexp(const Tensor& a, const Dims& dims, bool keepdim, Loc loc) {
   check_defined(a, "logsumexp", "the input");
   need_float("logsumexp", a);
+  const auto m = dims_mask(a, dims, "logsumexp");  // dims checked here, naming logsumexp
+  for (int64_t d = 0; d < a.dim(); d++)
+    if (m[d] && a.size(d) == 0) return add(sum(a, dims, keepdim, loc), -INFINITY, loc);  // an empty sum: log 0
   // shifted by the largest element (a constant: the result's derivative does not depend on
   // it), or by 0 where that is infinite, so that a row of -inf gives -inf, not NaN
   Tensor shift;
