@@ -109,26 +109,16 @@ struct Fingerprint {
   }
 };
 
-std::vector<uint8_t> slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-void spit(const std::string& path, const std::vector<uint8_t>& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(reinterpret_cast<const char*>(bytes.data()), (std::streamsize)bytes.size());
-}
-
 // Rewrites the 512-byte header so that size and checksum match the file again: lets a
 // test reach the checks behind the checksum with a file edited on purpose.
 void reseal(const std::string& path, int schema = 1) {
-  std::vector<uint8_t> b = slurp(path);
+  std::vector<uint8_t> b = read_bytes(path);
   REQUIRE(b.size() > 512);
   uint32_t crc = (uint32_t)crc32(crc32(0L, Z_NULL, 0), b.data() + 512, (uInt)(b.size() - 512));
   char header[512] = {0};
   std::snprintf(header, sizeof header, "ember checkpoint\nschema %d\nsize %zu\ncrc32 %08x\n", schema, b.size(), crc);
   std::memcpy(b.data(), header, 512);
-  spit(path, b);
+  write_bytes(path, b);
 }
 
 // Writes a checkpoint by hand, through a plain HDF5 writer, then seals it.
@@ -244,10 +234,10 @@ TEST_CASE("files that are not checkpoints are refused") {
   s.train(1);
   Fingerprint before(s);
   ResumeTargets t = s.targets();
-  spit(dir.file("text.h5"), {'h', 'e', 'l', 'l', 'o', '\n'});
+  write_bytes(dir.file("text.h5"), {'h', 'e', 'l', 'l', 'o', '\n'});
   CHECK_THAT(error_of([&] { load_checkpoint(dir.file("text.h5"), t); }),
              Catch::Contains("text.h5") && Catch::Contains("not an ember checkpoint"));
-  spit(dir.file("empty.h5"), {});
+  write_bytes(dir.file("empty.h5"), {});
   CHECK_THAT(error_of([&] { load_checkpoint(dir.file("empty.h5"), t); }), Catch::Contains("empty.h5"));
   {
     h5::Writer w(dir.file("plain.h5"));
@@ -266,13 +256,13 @@ TEST_CASE("a truncated checkpoint is refused at every offset, and nothing change
   a.train(2);
   s.train(1);
   save_checkpoint(dir.file("c.h5"), a.snapshot(2));
-  std::vector<uint8_t> whole = slurp(dir.file("c.h5"));
+  std::vector<uint8_t> whole = read_bytes(dir.file("c.h5"));
   Fingerprint before(s);
   ResumeTargets t = s.targets();
   for (size_t cut : {size_t(0), size_t(10), size_t(511), size_t(512), size_t(520), whole.size() / 3, whole.size() / 2,
                      whole.size() - 100, whole.size() - 1}) {
     INFO("cut at " << cut << " of " << whole.size());
-    spit(dir.file("cut.h5"), std::vector<uint8_t>(whole.begin(), whole.begin() + (long)cut));
+    write_bytes(dir.file("cut.h5"), std::vector<uint8_t>(whole.begin(), whole.begin() + (long)cut));
     std::string msg = error_of([&] { load_checkpoint(dir.file("cut.h5"), t); });
     CHECK_THAT(msg, Catch::Contains("cut.h5"));
     if (cut >= 520) CHECK_THAT(msg, Catch::Contains("truncated"));
@@ -286,7 +276,7 @@ TEST_CASE("a checkpoint with flipped bytes is refused, and nothing changes") {
   a.train(2);
   s.train(1);
   save_checkpoint(dir.file("c.h5"), a.snapshot(2));
-  std::vector<uint8_t> whole = slurp(dir.file("c.h5"));
+  std::vector<uint8_t> whole = read_bytes(dir.file("c.h5"));
   Fingerprint before(s);
   ResumeTargets t = s.targets();
   // in the header, in HDF5's superblock, in metadata and in raw weights, and the last byte
@@ -295,7 +285,7 @@ TEST_CASE("a checkpoint with flipped bytes is refused, and nothing changes") {
       INFO("flip " << int(mask) << " at " << at);
       std::vector<uint8_t> bad = whole;
       bad[at] ^= mask;
-      spit(dir.file("flipped.h5"), bad);
+      write_bytes(dir.file("flipped.h5"), bad);
       std::string msg = error_of([&] { load_checkpoint(dir.file("flipped.h5"), t); });
       CHECK_THAT(msg, Catch::Contains("flipped.h5"));
       if (at >= 512) CHECK_THAT(msg, Catch::Contains("corrupted"));
@@ -495,7 +485,7 @@ TEST_CASE("a full disk makes saving fail cleanly, and the previous checkpoint st
   a.train(1);
   std::string path = dir.file("c.h5");
   save_checkpoint(path, a.snapshot(1));
-  std::vector<uint8_t> before = slurp(path);
+  std::vector<uint8_t> before = read_bytes(path);
   Checkpoint big = a.snapshot(2);
   big.extra["big"] = zeros({1 << 18});  // 1 MiB, over the file-size limit below
   pid_t child = fork();
@@ -516,7 +506,7 @@ TEST_CASE("a full disk makes saving fail cleanly, and the previous checkpoint st
   waitpid(child, &status, 0);
   REQUIRE(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 42);
-  CHECK(slurp(path) == before);
+  CHECK(read_bytes(path) == before);
   int files = 0;
   for (auto& e : fs::directory_iterator(dir.path)) files += 1, (void)e;
   CHECK(files == 1);  // the temporary file was removed

@@ -53,14 +53,9 @@ void spit(const std::string& path, const std::string& bytes) {
   out << bytes;
 }
 
-std::vector<uint8_t> slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
 // Rewrites a checkpoint's 512-byte header so that size and checksum match its edited body.
 void reseal(const std::string& path) {
-  std::vector<uint8_t> b = slurp(path);
+  std::vector<uint8_t> b = read_bytes(path);
   REQUIRE(b.size() > 512);
   uint32_t crc = (uint32_t)crc32(crc32(0L, Z_NULL, 0), b.data() + 512, (uInt)(b.size() - 512));
   char header[512] = {0};

@@ -20,16 +20,6 @@ using Catch::Matchers::StartsWith;
 
 namespace {
 
-std::vector<uint8_t> bytes_of(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-void write_bytes(const std::string& path, const std::vector<uint8_t>& b) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(reinterpret_cast<const char*>(b.data()), (std::streamsize)b.size());
-}
-
 // The tensors every format must carry whole: each dtype, 0-dim, empty, non-contiguous.
 io::NamedTensors samples() {
   return {{"f32", arange(0, 6, 1, kFloat32).view({2, 3})},
@@ -83,7 +73,7 @@ TEST_CASE("io::save and io::load carry every dtype, shape and layout whole throu
   // the same tensors give the same bytes
   io::save(dir.file("a.npz"), samples());
   io::save(dir.file("b.npz"), samples());
-  CHECK(bytes_of(dir.file("a.npz")) == bytes_of(dir.file("b.npz")));
+  CHECK(read_bytes(dir.file("a.npz")) == read_bytes(dir.file("b.npz")));
 }
 
 TEST_CASE("a module's state_dict is saved and loaded in one call each way") {
@@ -120,7 +110,7 @@ TEST_CASE("io::save and io::load refuse what they cannot do, naming the file") {
 
   // damaged .npy files
   io::save(p, arange(0, 6, 1, kFloat64));
-  const std::vector<uint8_t> good = bytes_of(p);
+  const std::vector<uint8_t> good = read_bytes(p);
   auto refused = [&](std::vector<uint8_t> b, const std::string& expected) {
     write_bytes(p, b);
     CHECK_THAT(error_of([&] { io::load(p); }), StartsWith("io::load: '" + p + "'") && Contains(expected));
@@ -156,7 +146,7 @@ TEST_CASE("io::save and io::load refuse what they cannot do, naming the file") {
   // damaged .npz files
   const std::string z = dir.file("x.npz");
   io::save(z, {{"w", arange(0, 6, 1, kFloat64)}});
-  const std::vector<uint8_t> zgood = bytes_of(z);
+  const std::vector<uint8_t> zgood = read_bytes(z);
   auto zrefused = [&](std::vector<uint8_t> b, const std::string& expected) {
     write_bytes(z, b);
     CHECK_THAT(error_of([&] { io::load_named(z); }), StartsWith("io::load: '" + z + "'") && Contains(expected));
@@ -181,9 +171,9 @@ TEST_CASE("a name no format can hold is refused before the file is touched, and 
   ScratchDir dir;
   const std::string z = dir.file("long.npz");
   io::save(z, {{"good", ones({2})}});
-  const std::vector<uint8_t> before = bytes_of(z);
+  const std::vector<uint8_t> before = read_bytes(z);
   CHECK_THAT(error_of([&] { io::save(z, {{std::string(65532, 'x'), ones({2})}}); }), Contains("more than a zip member's name holds"));
-  CHECK(bytes_of(z) == before);  // the good file is still there
+  CHECK(read_bytes(z) == before);  // the good file is still there
   for (const std::string bad : {".", "..", "a/..", "./a", "a/./b", "a//b"}) {
     INFO(bad);
     CHECK_THAT(error_of([&] { io::save(dir.file("n.h5"), {{bad, ones({1})}}); }), Contains("is not a path of plain names"));
@@ -191,7 +181,7 @@ TEST_CASE("a name no format can hold is refused before the file is touched, and 
   CHECK_THAT(error_of([&] { io::save(dir.file("n.npz"), {{"..", ones({1})}}); }), Contains("is not a plain name"));
   // one member's bytes claimed by two names: the second central entry points at the first member
   io::save(z, {{"a", zeros({64}, kFloat64)}, {"b", zeros({64}, kFloat64)}});
-  std::vector<uint8_t> shared = bytes_of(z);
+  std::vector<uint8_t> shared = read_bytes(z);
   const size_t eocd = shared.size() - 22;
   const size_t central = shared[eocd + 16] | shared[eocd + 17] << 8 | shared[eocd + 18] << 16 | (size_t)shared[eocd + 19] << 24;
   const size_t second = central + 46 + 5;  // past the first entry, named "a.npy"
@@ -204,7 +194,7 @@ TEST_CASE("a name no format can hold is refused before the file is touched, and 
   // text after a .npy header's closing brace
   const std::string p = dir.file("x.npy");
   io::save(p, ones({2}, kFloat64));
-  std::vector<uint8_t> b = bytes_of(p);
+  std::vector<uint8_t> b = read_bytes(p);
   const size_t close = std::string(b.begin(), b.end()).find('}');
   b[close + 2] = 'Z';
   write_bytes(p, b);

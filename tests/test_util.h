@@ -9,6 +9,8 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <functional>
 #include <string>
 #include <system_error>
@@ -86,6 +88,16 @@ struct ScratchDir {
 };
 
 // Largest elementwise |a - b| (infinite where either is NaN); shapes must agree.
+// A file's bytes, and a file made of given bytes (for damaging files on purpose).
+inline std::vector<uint8_t> read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+inline void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char*>(bytes.data()), (std::streamsize)bytes.size());
+}
+
 inline double max_abs_diff(const Tensor& a, const Tensor& b) {
   REQUIRE(a.defined());
   REQUIRE(b.defined());
