@@ -70,6 +70,21 @@ constexpr const char* kTmpTag = ".tmp-";
        expected);
 }
 
+// The temporary beside a file is ".<name>.tmp-<pid>-<n>". A name too long to take that
+// tail within a directory entry's 255 bytes gives its first 200 bytes and a hash of the
+// whole instead, still one per file, so that stale ones are found again.
+std::string temporary_stem(const std::string& name) {
+  constexpr size_t kLongest = 255 - 1 - 5 - 10 - 1 - 20;  // '.', ".tmp-", a pid, '-', a count
+  std::string stem(".");  // (appended piece by piece: GCC 12 warns falsely on "." + string)
+  if (name.size() <= kLongest) return stem += name;
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (unsigned char c : name) h = (h ^ c) * 1099511628211ull;
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", (unsigned long long)h);
+  stem.append(name, 0, 200);
+  return stem += std::string("~") + hex;
+}
+
 }  // namespace
 
 const char* file_kind(mode_t mode) {
@@ -163,13 +178,11 @@ void replace_file(const std::string& path, const void* data, size_t size, const 
   check_regular_or_missing(path, op);
   const std::string dir = dir_of(path);
   // what an earlier writer of this file left when it was killed mid-write
-  std::string mine(".");  // (appended piece by piece: GCC 12 warns falsely on "." + string)
-  mine += target.filename().string();
-  mine += kTmpTag;
+  const std::string stem = temporary_stem(target.filename().string());
+  const std::string mine = stem + kTmpTag;
   for (const std::string& stale : stale_temporary_files(dir))
     if (fs::path(stale).filename().string().rfind(mine, 0) == 0) ::unlink(stale.c_str());
-  const std::string tmp =
-      (fs::path(dir) / cat_str(".", target.filename().string(), kTmpTag, ::getpid(), "-", counter++)).string();
+  const std::string tmp = temporary_path(path, counter++);
   write_new(tmp, path, data, size, op, O_EXCL);
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     int err = errno;
@@ -183,6 +196,12 @@ void replace_file(const std::string& path, const void* data, size_t size, const 
     ::fsync(fd);
     ::close(fd);
   }
+}
+
+std::string temporary_path(const std::string& path, uint64_t count, int64_t pid) {
+  const std::string name = fs::path(path).filename().string();
+  return (fs::path(dir_of(path)) / cat_str(temporary_stem(name), kTmpTag, pid < 0 ? (int64_t)::getpid() : pid, "-",
+                                           count)).string();
 }
 
 std::vector<std::string> stale_temporary_files(const std::string& dir) {

@@ -57,4 +57,8 @@ void replace_file(const std::string& path, const void* data, size_t size, const 
 // those named for a process that no longer runs. Returns the paths.
 std::vector<std::string> stale_temporary_files(const std::string& dir);
 
+// The count-th temporary file replace_file names for path in process pid (this one when
+// -1): ".<name>.tmp-<pid>-<count>" beside it, a long name shortened to fit 255 bytes.
+std::string temporary_path(const std::string& path, uint64_t count, int64_t pid = -1);
+
 }  // namespace ember::io

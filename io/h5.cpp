@@ -218,6 +218,21 @@ uint64_t count_of(const std::vector<hsize_t>& dims) {
   return n;
 }
 
+// h5py stores numpy's bool as an enum of one byte with exactly FALSE = 0 and TRUE = 1.
+bool is_bool_enum(hid_t type) {
+  if (H5Tget_class(type) != H5T_ENUM || H5Tget_size(type) != 1 || H5Tget_nmembers(type) != 2) return false;
+  for (unsigned i = 0; i < 2; i++) {
+    char* name = H5Tget_member_name(type, i);
+    if (!name) return false;
+    const std::string member(name);
+    H5free_memory(name);
+    unsigned char value = 0xff;  // a one-byte enum's member values are one byte
+    if (H5Tget_member_value(type, i, &value) < 0) return false;
+    if (!((member == "FALSE" && value == 0) || (member == "TRUE" && value == 1))) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 Tensor Reader::read(const std::string& dataset) const {
@@ -232,7 +247,8 @@ Tensor Reader::read(const std::string& dataset) const {
   if (cls == H5T_FLOAT && (size == 4 || size == 8)) {
     dt = size == 4 ? kFloat32 : kFloat64;
     mem = size == 4 ? H5T_NATIVE_FLOAT : H5T_NATIVE_DOUBLE;
-  } else if (cls == H5T_INTEGER && size == 1 && H5Tget_sign(type.id) == H5T_SGN_NONE) {
+  } else if ((cls == H5T_INTEGER && size == 1 && H5Tget_sign(type.id) == H5T_SGN_NONE) ||
+             is_bool_enum(type.id)) {
     dt = kBool;
     mem = H5T_NATIVE_UINT8;
   } else if ((cls == H5T_INTEGER || cls == H5T_ENUM) && size <= 8) {
@@ -244,7 +260,7 @@ Tensor Reader::read(const std::string& dataset) const {
     mem = H5T_NATIVE_INT64;
   } else {
     fail(op, "dataset '", dataset, "' in '", file_, "' is stored as ", type_name(type.id),
-         "; ember reads float32, float64, integers and uint8 (as bool)");
+         "; ember reads float32, float64, integers, and uint8 and h5py's bool enum (as bool)");
   }
   check_storage(d.id, count_of(dims), size, file_, dataset, op);
   Tensor t = empty(Shape(dims.begin(), dims.end()), dt);
@@ -255,7 +271,7 @@ Tensor Reader::read(const std::string& dataset) const {
     for (int64_t i = 0; i < t.numel(); i++)
       if (b[i] > 1)
         fail(op, "dataset '", dataset, "' in '", file_, "' holds ", (int)b[i], " at flat index ", i,
-             "; uint8 data is read as bool and must be 0 or 1");
+             "; data read as bool must be 0 or 1");
   }
   return t;
 }

@@ -390,7 +390,7 @@ TEST_CASE("h5::Reader reads uint8 as bool only when it holds 0 and 1, and refuse
   h5::Reader r(path);
   CHECK(r.read("/mask").to_vector<int64_t>() == std::vector<int64_t>{0, 1, 1});
   CHECK_THAT(error_of([&] { (void)r.read("/two"); }),
-             StartsWith("h5::read: dataset '/two' in '" + path + "' holds 2 at flat index 1; uint8 data is read as bool"));
+             StartsWith("h5::read: dataset '/two' in '" + path + "' holds 2 at flat index 1; data read as bool must be 0 or 1"));
   CHECK_THAT(error_of([&] { (void)r.read("/big"); }),
              StartsWith("h5::read: dataset '/big' in '" + path + "' is stored as uint64"));
   CHECK(r.read("/small").to_vector<int64_t>() == std::vector<int64_t>{-5, 0, 7});  // widened exactly

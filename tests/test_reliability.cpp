@@ -20,6 +20,7 @@
 #include "core/ops.h"
 #include "io/checkpoint.h"
 #include "io/h5.h"
+#include "io/tensor_file.h"
 #include "lib/train/training_run.h"
 #include "test_util.h"
 
@@ -169,6 +170,25 @@ TEST_CASE("stale temporary files are those of processes that have ended") {
   auto stale = io::stale_temporary_files(dir.path.string());
   REQUIRE(stale.size() == 1);
   CHECK(stale[0] == dead);
+}
+
+TEST_CASE("a file whose name fills a directory entry is replaced as any other, its temporary named within the limit") {
+  ScratchDir dir;
+  for (size_t length : {size_t(218), size_t(219), size_t(255)}) {
+    const std::string path = dir.file(std::string(length - 4, 'w') + ".npy");
+    for (double value : {1.0, 2.0}) {  // written, then replaced
+      io::save(path, full({3}, value, kFloat64));
+      CHECK(io::load(path).to_vector<double>() == std::vector<double>{value, value, value});
+    }
+    CHECK(fs::path(io::temporary_path(path, 1)).filename().string().size() <= 255);
+    // a killed writer's temporary of this file is swept by the next save
+    const std::string left = io::temporary_path(path, 0, ended_process());
+    std::ofstream(left) << "partial";
+    REQUIRE(fs::exists(left));
+    io::save(path, zeros({1}));
+    CHECK(!fs::exists(left));
+  }
+  CHECK(std::distance(fs::directory_iterator(dir.path), fs::directory_iterator{}) == 3);
 }
 
 TEST_CASE("RunDirectory creates, checks, locks and sweeps its directory") {

@@ -235,6 +235,9 @@ np.save(d + "/u8.npy", np.array([255, 0], dtype=np.uint8))
 np.save(d + "/b.npy", np.array([True, False]))
 np.savez(d + "/plain.npz", a=np.float32(1.5), b=np.array([1, 2], dtype=np.int16))
 np.savez_compressed(d + "/packed.npz", x=np.zeros((100, 100)), y=np.arange(5.0))
+with h5py.File(d + "/py.h5", "w") as h:
+    h["flags"] = np.array([[True, False, True]])
+    h["counts"] = np.array([3, -4], dtype=np.int32)
 )";
   REQUIRE(std::system(("/usr/bin/python3 " + script + " " + dir.path.string()).c_str()) == 0);
   CHECK(equal(io::load(dir.file("fortran.npy")), arange(0, 6, 1, kFloat64).view({2, 3})));
@@ -247,6 +250,14 @@ np.savez_compressed(d + "/packed.npz", x=np.zeros((100, 100)), y=np.arange(5.0))
   CHECK(plain[0].first == "a");
   CHECK(plain[0].second.item() == 1.5);
   CHECK(plain[1].second.to_vector<int64_t>() == std::vector<int64_t>{1, 2});
+  const io::NamedTensors py = io::load_named(dir.file("py.h5"));  // h5py's bool is an enum
+  REQUIRE(py.size() == 2);
+  CHECK(py[0].first == "counts");
+  CHECK(py[0].second.to_vector<int64_t>() == std::vector<int64_t>{3, -4});
+  CHECK(py[1].first == "flags");
+  CHECK(py[1].second.dtype() == kBool);
+  CHECK(py[1].second.shape() == Shape{1, 3});
+  CHECK(py[1].second.to_vector<int64_t>() == std::vector<int64_t>{1, 0, 1});
   const io::NamedTensors packed = io::load_named(dir.file("packed.npz"));
   REQUIRE(packed.size() == 2);
   CHECK(equal(packed[0].second, zeros({100, 100}, kFloat64)));

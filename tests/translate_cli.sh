@@ -269,6 +269,9 @@ PY
     "/step': should be in [1, 2^62]"
   crafted adam_moment_negative 'name = sorted(f["optimizer/state"])[0]; v = f["optimizer/state/%s/exp_avg_sq" % name][()]; v.flat[0] = -1; put("optimizer/state/%s/exp_avg_sq" % name, v)' \
     "slot 'exp_avg_sq': holds a negative value"
+  # an optimizer whose rate or moment decay is not what train gives it is refused, not trained on
+  crafted lr_huge 'f["optimizer"].attrs["lr"] = 1.8e19' "key '/optimizer' attribute 'lr' is 1.8e+19, but train's Adam has"
+  crafted beta2_edited 'f["optimizer"].attrs["beta2"] = 0.5' "key '/optimizer' attribute 'beta2' is 0.5, but train's Adam has 0.98"
   crafted weight_nan 'name = sorted(f["model"])[0]; v = f["model/" + name][()]; v.flat[0] = np.nan; put("model/" + name, v)' \
     "holds a value that is not finite"
   crafted accuracy_above_one 'put("extra/valid_history", np.array([[10.0, 1.5]]))' \

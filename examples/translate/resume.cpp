@@ -107,6 +107,27 @@ std::unique_ptr<optim::Schedule> resumed_schedule(const io::Checkpoint& c, const
   return s;
 }
 
+optim::AdamOptions adam_options(double lr) { return {.lr = lr, .beta1 = 0.9, .beta2 = 0.98, .eps = 1e-9}; }
+
+void check_resumed_optimizer(const optim::Optimizer& opt, const optim::Schedule& sched, int64_t step,
+                             const std::string& path) {
+  const optim::AdamOptions want = adam_options(sched.lr_at(std::max<int64_t>(1, step)));
+  const std::map<std::string, double> expected = {{"lr", want.lr},       {"beta1", want.beta1},
+                                                  {"beta2", want.beta2}, {"eps", want.eps},
+                                                  {"weight_decay", want.weight_decay},
+                                                  {"amsgrad", want.amsgrad ? 1.0 : 0.0}};
+  const std::map<std::string, double> have = opt.hyper();
+  for (const auto& [name, value] : expected) {
+    const auto it = have.find(name);
+    const double got = it == have.end() ? NAN : it->second;
+    if (!(std::abs(got - value) <= 1e-12 * std::abs(value)))
+      fail("translate train", "'", path, "': key '/optimizer' attribute '", name, "' is ", shortest(got),
+           ", but train's Adam has ", shortest(value),
+           name == "lr" ? cat_str(" there (the schedule's rate at step ", step, ")") : std::string(),
+           ": the checkpoint was not written by this program, or was edited");
+  }
+}
+
 void check_resume_options(const TrainOptions& o, const io::Checkpoint& c, const nn::TransformerConfig& cfg,
                           const std::string& path) {
   std::vector<std::string> applies, matches, refused;

@@ -38,6 +38,16 @@ std::unique_ptr<optim::Schedule> new_schedule(const TrainOptions& o, int64_t d_m
 std::unique_ptr<optim::Schedule> resumed_schedule(const io::Checkpoint& c, const nn::TransformerConfig& cfg,
                                                   const std::string& path);
 
+// The optimizer train uses: Adam with betas (0.9, 0.98), eps 1e-9, no weight decay, at
+// the rate lr (which the schedule sets before every step).
+optim::AdamOptions adam_options(double lr);
+
+// After a checkpoint is loaded into the optimizer: its hyper-parameters must be the ones
+// train writes (adam_options at the schedule's rate of the checkpoint's step), not an
+// edited rate or moment decay the run would silently go on with. Names the key.
+void check_resumed_optimizer(const optim::Optimizer& opt, const optim::Schedule& sched, int64_t step,
+                             const std::string& path);
+
 // On resume the checkpoint decides the model and the schedule. Says, for each option given,
 // whether it applies; refuses those that would change what the checkpoint fixed.
 void check_resume_options(const TrainOptions& o, const io::Checkpoint& c, const nn::TransformerConfig& cfg,

@@ -214,7 +214,7 @@ int train(const TrainOptions& o) {
   auto params = model->named_parameters();
   // on resume the schedule is the checkpoint's (check_resume_options refused a new one)
   std::unique_ptr<optim::Schedule> sched = previous ? resumed_schedule(*previous, cfg, *resume) : new_schedule(o, cfg.layer.d_model);
-  optim::Adam opt(params, {.lr = sched->lr_at(1), .beta1 = 0.9, .beta2 = 0.98, .eps = 1e-9});
+  optim::Adam opt(params, adam_options(sched->lr_at(1)));
 
   io::Progress progress;
   std::vector<int64_t> order;
@@ -228,6 +228,7 @@ int train(const TrainOptions& o) {
     t.config = previous->config;
     io::Checkpoint c = io::load_checkpoint(*resume, t);
     progress = c.progress;
+    check_resumed_optimizer(opt, *sched, progress.step, *resume);
     if (!c.extra.count("order") || c.extra.at("order").dtype() != kInt64 || c.extra.at("order").dim() != 1)
       fail("translate train", "'", *resume, "': key '/extra/order' should hold the data order, int64 [pairs]");
     order = c.extra.at("order").to_vector<int64_t>();
