@@ -35,13 +35,13 @@
 // | logical_and _or _not   | no gradient            | (bool results)                                       |
 // | isclose                | no gradient            | (bool results; allclose: all of them)                |
 // | var(a, dims)           | composed of primitives | (mean, sub, mul, sum)                                |
-// | norm(a, p, dims)       | a, out                 | da = g*sign(a)*|a|^(p-1)/out^(p-1), 0 where out = 0  |
+// | norm(a, p, dims)       | a, out                 | da = g*sign(a)*abs(a)^(p-1)/out^(p-1), 0 at out = 0  |
 // | norm p = 1, inf        | (sum/amax of abs)      |                                                      |
 // | logsumexp(a, dims)     | (exp, sum, log)        | da = g*softmax(a) over dims                          |
 // | cumsum(a, dim)         | -                      | da = running sum of g from the other end             |
-// | matmul(a, b)           | a, b                   | da = g@b^T, db = a^T@g (batch dims summed by engine) |
-// | linear(x, w, bias)     | x, w                   | dx = g@w, dw = g^T@x (over all rows), dbias = sum(g) |
-// | outer(a, b)            | (mul of unsqueezed)    | da = g@b, db = g^T@a                                 |
+// | matmul(a, b)           | a, b                   | `da = g@b^T`, `db = a^T@g` (batch dims summed)       |
+// | linear(x, w, bias)     | x, w                   | `dx = g@w`, `dw = g^T@x` (all rows), dbias = sum(g)  |
+// | outer(a, b)            | (mul of unsqueezed)    | `da = g@b`, `db = g^T@a`                             |
 // | diagonal(a, k, d1, d2) | sizes (a view)         | da = diag_embed(g, k, d1, d2)                        |
 // | diag_embed(a, k, ...)  | -                      | da = diagonal(g, k, ...)                             |
 // | diag / trace           | (diagonal, diag_embed, sum)                                                   |
