@@ -202,7 +202,7 @@ Tensor logsumexp(const Tensor& a, const Dims& dims, bool keepdim = false, Loc lo
 Tensor cumsum(const Tensor& a, int64_t dim, Loc loc = Loc::current());
 
 // --- linear algebra: torch.matmul semantics (1-D, 2-D, batched N-D with broadcast). Both
-// operands must have the same float dtype; an Error when a dim is missing or the inner
+// operands must have the same float dtype; an Error when an operand is 0-dim or the inner
 // sizes or batch dims do not match.
 Tensor matmul(const Tensor& a, const Tensor& b, Loc loc = Loc::current());
 // x [..., in] @ weight[out, in]^T + bias[out] (bias may be undefined), as

@@ -134,7 +134,8 @@ class Tensor {
   TensorImpl* impl() const { return impl_.get(); }
   const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
   ///@}
-  bool same(const Tensor& o) const { return impl_ == o.impl_; }  // Whether both handles refer to one TensorImpl (Python's is).
+  // Whether both handles refer to one TensorImpl (Python's `is`).
+  bool same(const Tensor& o) const { return impl_ == o.impl_; }
 
   // --- metadata
   const Shape& shape() const { return live("Tensor::shape").shape; }
@@ -145,12 +146,14 @@ class Tensor {
   int64_t size(int64_t dim) const;
   int64_t stride(int64_t dim) const;
   ///@}
-  int64_t offset() const { return live("Tensor::offset").offset; }  // Of element [0,...,0] in the storage, in elements (storage_offset).
+  // Of element [0,...,0] in the storage, in elements (PyTorch's storage_offset()).
+  int64_t offset() const { return live("Tensor::offset").offset; }
   int64_t dim() const { return (int64_t)live("Tensor::dim").shape.size(); }  // The number of dims.
   int64_t numel() const;  // The number of elements (1 for a 0-dim tensor).
   DType dtype() const { return live("Tensor::dtype").dtype; }  // The element type.
   bool is_contiguous() const;  // Whether the elements lie row-major without gaps (size-1 dims' strides ignored).
-  const std::shared_ptr<Storage>& storage() const { return live("Tensor::storage").storage; }  // The memory the tensor views.
+  // The memory the tensor views.
+  const std::shared_ptr<Storage>& storage() const { return live("Tensor::storage").storage; }
 
   // --- element access. data<T>() points at element [0,...,0]; T must match dtype.
   template <class T> T* data() const;
@@ -179,7 +182,8 @@ class Tensor {
   // Sets .grad() (undefined drops it); an Error when g's shape or dtype differs from this one's.
   void set_grad(const Tensor& g);
   void zero_grad();  // drops the gradient (PyTorch's set_to_none)
-  const std::shared_ptr<Node>& grad_fn() const { return live("Tensor::grad_fn").grad_fn; }  // The op that produced it; null for a leaf.
+  // The op that produced it; null for a leaf.
+  const std::shared_ptr<Node>& grad_fn() const { return live("Tensor::grad_fn").grad_fn; }
   // A non-leaf keeps the gradient that reaches it in .grad() (accumulated over backward
   // calls, after its hooks); a no-op on a leaf, which always does.
   void retain_grad() const;
@@ -218,7 +222,7 @@ class Tensor {
   // x.slice(1, {.start = 1, .end = 6, .step = 2}) is PyTorch's x[:, 1:6:2]; negative
   // bounds count from the end, and bounds past either end are clamped.
   Tensor slice(int64_t dim, const Slice& range) const;
-  // The view at index (negative counts from the end) of dim, which is removed, as x[..., i];
+  // The view at index (negative counts from the end) of dim, which is removed, as torch.select;
   // an Error when index is out of range.
   Tensor select(int64_t dim, int64_t index) const;
   // The elements (i, i + offset) of dims dim1 and dim2 (offset > 0 above the main
@@ -317,8 +321,8 @@ Tensor full_like(const Tensor& t, double value);
 ///@}
 Tensor scalar_tensor(double value, DType dtype = kFloat32);  // A 0-dim tensor holding value.
 // [start, end) in steps of step, or [0, end). Unlike torch.arange, the dtype is int64 unless
-// given, even for real bounds. An Error when step is 0, a bound is not finite, or the
-// values do not fit the dtype.
+// given, even for real bounds. An Error when step is 0, a bound is not finite, there would
+// be more than 2^56 values, or int64 cannot hold them.
 ///@{
 Tensor arange(double start, double end, double step = 1.0, DType dtype = kInt64);
 Tensor arange(int64_t end, DType dtype = kInt64);
