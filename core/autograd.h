@@ -27,12 +27,14 @@
 
 namespace ember {
 
+// Where a node sends the gradient of one of its inputs.
 struct Edge {
-  std::shared_ptr<Node> fn;        // the input's producer, when it has one
-  std::weak_ptr<TensorImpl> leaf;  // or the leaf that accumulates the gradient (a leaf
-                                   // nobody holds any more gets none)
-  Shape shape;                     // the input's shape (gradients are summed to it)
-  DType dtype = DType::Float32;
+  std::shared_ptr<Node> fn;  // The input's producer, when it has one.
+  // Or the leaf that accumulates the gradient (a leaf nobody holds any more gets none).
+  std::weak_ptr<TensorImpl> leaf;
+  Shape shape;  // The input's shape (gradients are summed to it).
+  DType dtype = DType::Float32;  // The input's dtype.
+  // Whether a gradient sent here reaches anything: a producer, or a leaf still alive.
   bool needs_grad() const { return fn || !leaf.expired(); }
 };
 
@@ -44,7 +46,7 @@ class SavedTensor {
  public:
   SavedTensor() = default;
   SavedTensor(const Tensor& t, bool is_output = false);  // NOLINT: implicit on purpose
-  bool defined() const { return data_.defined(); }
+  bool defined() const { return data_.defined(); }  // Whether a tensor was saved.
   // The data, when grad mode is off (a plain backward); under create_graph the same
   // values attached to the graph, so what is computed from them is differentiable.
   Tensor get() const;
@@ -65,19 +67,23 @@ using BackwardFn = std::function<std::vector<Tensor>(const Tensor& grad_output)>
 // change between the forward and the backward would make the gradient silently wrong,
 // so the engine checks every one before running the backward (as PyTorch does).
 struct SavedVersion {
-  std::shared_ptr<Storage> storage;
-  uint64_t version = 0;
+  std::shared_ptr<Storage> storage;  // The saved tensor's storage.
+  uint64_t version = 0;  // Its version when the op ran.
+  // The tensor's shape and dtype, for the error message.
+  ///@{
   Shape shape;
   DType dtype = DType::Float32;
+  ///@}
 };
 
+// One recorded op in the graph (a tensor's grad_fn).
 struct Node {
-  const char* name = "";
-  Loc where;
-  std::vector<Edge> inputs;
-  BackwardFn backward;
-  std::vector<SavedVersion> saved;
-  Shape out_shape;
+  const char* name = "";  // The op's name, as errors and anomaly mode report it.
+  Loc where;  // Where in the user's code the op was called.
+  std::vector<Edge> inputs;  // One edge per input of the op.
+  BackwardFn backward;  // The gradient of the output to the gradients of the inputs.
+  std::vector<SavedVersion> saved;  // The saved tensors checked before backward runs.
+  Shape out_shape;  // The output's shape.
   bool released = false;  // backward already ran and freed what it had saved
   std::shared_ptr<GradHooks> hooks;  // the output tensor's hooks (Tensor::register_hook)
   std::weak_ptr<TensorImpl> retained;  // the output tensor, when it retains its gradient
@@ -87,22 +93,26 @@ struct Node {
   Node& operator=(const Node&) = delete;
   ~Node();  // tears long chains down iteratively
 
-  static int64_t live_count();
+  static int64_t live_count();  // Nodes alive now (tests check that graphs are freed).
 };
 
-// --- grad mode: when off, ops record nothing (like torch.no_grad()).
+// --- grad mode: when off, ops record nothing (like torch.no_grad()). It is per thread and
+// on by default, as in PyTorch.
+///@{
 bool grad_enabled();
 void set_grad_enabled(bool on);
+///@}
 // Sets grad mode for a scope (torch.set_grad_enabled); GradModeGuard(true) is enable_grad.
 class GradModeGuard {
  public:
-  explicit GradModeGuard(bool on) : prev_(grad_enabled()) { set_grad_enabled(on); }
+  explicit GradModeGuard(bool on) : prev_(grad_enabled()) { set_grad_enabled(on); }  // Sets grad mode to on.
   ~GradModeGuard() { set_grad_enabled(prev_); }
   GradModeGuard(const GradModeGuard&) = delete;
   GradModeGuard& operator=(const GradModeGuard&) = delete;
  private:
   bool prev_;
 };
+// Turns grad mode off for a scope, as torch.no_grad().
 class NoGradGuard : public GradModeGuard {
  public:
   NoGradGuard() : GradModeGuard(false) {}
@@ -112,10 +122,15 @@ class NoGradGuard : public GradModeGuard {
 // --- anomaly mode (like torch.autograd.detect_anomaly): the first op whose forward or
 // backward produces NaN or Inf throws an Error naming the op, its input shapes and the
 // source line that created it. Off by default; when off it costs one branch per op.
+// Unlike grad mode, anomaly mode is one switch for the whole process.
+///@{
 bool anomaly_enabled();
 void set_anomaly_enabled(bool on);
+///@}
+// Sets anomaly mode for a scope, then restores the previous setting (as detect_anomaly).
 class AnomalyGuard {
  public:
+  // Turns anomaly mode on, or off when on is false.
   explicit AnomalyGuard(bool on = true) : prev_(anomaly_enabled()) { set_anomaly_enabled(on); }
   ~AnomalyGuard() { set_anomaly_enabled(prev_); }
   AnomalyGuard(const AnomalyGuard&) = delete;
@@ -130,7 +145,7 @@ template <class... T>
 bool wants_grad(const T&... inputs) {
   return grad_enabled() && (... || (inputs.defined() && inputs.requires_grad()));
 }
-bool wants_grad_list(const std::vector<Tensor>& inputs);
+bool wants_grad_list(const std::vector<Tensor>& inputs);  // wants_grad for a list of inputs.
 
 // Finishes an op: runs the anomaly check on its output and, when backward is given,
 // records the node that makes `out` differentiable with respect to `inputs`. `saved`
@@ -150,17 +165,21 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
 void queue_callback(std::function<void()> fn);
 
 // --- torch.autograd.grad
+// Options of grad, as the keyword arguments of torch.autograd.grad.
 struct GradOptions {
   std::optional<bool> retain_graph = std::nullopt;  // keep the graph for another backward; default: create_graph
-  bool create_graph = false;         // record the backward, so the gradients can be differentiated
-  bool allow_unused = false;         // an input the outputs do not depend on gets an undefined
-                                     // gradient instead of an error
+  bool create_graph = false;  // record the backward, so the gradients can be differentiated
+  // An input the outputs do not depend on gets an undefined gradient instead of an error.
+  bool allow_unused = false;
 };
 
 // The gradients of `outputs` (weighted by `grad_outputs`, ones for one-element outputs
 // when omitted) with respect to `inputs`, leaves or not, returned in order; no .grad is
 // touched. Hooks of the tensors on the way run; post-accumulate hooks do not. Only the
-// part of the graph between them is evaluated.
+// part of the graph between them is evaluated. An Error when outputs or inputs is empty,
+// an input is undefined or does not require grad, an output has no graph, a grad_output's
+// shape or dtype differs from its output's, an output of more than one element has no
+// grad_output, or an input is unused without allow_unused.
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                          const std::vector<Tensor>& grad_outputs = {}, const GradOptions& options = {});
 

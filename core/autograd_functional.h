@@ -14,6 +14,10 @@
 //   jvp(f, x, t)       (f(x), J t) for t of x's shape: two backward passes (the vjp is
 //                      linear in v, so J t is its gradient along t), no J in memory
 //   hvp(f, x, v)       (f(x), H v) for v of x's shape: two backward passes, no H in memory
+//
+// Each throws Error when f is empty or returns an undefined or non-float tensor, when there
+// is no input or an input is undefined or not float32/float64, and when a vector (v, t)
+// does not have the shape and dtype it multiplies.
 #pragma once
 #include <functional>
 #include <utility>
@@ -23,23 +27,44 @@
 
 namespace ember {
 
+// A function of one tensor, or of several, to one tensor.
+///@{
 using TensorFn = std::function<Tensor(const Tensor&)>;
 using TensorsFn = std::function<Tensor(const std::vector<Tensor>&)>;
+///@}
 
+// The Jacobian of f at x (several x: one per input), as torch.autograd.functional.jacobian.
+///@{
 Tensor jacobian(const TensorFn& f, const Tensor& x);
 std::vector<Tensor> jacobian(const TensorsFn& f, const std::vector<Tensor>& xs);
+///@}
 
+// The Hessian of a one-element f at x (several x: the blocks H[a][b]); an Error when f's
+// value does not have exactly one element.
+///@{
 Tensor hessian(const TensorFn& f, const Tensor& x);
 std::vector<std::vector<Tensor>> hessian(const TensorsFn& f, const std::vector<Tensor>& xs);
+///@}
 
+// (f(x), v^T J), v of the shape and dtype of f(x). Unlike PyTorch's, v is required even when
+// f(x) has one element.
+///@{
 std::pair<Tensor, Tensor> vjp(const TensorFn& f, const Tensor& x, const Tensor& v);
 std::pair<Tensor, std::vector<Tensor>> vjp(const TensorsFn& f, const std::vector<Tensor>& xs, const Tensor& v);
+///@}
 
+// (f(x), J t), t of x's shape and dtype (several x: one tangent per input, else an Error).
+///@{
 std::pair<Tensor, Tensor> jvp(const TensorFn& f, const Tensor& x, const Tensor& t);
 std::pair<Tensor, Tensor> jvp(const TensorsFn& f, const std::vector<Tensor>& xs, const std::vector<Tensor>& ts);
+///@}
 
+// (f(x), H v) for a one-element f, v of x's shape and dtype (several x: one v per input,
+// else an Error); an Error when f's value does not have exactly one element.
+///@{
 std::pair<Tensor, Tensor> hvp(const TensorFn& f, const Tensor& x, const Tensor& v);
 std::pair<Tensor, std::vector<Tensor>> hvp(const TensorsFn& f, const std::vector<Tensor>& xs,
                                            const std::vector<Tensor>& vs);
+///@}
 
 }  // namespace ember

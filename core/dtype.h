@@ -9,13 +9,19 @@
 
 namespace ember {
 
+// The element type of a tensor: float32, float64, int64 or bool (one byte a value). There
+// are no float16, bfloat16, int32 or complex types, as PyTorch has.
 enum class DType : uint8_t { Float32, Float64, Int64, Bool };
 
+// Short names for the dtypes, as torch.float32 and the like.
+///@{
 constexpr DType kFloat32 = DType::Float32;
 constexpr DType kFloat64 = DType::Float64;
 constexpr DType kInt64 = DType::Int64;
 constexpr DType kBool = DType::Bool;
+///@}
 
+// The bytes one element of this dtype takes: 4, 8, 8 or 1.
 inline size_t dtype_size(DType t) {
   switch (t) {
     case DType::Float32: return 4;
@@ -26,6 +32,8 @@ inline size_t dtype_size(DType t) {
   return 0;
 }
 
+// The dtype's name as PyTorch prints it without the "torch." prefix: "float32", "float64",
+// "int64", "bool".
 inline const char* dtype_name(DType t) {
   switch (t) {
     case DType::Float32: return "float32";
@@ -38,13 +46,18 @@ inline const char* dtype_name(DType t) {
 
 inline std::ostream& operator<<(std::ostream& os, DType t) { return os << dtype_name(t); }  // "float32"
 
+// Whether the dtype is float32 or float64 (torch.is_floating_point).
 inline bool is_floating(DType t) { return t == DType::Float32 || t == DType::Float64; }
 
+// dtype_of<T>::value is the dtype that holds C++ type T: float, double, int64_t, and bool
+// or uint8_t (a bool tensor stores one byte a value). Other types do not compile.
 template <class T> struct dtype_of;
+// \cond
 template <> struct dtype_of<float> { static constexpr DType value = DType::Float32; };
 template <> struct dtype_of<double> { static constexpr DType value = DType::Float64; };
 template <> struct dtype_of<int64_t> { static constexpr DType value = DType::Int64; };
 template <> struct dtype_of<uint8_t> { static constexpr DType value = DType::Bool; };
 template <> struct dtype_of<bool> { static constexpr DType value = DType::Bool; };
+// \endcond
 
 }  // namespace ember

@@ -12,21 +12,24 @@
 
 namespace ember {
 
+// The exception every ember function throws on a bad argument, a bad file or a misuse
+// (PyTorch raises RuntimeError, ValueError, IndexError or TypeError where ember throws
+// this one type); what() is the message.
 class Error : public std::runtime_error {
  public:
-  explicit Error(const std::string& what) : std::runtime_error(what) {}
+  explicit Error(const std::string& what) : std::runtime_error(what) {}  // An Error with this message.
 };
 
 // A request for memory the system refused: what was asked for, in the message
 // ("out of memory: a [4096,8192] float32 tensor of 134217728 bytes").
 class OutOfMemory : public Error {
  public:
-  explicit OutOfMemory(const std::string& what) : Error(what) {}
+  explicit OutOfMemory(const std::string& what) : Error(what) {}  // An OutOfMemory with this message.
 };
 
 // Text from a user's file or command line, fit for a message: quoted, printable ASCII and
 // valid UTF-8 kept, every control or invisible character (NUL, tab, a byte-order mark,
-// zero-width spaces) shown as U+XXXX, bytes that are not UTF-8 as \xNN, and text past
+// zero-width spaces) shown as U+XXXX, bytes that are not UTF-8 as `\xNN`, and text past
 // max_chars characters cut with the total length named:
 //   printable("ab\tc") == "\"abU+0009c\""
 std::string printable(const std::string& text, size_t max_chars = 60);
@@ -55,6 +58,7 @@ template <class... A>
   throw Error(cat_str(op, ": ", a...));
 }
 
+// Throws Error(op + ": " + rest...) unless ok.
 template <class... A>
 void check(bool ok, const char* op, const A&... a) {
   if (!ok) fail(op, a...);

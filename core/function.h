@@ -36,6 +36,7 @@
 
 namespace ember {
 
+// What a Function's forward hands its backward, as PyTorch's ctx.
 class FunctionCtx {
  public:
   // In forward: the tensors the backward will read (inputs, the output, intermediates).
@@ -54,14 +55,20 @@ class FunctionCtx {
   std::vector<bool> needs_;
 };
 
+// A differentiable op made of a forward and a backward (see the top of this file). Unlike
+// torch.autograd.Function, it is a value, not a class to derive from, and forward returns
+// one tensor.
 struct Function {
-  std::string name;
+  std::string name;  // The name errors and anomaly mode report.
+  // The inputs to the output, run with grad mode off.
   std::function<Tensor(FunctionCtx& ctx, const std::vector<Tensor>& inputs)> forward;
   // One gradient per input, of its shape and dtype; undefined where there is none.
   std::function<std::vector<Tensor>(FunctionCtx& ctx, const Tensor& grad_output)> backward;
 
   // Runs forward on the inputs and, when grad mode is on and some input requires grad,
-  // records a node whose backward is `backward`.
+  // records a node whose backward is `backward`. An Error when forward or backward is
+  // empty, forward returns an undefined tensor, or backward returns the wrong number of
+  // gradients or one whose shape or dtype differs from its input's.
   Tensor apply(const std::vector<Tensor>& inputs, Loc loc = Loc::current()) const;
 };
 

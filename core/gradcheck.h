@@ -15,35 +15,54 @@
 
 namespace ember {
 
+// Settings of gradcheck and gradgradcheck; an Error names a non-finite or out-of-range one.
 struct GradcheckOptions {
-  double eps = 1e-6;
+  double eps = 1e-6;  // The step of the central difference (positive).
+  // An element passes when |analytic - numeric| <= atol + rtol * |numeric| (both >= 0), as in
+  // torch.allclose.
+  ///@{
   double atol = 1e-5;
   double rtol = 1e-3;
+  ///@}
   uint64_t seed = 1234;  // for the upstream gradient
 };
 
+// The result for one input that requires grad.
 struct InputGradCheck {
-  std::string name;
-  Shape shape;
-  bool passed = true;
+  std::string name;  // Its label: a given name, or "input i".
+  Shape shape;  // Its shape.
+  bool passed = true;  // Whether every element is within the tolerance.
+  // The largest absolute and relative differences between analytic and numeric gradients.
+  ///@{
   double max_abs_err = 0, max_rel_err = 0;
-  Shape worst_index;          // the element furthest outside the tolerance (or largest error)
-  double analytic = 0, numeric = 0;  // at the worst element
+  ///@}
+  Shape worst_index;  // the element furthest outside the tolerance (or largest error)
+  // The analytic and numeric gradients at the worst element.
+  ///@{
+  double analytic = 0, numeric = 0;
+  ///@}
 };
 
+// What gradcheck and gradgradcheck found: unlike PyTorch's, which return a bool and raise
+// on a mismatch, they return this report and throw only on misuse.
 struct GradcheckReport {
-  bool passed = true;
+  bool passed = true;  // Whether every input passed.
   int order = 1;  // 2 for gradgradcheck
   std::vector<InputGradCheck> inputs;  // one per input that requires grad
-  GradcheckOptions options;
-  std::string to_string() const;
+  GradcheckOptions options;  // The options the check ran with.
+  std::string to_string() const;  // A table: a summary line, then one row per input.
 };
 
-std::ostream& operator<<(std::ostream& os, const GradcheckReport& r);
+std::ostream& operator<<(std::ostream& os, const GradcheckReport& r);  // Writes to_string().
 
+// The function checked: the inputs in, one tensor out.
 using GradcheckFn = std::function<Tensor(const std::vector<Tensor>&)>;
 
-// names, when given, label the inputs in the report (default "input 0", ...).
+// Checks f's first derivatives at inputs, as torch.autograd.gradcheck (see the top of this
+// file); names, when given, label the inputs in the report (default "input 0", ...). An
+// Error when an input that requires grad is not float64, not a leaf or an expanded view,
+// when no input requires grad, when f's output is not float64 or depends on no such
+// input, or when an option is out of range.
 GradcheckReport gradcheck(const GradcheckFn& f, const std::vector<Tensor>& inputs,
                           const GradcheckOptions& options = {},
                           const std::vector<std::string>& names = {});

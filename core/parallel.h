@@ -40,16 +40,20 @@ constexpr double kGemmSplitFlops = 8e6;   // one product cut in tiles: each tile
 // parallel region, and at least threshold of it.
 bool worth_threads(int64_t tasks, double work, double threshold);
 
+// The thread count our parallel loops use (omp_get_max_threads).
 int num_threads();
-// Our OpenMP loops, GEMM tiles included; a count outside [1, kMaxThreads] is an Error
-// (as torch.set_num_threads refuses 0).
+// The largest count set_num_threads accepts.
 constexpr int kMaxThreads = 1024;
+// Sets the thread count of our OpenMP loops, GEMM tiles included; a count outside
+// [1, kMaxThreads] is an Error (as torch.set_num_threads refuses 0).
 void set_num_threads(int n);
+// Whether the caller runs inside an OpenMP parallel region.
 bool in_parallel_region();
 
 // Sets the thread count for its lifetime, then restores the previous one.
 class NumThreadsGuard {
  public:
+  // Sets the thread count to n; an Error as set_num_threads when n is out of range.
   explicit NumThreadsGuard(int n) : prev_(num_threads()) { set_num_threads(n); }
   ~NumThreadsGuard() {
     if (prev_ >= 1 && prev_ <= kMaxThreads) set_num_threads(prev_);

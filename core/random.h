@@ -11,19 +11,24 @@
 
 namespace ember {
 
+// A stream of random 64-bit draws, as torch.Generator; copying one copies its state. Draws
+// differ from PyTorch's for the same seed.
 class Generator {
  public:
-  explicit Generator(uint64_t seed = 0) : seed_(seed) {}
+  explicit Generator(uint64_t seed = 0) : seed_(seed) {}  // A generator at the start of seed's stream.
 
+  // Restarts the stream of this seed (the counter goes back to 0).
   void manual_seed(uint64_t seed) { seed_ = seed; counter_ = 0; }
-  uint64_t seed() const { return seed_; }
+  uint64_t seed() const { return seed_; }  // The seed last set.
 
   // The full state: {seed, counter}. set_state(get_state()) resumes the same stream.
   std::vector<uint64_t> get_state() const { return {seed_, counter_}; }
+  // Restores a state from get_state; an Error unless it holds exactly 2 integers.
   void set_state(const std::vector<uint64_t>& state);
 
   // Reserves n consecutive draws and returns the index of the first; draw(i) gives them.
   uint64_t reserve(uint64_t n) { uint64_t first = counter_; counter_ += n; return first; }
+  // Draw i of the stream, 64 random bits; a pure function of (seed, i) that moves nothing.
   uint64_t draw(uint64_t i) const {
     uint64_t z = seed_ + (i + 1) * 0x9E3779B97F4A7C15ull;
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -41,11 +46,14 @@ class Generator {
     double t = p * 0x1.0p53, c = (double)(uint64_t)t;
     return (uint64_t)t + (c < t);
   }
+  // Whether uniform(i) < p, for threshold = below_threshold(p).
   bool below(uint64_t i, uint64_t threshold) const { return (draw(i) >> 11) < threshold; }
 
-  // Sequential helpers for scalar use.
+  // Sequential helpers for scalar use: the next draw, as uniform or as 64 bits.
+  ///@{
   double next_uniform() { return uniform(reserve(1)); }
   uint64_t next_u64() { return draw(reserve(1)); }
+  ///@}
 
  private:
   uint64_t seed_ = 0;
@@ -59,11 +67,12 @@ class Generator {
 // outside any; scopes nest.
 class BatchOffset {
  public:
+  // Sets this thread's offset to first (not added to an enclosing one) until destroyed.
   explicit BatchOffset(int64_t first);
   ~BatchOffset();
   BatchOffset(const BatchOffset&) = delete;
   BatchOffset& operator=(const BatchOffset&) = delete;
-  static int64_t current();
+  static int64_t current();  // This thread's offset: 0 outside any BatchOffset.
 
  private:
   int64_t previous_;
@@ -79,10 +88,14 @@ class BatchOffset {
 // is scaled by 1/(1-p). The value holds the generator's seed rather than a reference to
 // it, so that a backward keeps it to make the same decisions again.
 struct DropoutDraws {
-  Generator gen;
+  Generator gen;  // A generator of the source's seed, for draw key + c.
+  // call: this call's own draw, which every row key starts from; threshold:
+  // Generator::below_threshold(p).
+  ///@{
   uint64_t call = 0, threshold = 0;
+  ///@}
   double scale = 1;  // 1/(1-p); 0 when p = 1
-  int64_t sample_offset = 0;
+  int64_t sample_offset = 0;  // BatchOffset::current() when the draws were taken.
   std::vector<int64_t> row_dims;  // the dropped tensor's dims but the last
 
   // One draw of source for a tensor of this shape, dropping with probability p.
@@ -136,6 +149,7 @@ struct DropoutDraws {
   }
   // The key of the row at (sample, position) of a [samples, positions, columns] tensor.
   uint64_t row_key(int64_t s, int64_t position) const { return mix(mix(call, sample(s)), (uint64_t)position); }
+  // Whether element c of the row of this key is dropped.
   bool dropped(uint64_t key, int64_t c) const { return gen.below(key + (uint64_t)c, threshold); }
   // 0 for a dropped element, else scale.
   template <class T>
@@ -156,6 +170,7 @@ struct DropoutDraws {
 
 // The process-wide generator used when an op is given none.
 Generator& default_generator();
+// Seeds default_generator, as torch.manual_seed (which also seeds other devices' generators).
 void manual_seed(uint64_t seed);
 
 }  // namespace ember

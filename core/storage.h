@@ -21,30 +21,33 @@ namespace ember {
 // variable EMBER_ALLOCATOR=keep|system.
 enum class AllocatorPolicy { Keep, System };
 
+// The memory behind a tensor and its views, held through a shared_ptr (TensorImpl::storage).
 struct Storage {
-  void* data = nullptr;
-  size_t nbytes = 0;
+  void* data = nullptr;  // The buffer, 64-byte aligned.
+  size_t nbytes = 0;  // The size asked for (the block may be larger).
   // Bumped by every in-place write, so that a backward can detect that a tensor it saved
   // was modified after the forward.
   uint64_t version = 0;
 
-  // zero_fill false leaves the contents undefined (for outputs a kernel overwrites whole).
+  // A buffer of nbytes bytes, zeroed unless zero_fill is false (then undefined, for outputs a
+  // kernel overwrites whole). Throws std::bad_alloc when the system refuses the memory.
   explicit Storage(size_t nbytes, bool zero_fill = true);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
 
-  static int64_t live_count();   // storages alive now
-  static int64_t live_bytes();   // bytes they hold
-  static int64_t total_allocations();  // storages ever created
-  static int64_t system_allocations(); // large blocks (32 MiB or more) asked of the system
+  static int64_t live_count();  // Storages alive now.
+  static int64_t live_bytes();  // Bytes they hold.
+  static int64_t total_allocations();  // Storages ever created.
+  static int64_t system_allocations();  // Large blocks (32 MiB or more) asked of the system.
   // Bytes of memory malloc holds from the system (its heaps and separately mapped
   // blocks, in use or free, including the cache below); -1 where unknown (not glibc).
   static int64_t system_bytes();
-  static int64_t cached_bytes();       // freed large blocks kept for reuse
-  static void empty_cache();           // returns them to the system
+  static int64_t cached_bytes();  // Bytes of freed large blocks kept for reuse.
+  static void empty_cache();  // Returns the cached blocks to the system.
+  // Switches the allocator policy for the whole process; System also empties the cache.
   static void set_policy(AllocatorPolicy policy);
-  static AllocatorPolicy policy();
+  static AllocatorPolicy policy();  // The policy in force.
 };
 
 }  // namespace ember

@@ -35,6 +35,7 @@ class Generator;
 // (clang 14 included, which lacks std::source_location) has it.
 class Loc {
  public:
+  // The caller's location, when used as a default argument.
   static constexpr Loc current(const char* file = __builtin_FILE(), unsigned line = __builtin_LINE(),
                                const char* function = __builtin_FUNCTION()) noexcept {
     Loc l;
@@ -43,9 +44,9 @@ class Loc {
     l.function_ = function;
     return l;
   }
-  constexpr const char* file_name() const noexcept { return file_; }
-  constexpr unsigned line() const noexcept { return line_; }
-  constexpr const char* function_name() const noexcept { return function_; }
+  constexpr const char* file_name() const noexcept { return file_; }  // The source file ("" if unknown).
+  constexpr unsigned line() const noexcept { return line_; }  // The line (0 if unknown).
+  constexpr const char* function_name() const noexcept { return function_; }  // The calling function.
 
  private:
   const char* file_ = "";
@@ -55,9 +56,9 @@ class Loc {
 
 // A range of indices along one dimension, as Python's start:end:step (see Tensor::slice).
 struct Slice {
-  int64_t start = 0;
+  int64_t start = 0;  // the first index
   int64_t end = INT64_MAX;  // past the last index: to the end
-  int64_t step = 1;
+  int64_t step = 1;  // positive (PyTorch refuses negative steps too)
 };
 
 // A function the gradient reaching a tensor passes through during backward
@@ -70,9 +71,9 @@ using PostAccumulateHook = std::function<void(const Tensor& leaf)>;
 // The hooks of one tensor, in registration order (a leaf's live in its TensorImpl, a
 // non-leaf's in the Node that produced it).
 struct GradHooks {
-  std::vector<std::pair<int64_t, GradHook>> pre;
-  std::vector<std::pair<int64_t, PostAccumulateHook>> post;
-  int64_t next_id = 0;
+  std::vector<std::pair<int64_t, GradHook>> pre;  // register_hook's, with their ids
+  std::vector<std::pair<int64_t, PostAccumulateHook>> post;  // post-accumulate hooks, with their ids
+  int64_t next_id = 0;  // the id the next hook gets
 };
 
 // Removes the hook it was returned for; removing twice, or after the tensor is gone, is
@@ -80,7 +81,9 @@ struct GradHooks {
 class HookHandle {
  public:
   HookHandle() = default;
+  // A handle whose remove() calls remove once (a default-constructed one removes nothing).
   explicit HookHandle(std::function<void()> remove) : remove_(std::move(remove)) {}
+  // Removes the hook (as PyTorch's handle.remove()).
   void remove() {
     if (!remove_) return;
     auto f = std::move(remove_);
@@ -92,25 +95,30 @@ class HookHandle {
   std::function<void()> remove_;
 };
 
-// Throws Error: "<op>: <what> is undefined: <t.why_undefined()>".
+// Throws Error: "`<op>: <what> is undefined: <t.why_undefined()>`".
 [[noreturn]] void fail_undefined(const Tensor& t, const char* op, const char* what);
 
+// What a Tensor handle refers to: the view's geometry over its storage, and its autograd
+// state. Shared by every copy of the handle.
 struct TensorImpl {
-  std::shared_ptr<Storage> storage;
-  Shape shape;
-  Shape strides;
-  int64_t offset = 0;
-  DType dtype = DType::Float32;
-  bool requires_grad = false;
-  bool grad_cleared = false;          // zero_grad() or set_grad(undefined) dropped the gradient
-  std::shared_ptr<TensorImpl> grad;   // accumulated gradient of a leaf (or of a non-leaf that retains it)
-  std::shared_ptr<Node> grad_fn;      // the op that produced this tensor, if recorded
-  std::shared_ptr<GradHooks> hooks;   // a leaf's hooks, when any
+  std::shared_ptr<Storage> storage;  // the memory, shared with other views
+  Shape shape;  // sizes, outermost first
+  Shape strides;  // in elements
+  int64_t offset = 0;  // of element [0,...,0] in the storage, in elements
+  DType dtype = DType::Float32;  // the element type
+  bool requires_grad = false;  // whether ops on it record a graph
+  bool grad_cleared = false;  // zero_grad() or set_grad(undefined) dropped the gradient
+  std::shared_ptr<TensorImpl> grad;  // accumulated gradient of a leaf (or of a non-leaf that retains it)
+  std::shared_ptr<Node> grad_fn;  // the op that produced this tensor, if recorded
+  std::shared_ptr<GradHooks> hooks;  // a leaf's hooks, when any
 };
 
+// An n-dimensional array with autograd, as torch.Tensor (see the top of this file). A
+// default-constructed Tensor is undefined, like None.
 class Tensor {
  public:
   Tensor() : why_undefined_(nullptr) {}  // an undefined tensor (like None)
+  // A handle to impl (undefined when impl is null).
   explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)), why_undefined_(nullptr) {}
   // An undefined tensor that remembers why it is undefined (a static string, such as
   // "it is the grad() of a leaf that no backward has reached yet"); every error about it
@@ -121,25 +129,35 @@ class Tensor {
   // throws Error on an undefined tensor, naming the member and why the tensor is undefined.
   bool defined() const { return impl_ != nullptr; }
   const char* why_undefined() const;  // nullptr when defined
+  // The TensorImpl this handle refers to (null when undefined).
+  ///@{
   TensorImpl* impl() const { return impl_.get(); }
   const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+  ///@}
+  // Whether both handles refer to one TensorImpl (Python's `is`).
   bool same(const Tensor& o) const { return impl_ == o.impl_; }
 
   // --- metadata
   const Shape& shape() const { return live("Tensor::shape").shape; }
-  const Shape& strides() const { return live("Tensor::strides").strides; }
+  const Shape& strides() const { return live("Tensor::strides").strides; }  // In elements, as PyTorch's.
+  // The size or stride of one dim (negative counts from the end); an Error when dim is out
+  // of range, and on a 0-dim tensor, which has none.
+  ///@{
   int64_t size(int64_t dim) const;
   int64_t stride(int64_t dim) const;
+  ///@}
+  // Of element [0,...,0] in the storage, in elements (PyTorch's storage_offset()).
   int64_t offset() const { return live("Tensor::offset").offset; }
-  int64_t dim() const { return (int64_t)live("Tensor::dim").shape.size(); }
-  int64_t numel() const;
-  DType dtype() const { return live("Tensor::dtype").dtype; }
-  bool is_contiguous() const;
+  int64_t dim() const { return (int64_t)live("Tensor::dim").shape.size(); }  // The number of dims.
+  int64_t numel() const;  // The number of elements (1 for a 0-dim tensor).
+  DType dtype() const { return live("Tensor::dtype").dtype; }  // The element type.
+  bool is_contiguous() const;  // Whether the elements lie row-major without gaps (size-1 dims' strides ignored).
+  // The memory the tensor views.
   const std::shared_ptr<Storage>& storage() const { return live("Tensor::storage").storage; }
 
   // --- element access. data<T>() points at element [0,...,0]; T must match dtype.
   template <class T> T* data() const;
-  void* raw_data() const;
+  void* raw_data() const;  // data() untyped: the address of element [0,...,0].
   double item() const;  // the value of a one-element tensor, converted to double
   // The value as T: exact for an int64 tensor read as an integer type; a float value read
   // as an integer must fit it (truncated toward zero).
@@ -159,15 +177,17 @@ class Tensor {
   // --- autograd
   bool requires_grad() const { return live("Tensor::requires_grad").requires_grad; }
   Tensor& requires_grad_(bool on = true);  // only on leaves
-  bool is_leaf() const;
+  bool is_leaf() const;  // Whether no recorded op produced it (grad_fn is null), as in PyTorch.
   Tensor grad() const;  // undefined until a backward reaches this leaf (the reason kept)
+  // Sets .grad() (undefined drops it); an Error when g's shape or dtype differs from this one's.
   void set_grad(const Tensor& g);
-  void zero_grad();     // drops the gradient (PyTorch's set_to_none)
+  void zero_grad();  // drops the gradient (PyTorch's set_to_none)
+  // The op that produced it; null for a leaf.
   const std::shared_ptr<Node>& grad_fn() const { return live("Tensor::grad_fn").grad_fn; }
   // A non-leaf keeps the gradient that reaches it in .grad() (accumulated over backward
   // calls, after its hooks); a no-op on a leaf, which always does.
   void retain_grad() const;
-  bool retains_grad() const;
+  bool retains_grad() const;  // Whether retain_grad() was called on this non-leaf (false for a leaf).
   // fn sees the gradient reaching this tensor during backward and may replace it (see
   // GradHook). Hooks run in registration order; a leaf's before its .grad() accumulates.
   HookHandle register_hook(GradHook fn) const;
@@ -182,36 +202,61 @@ class Tensor {
                 bool create_graph = false) const;
   Tensor detach() const;  // same storage, no history, requires_grad false
 
-  // --- views (share storage, never copy) and copies
-  Tensor view(Shape shape) const;       // fails when strides make a copy necessary
-  Tensor reshape(Shape shape) const;    // view when possible, otherwise a copy
+  // --- views (share storage, never copy) and copies: each throws Error on a dim out of
+  // range, and records its backward when the tensor requires grad.
+  //
+  // view() and reshape() take one -1 size to infer; an Error when the element counts differ.
+  Tensor view(Shape shape) const;  // fails when strides make a copy necessary
+  Tensor reshape(Shape shape) const;  // view when possible, otherwise a copy
+  // Dims start_dim..end_dim merged into one (a reshape); a 0-dim tensor becomes [1].
   Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
-  Tensor transpose(int64_t dim0, int64_t dim1) const;
-  Tensor t() const;                     // transpose of a 2-D tensor
-  Tensor mT() const;                    // swaps the last two dims
+  Tensor transpose(int64_t dim0, int64_t dim1) const;  // A view with dims dim0 and dim1 swapped.
+  Tensor t() const;  // transpose of a 2-D tensor; a tensor of fewer dims as it is; an Error past 2 dims
+  Tensor mT() const;  // swaps the last two dims; an Error under 2 dims
+  // A view with the dims reordered: dim i of the result is dims[i] of this tensor; an Error
+  // unless dims names every dim once.
   Tensor permute(std::vector<int64_t> dims) const;
+  // A view of length indices of dim from start; an Error when they pass the dim's end (no
+  // clamping, as in PyTorch).
   Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
   // x.slice(1, {.start = 1, .end = 6, .step = 2}) is PyTorch's x[:, 1:6:2]; negative
   // bounds count from the end, and bounds past either end are clamped.
   Tensor slice(int64_t dim, const Slice& range) const;
+  // The view at index (negative counts from the end) of dim, which is removed, as torch.select;
+  // an Error when index is out of range.
   Tensor select(int64_t dim, int64_t index) const;
   // The elements (i, i + offset) of dims dim1 and dim2 (offset > 0 above the main
   // diagonal), as a last dim replacing both; a view, as torch.diagonal.
   Tensor diagonal(int64_t offset = 0, int64_t dim1 = 0, int64_t dim2 = 1) const;
-  Tensor unsqueeze(int64_t dim) const;
+  Tensor unsqueeze(int64_t dim) const;  // A view with a size-1 dim inserted at dim (in [-dim()-1, dim()]).
+  // A view without size-1 dim `dim` (unchanged when its size is not 1), or without every
+  // size-1 dim.
+  ///@{
   Tensor squeeze(int64_t dim) const;
   Tensor squeeze() const;
-  Tensor expand(Shape shape) const;     // -1 keeps a size; broadcasts size-1 dims
-  Tensor expand_as(const Tensor& other) const { return expand(other.shape()); }
-  Tensor contiguous() const;            // this tensor itself when already contiguous
-  Tensor clone() const;                 // always a fresh contiguous copy
-  Tensor to(DType dtype) const;         // differentiable between float types
+  ///@}
+  // A view with size-1 dims broadcast to shape (strides 0, no copy), new dims in front; -1
+  // keeps a size; an Error when a size is neither 1 nor the target.
+  Tensor expand(Shape shape) const;
+  Tensor expand_as(const Tensor& other) const { return expand(other.shape()); }  // expand(other.shape()).
+  Tensor contiguous() const;  // this tensor itself when already contiguous
+  Tensor clone() const;  // always a fresh contiguous copy
+  // A copy converted to dtype (this tensor itself when it has it already); differentiable
+  // between float types. Into int64 a float truncates toward zero, and a value int64 cannot
+  // hold is an Error (PyTorch's result is undefined there).
+  Tensor to(DType dtype) const;
 
-  // --- in-place, outside autograd (initialisation, optimizer updates)
-  Tensor& fill_(double value);         // into int64: truncated toward zero, refused past int64
-  Tensor& zero_() { return fill_(0.0); }
-  Tensor& copy_(const Tensor& src);     // src is broadcast to this shape and converted
+  // --- in-place, outside autograd (initialisation, optimizer updates). Unlike PyTorch's,
+  // they are not recorded: on a tensor that requires grad they are an Error while grad
+  // mode is on (use NoGradGuard), and so is copy_ from a source that requires grad.
+  Tensor& fill_(double value);  // into int64: truncated toward zero, refused past int64
+  Tensor& zero_() { return fill_(0.0); }  // fill_(0).
+  // Copies src, broadcast to this shape and converted to this dtype, into this tensor; an
+  // Error when src does not broadcast to this shape or this tensor is expanded (elements
+  // sharing memory). Overlapping src and destination are handled.
+  Tensor& copy_(const Tensor& src);
 
+  // The values as text, as the print options say; "tensor(undefined)" for an undefined one.
   std::string to_string() const;
 
  private:
@@ -235,43 +280,63 @@ inline void check_defined(const Tensor& t, const char* op, const char* what = "t
   if (!t.defined()) [[unlikely]] fail_undefined(t, op, what);
 }
 
-std::ostream& operator<<(std::ostream& os, const Tensor& t);
+std::ostream& operator<<(std::ostream& os, const Tensor& t);  // Writes t.to_string().
 
 // How tensors print, for the whole process (torch.set_printoptions): digits after the
 // point, the element count above which a tensor is summarised with "...", the items kept
 // at each edge then, and fixed or scientific notation (chosen from the values if unset).
-// Whatever the options, at most 2^20 elements (and about 64 MiB of text) are printed. Set it before printing from
-// several threads.
+// Whatever the options, at most 2^20 elements (and about 64 MiB of text) are printed. Set it
+// before printing from several threads.
 struct PrintOptions {
-  int precision = 4;
-  int64_t threshold = 1000;
-  int64_t edgeitems = 3;
-  std::optional<bool> sci_mode;
+  int precision = 4;  // digits after the point, in [0, 30]
+  int64_t threshold = 1000;  // summarise above this many elements (>= 0)
+  int64_t edgeitems = 3;  // items kept at each edge when summarised, in [1, 1000000]
+  std::optional<bool> sci_mode;  // scientific notation; unset: chosen from the values
 };
-void set_printoptions(const PrintOptions& options);  // PrintOptions{} restores the defaults
-PrintOptions get_printoptions();
+// Sets the print options; an Error when one is out of range. PrintOptions{} restores the
+// defaults.
+void set_printoptions(const PrintOptions& options);
+PrintOptions get_printoptions();  // The print options in force.
 
-// --- creation
+// --- creation. A new tensor of a negative size, or of more than 2^56 elements, is an
+// Error; one the system has no memory for, an OutOfMemory.
+//
 // Uninitialised contents (like torch.empty): for outputs that are overwritten whole.
 Tensor empty(const Shape& shape, DType dtype = kFloat32);
+// A new contiguous tensor of zeros, of ones, or of value (converted to dtype: into int64
+// truncated toward zero, and an Error when int64 cannot hold it), as torch.zeros/ones/full.
+///@{
 Tensor zeros(const Shape& shape, DType dtype = kFloat32);
 Tensor ones(const Shape& shape, DType dtype = kFloat32);
 Tensor full(const Shape& shape, double value, DType dtype = kFloat32);
+///@}
 // The n x m identity (m = n when -1): ones on the main diagonal, as torch.eye.
 Tensor eye(int64_t n, int64_t m = -1, DType dtype = kFloat32);
+// zeros, ones or full of t's shape and dtype (contiguous, whatever t's strides); an Error
+// when t is undefined.
+///@{
 Tensor zeros_like(const Tensor& t);
 Tensor ones_like(const Tensor& t);
 Tensor full_like(const Tensor& t, double value);
-Tensor scalar_tensor(double value, DType dtype = kFloat32);
-// [start, end) in steps of step
+///@}
+Tensor scalar_tensor(double value, DType dtype = kFloat32);  // A 0-dim tensor holding value.
+// [start, end) in steps of step, or [0, end). Unlike torch.arange, the dtype is int64 unless
+// given, even for real bounds. An Error when step is 0, a bound is not finite, there would
+// be more than 2^56 values, or int64 cannot hold them.
+///@{
 Tensor arange(double start, double end, double step = 1.0, DType dtype = kInt64);
 Tensor arange(int64_t end, DType dtype = kInt64);
-// Copies values (row-major) into a new tensor of the given shape.
+///@}
+// Copies values (row-major) into a new tensor of the given shape: float32, float64 or int64
+// from the vector's type, or dtype when given. An Error when the count of values differs
+// from the shape's, or a value does not fit int64.
+///@{
 Tensor from_vector(const std::vector<float>& values, const Shape& shape);
 Tensor from_vector(const std::vector<double>& values, const Shape& shape);
 Tensor from_vector(const std::vector<int64_t>& values, const Shape& shape);
 Tensor from_vector(const std::vector<double>& values, const Shape& shape, DType dtype);
-Tensor from_bools(const std::vector<bool>& values, const Shape& shape);
+///@}
+Tensor from_bools(const std::vector<bool>& values, const Shape& shape);  // from_vector for a bool tensor.
 // A braced list of numbers: from_vector({1.0, 2.0}, {2}) is float64, ({1, 2}, {2}) int64,
 // ({1.0f}, {1}) float32, ({true, false}, {2}) bool.
 template <class T>
@@ -281,7 +346,9 @@ Tensor from_vector(std::initializer_list<T> values, const Shape& shape);
 // [2, 2] tensor, tensor(2.5) a 0-dim one; up to 6 levels deep. The dtype is PyTorch's
 // default for the literals (float32 for reals, int64 for integers, bool for bools) unless
 // given; values are converted to it (a real becoming int64 is truncated toward zero, and
-// refused when int64 cannot hold it). Lists of one level must have equal lengths.
+// refused when int64 cannot hold it). Lists of one level must have equal lengths, else an
+// Error.
+///@{
 template <class T>
 Tensor tensor(T value, std::optional<DType> dtype = std::nullopt)
   requires std::is_arithmetic_v<T>;
@@ -305,7 +372,13 @@ Tensor tensor(std::initializer_list<std::initializer_list<
                   std::initializer_list<std::initializer_list<std::initializer_list<std::initializer_list<T>>>>>>
                   values,
               std::optional<DType> dtype = std::nullopt);
-// Random tensors from a generator (the default one when none is given).
+///@}
+// Random tensors from a generator (the default one when none is given): standard normal,
+// uniform in [0, 1), uniform in [low, high), normal(mean, std), and int64 integers in
+// [low, high). The float ones need a float dtype; an Error when low > high (randint:
+// low >= high) or a bound, the mean or std is not finite or std is negative. The numbers
+// differ from PyTorch's for the same seed.
+///@{
 Tensor randn(const Shape& shape, DType dtype = kFloat32, Generator* gen = nullptr);
 Tensor rand(const Shape& shape, DType dtype = kFloat32, Generator* gen = nullptr);
 Tensor uniform(const Shape& shape, double low, double high, DType dtype = kFloat32,
@@ -313,6 +386,7 @@ Tensor uniform(const Shape& shape, double low, double high, DType dtype = kFloat
 Tensor normal(const Shape& shape, double mean, double std, DType dtype = kFloat32,
               Generator* gen = nullptr);
 Tensor randint(int64_t low, int64_t high, const Shape& shape, Generator* gen = nullptr);
+///@}
 
 // --- template definitions
 namespace literal_detail {

@@ -38,6 +38,7 @@
 
 namespace ember::dist {
 
+// Settings of DistributedDataParallel.
 struct DDPOptions {
   // Gradients are reduced in buckets of about this many bytes, filled in reverse order of
   // the parameters (backward reaches the last layers first). PyTorch's default is 25 MB,
@@ -45,13 +46,16 @@ struct DDPOptions {
   // backward ends; 1 MB makes four, the first started early in backward.
   int64_t bucket_bytes = 1 << 20;
   ReduceOp reduce = ReduceOp::Mean;  // Mean averages the gradients (PyTorch); Sum adds them
-  bool broadcast_buffers = true;     // rank 0's buffers too, at construction
+  bool broadcast_buffers = true;  // rank 0's buffers too, at construction
 };
 
+// Reduces a module's gradients over the ranks during backward (see the top of this file).
+// Unlike PyTorch's, it does not wrap forward: call the module itself.
 class DistributedDataParallel {
  public:
   // Broadcasts rank 0's parameters (and buffers) to every rank and hooks the parameters
-  // the module has now (parameters added later are not reduced).
+  // the module has now (parameters added later are not reduced). An Error when
+  // bucket_bytes is not positive or a parameter is not contiguous.
   explicit DistributedDataParallel(nn::Module& module, DDPOptions options = {});
   ~DistributedDataParallel();  // unhooks the parameters
   DistributedDataParallel(const DistributedDataParallel&) = delete;
@@ -61,6 +65,7 @@ class DistributedDataParallel {
   // micro-steps of gradient accumulation); the first backward after reduces the sum.
   class NoSync {
    public:
+    // Stops d reducing until this NoSync is destroyed.
     explicit NoSync(DistributedDataParallel& d) : d_(&d), before_(d.syncing_) { d.syncing_ = false; }
     ~NoSync() { d_->syncing_ = before_; }
     NoSync(const NoSync&) = delete;
@@ -70,24 +75,25 @@ class DistributedDataParallel {
     DistributedDataParallel* d_;
     bool before_;
   };
-  [[nodiscard]] NoSync no_sync() { return NoSync(*this); }
+  [[nodiscard]] NoSync no_sync() { return NoSync(*this); }  // As PyTorch's no_sync context manager.
 
   // For a rank with no data in this step (a last batch smaller than the world): takes
   // part in the reduction with its current gradients (zeros where there are none), as
-  // a backward would.
+  // a backward would. An Error when called during a backward pass.
   void join();
 
   // Fails, naming the ranks, unless every rank holds bitwise the same parameters.
   void check_parameters() const;
 
+  // Counters of the reductions since construction.
   struct Stats {
-    int64_t reductions = 0;    // backward passes reduced
-    int64_t bytes = 0;         // gradient bytes reduced per rank
-    double mpi_seconds = 0;    // inside MPI calls (starting, testing, waiting)
-    double wait_seconds = 0;   // of which waiting at the end of backward
+    int64_t reductions = 0;  // backward passes reduced
+    int64_t bytes = 0;  // gradient bytes reduced per rank
+    double mpi_seconds = 0;  // inside MPI calls (starting, testing, waiting)
+    double wait_seconds = 0;  // of which waiting at the end of backward
   };
-  const Stats& stats() const { return stats_; }
-  int64_t bucket_count() const { return (int64_t)buckets_.size(); }
+  const Stats& stats() const { return stats_; }  // The counters so far.
+  int64_t bucket_count() const { return (int64_t)buckets_.size(); }  // The number of buckets.
 
  private:
   struct Slot {

@@ -19,10 +19,14 @@
 
 namespace ember::dist {
 
+// Starts MPI (unless the program already did) and makes ember's communicator; a second
+// call does nothing. An Error carrying MPI's message when MPI fails. Built without MPI, it
+// does nothing.
 void init(int* argc = nullptr, char*** argv = nullptr);
+// Frees the communicator and ends MPI; does nothing when not initialised.
 void finalize();
-bool initialized();
-int rank();        // 0 when not initialised
+bool initialized();  // Whether init() has run and finalize() has not.
+int rank();  // 0 when not initialised
 int world_size();  // 1 when not initialised
 
 // Whether this process was started by mpirun (its environment says so): a program calls
@@ -37,10 +41,14 @@ bool launched_by_mpirun();
 // share num_threads() cores evenly, each taking at least one.
 int threads_per_process();
 
+// How a reduction combines the ranks' tensors: Mean divides the sum by the world size, and
+// needs a float32 or float64 tensor.
 enum class ReduceOp { Sum, Mean };
 
 // Every rank's t replaced by the elementwise sum (or mean) over the ranks. The result is
-// bitwise the same on every rank: reduced to rank 0 in a fixed order, then broadcast.
+// bitwise the same on every rank: reduced to rank 0 in a fixed order, then broadcast. An
+// Error when t is undefined, not contiguous, not float32, float64 or int64 (float only
+// for Mean), or has more than 2^31 - 1 elements.
 void allreduce(Tensor& t, ReduceOp op = ReduceOp::Sum);
 
 // An allreduce under way (MPI_Iallreduce): started at once, finished by wait(). MPI
@@ -51,12 +59,14 @@ void allreduce(Tensor& t, ReduceOp op = ReduceOp::Sum);
 // and check_same_on_all_ranks can check it during training.
 class Work {
  public:
+  // Starts reducing t (which shares its storage with the caller's) in place; the checks
+  // and Errors of allreduce. allreduce_async is the usual way to make one.
   Work(Tensor t, ReduceOp op);
   ~Work();  // waits for a reduction still under way (MPI owns its buffer until then)
   Work(const Work&) = delete;
   Work& operator=(const Work&) = delete;
-  bool test();
-  void wait();
+  bool test();  // Whether the reduction is done; moves it on.
+  void wait();  // Blocks until the reduction is done (a no-op after that).
 
  private:
   void complete();
@@ -66,12 +76,14 @@ class Work {
   std::unique_ptr<Request> request_;
   bool done_ = false;
 };
+// Starts an allreduce of t in place and returns its Work; t must not be read or written
+// until the Work is done.
 std::unique_ptr<Work> allreduce_async(Tensor& t, ReduceOp op = ReduceOp::Sum);
 // Every rank's t replaced by root's.
 void broadcast(Tensor& t, int root = 0);
 // [world_size, ...t.shape]: every rank's t, in rank order.
 Tensor allgather(const Tensor& t);
-void barrier();
+void barrier();  // Waits until every rank has called it; nothing when not initialised.
 
 // Whether `flag` holds on any rank.
 bool any(bool flag);
@@ -82,10 +94,17 @@ void broadcast(Generator& gen, int root = 0);
 // cut into world_size consecutive parts as even as can be, in rank order (the first
 // rows % world_size ranks take one more). Every rank walks the same global order.
 struct Shard {
+  // The first row and the number of rows.
+  ///@{
   int64_t first = 0, count = 0;
+  ///@}
 };
+// The shard of rank (this process's, by default); an Error when rank is not in
+// [0, world_size) or rows is negative.
+///@{
 Shard shard(int64_t rows, int rank, int world_size);
 inline Shard shard(int64_t rows) { return shard(rows, rank(), world_size()); }
+///@}
 
 // A 64-bit digest of the tensors' bytes (FNV-1a), for checking that ranks agree.
 uint64_t checksum(const std::vector<Tensor>& tensors);
@@ -96,9 +115,10 @@ void check_same_on_all_ranks(const std::vector<Tensor>& tensors, const std::stri
 // and the ranks it differs on ("the parameters and optimizer state of rank(s) 1 differ
 // from rank 0's"), then `context`. Every rank fails alike.
 struct Part {
-  std::string name;
-  std::vector<Tensor> tensors;
+  std::string name;  // The part's name in the message ("the parameters").
+  std::vector<Tensor> tensors;  // The tensors whose checksum is compared.
 };
+// See Part: one collective that checks every part.
 void check_same_on_all_ranks(const std::vector<Part>& parts, const std::string& context = "");
 
 }  // namespace ember::dist
