@@ -37,8 +37,8 @@ using Config = std::map<std::string, ConfigValue>;
 std::string to_string(const ConfigValue& v);
 
 struct Progress {
-  int64_t step = 0;      // optimizer steps taken
-  int64_t epoch = 0;     // completed passes over the data
+  int64_t step = 0;  // optimizer steps taken
+  int64_t epoch = 0;  // completed passes over the data
   int64_t position = 0;  // index of the next example in the current epoch's order
 };
 
@@ -55,9 +55,9 @@ struct Checkpoint {
   std::optional<ScheduleState> schedule;
   Progress progress;
   std::map<std::string, std::vector<uint64_t>> generators;  // /rng/<name>: Generator::get_state()
-  Config config;                                            // /config attributes
-  std::map<std::string, std::vector<std::string>> vocab;    // /vocab/<name>: tokens by id
-  std::map<std::string, Tensor> extra;                      // /extra/<name>: e.g. loss history
+  Config config;  // /config attributes
+  std::map<std::string, std::vector<std::string>> vocab;  // /vocab/<name>: tokens by id
+  std::map<std::string, Tensor> extra;  // /extra/<name>: e.g. loss history
 };
 
 // Writes the checkpoint atomically (see above). Throws ember::Error naming the file and
@@ -101,7 +101,7 @@ class CheckpointManager {
   // keep_last: one that cannot be removed is not an error (the save succeeded) but is
   // listed, with the reason, in pruning_failures() until the next save.
   std::string save(const Checkpoint& ckpt);
-  std::vector<std::string> list() const;     // existing checkpoints, oldest first
+  std::vector<std::string> list() const;  // existing checkpoints, oldest first
   std::optional<std::string> latest() const;
   std::string path_for(int64_t step) const;
   // The step a file's name gives, <prefix>-<8 to 18 digits>.h5 (in any directory), or

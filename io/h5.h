@@ -37,7 +37,7 @@ class Reader {
   // The element type a dataset is stored with, as read() would not tell: "float32",
   // "float64", "int8" ... "int64", "uint8" ... "uint64", "enum", "string", "compound", ...
   std::string stored_type(const std::string& dataset) const;
-  std::vector<uint64_t> read_u64(const std::string& dataset) const;         // 1-D unsigned 64-bit
+  std::vector<uint64_t> read_u64(const std::string& dataset) const;  // 1-D unsigned 64-bit
   std::vector<std::string> read_strings(const std::string& dataset) const;  // 1-D strings
 
   bool has_attr(const std::string& object, const std::string& name) const;

@@ -27,7 +27,7 @@
 namespace ember::nn {
 
 struct AttentionResult {
-  Tensor output;   // [..., L, Dv]
+  Tensor output;  // [..., L, Dv]
   Tensor weights;  // [..., L, S], softmax probabilities before dropout; detached, for
                    // inspection and pictures (it shares memory with what backward saved:
                    // do not modify it in place)

@@ -75,7 +75,7 @@ struct FeedForwardOptions {
   int64_t d_model = 0, d_ff = 0;
   double dropout_p = 0.0;  // the probability of the Dropout module `dropout`
   Activation activation = Activation::ReLU;
-  Generator* gen = nullptr;          // initialisation (the default generator when null)
+  Generator* gen = nullptr;  // initialisation (the default generator when null)
   Generator* dropout_gen = nullptr;  // dropout masks (the default generator when null); must outlive the module
   DType dtype = kFloat32;
 };

@@ -36,7 +36,7 @@ namespace ember::nn {
 enum class AttnWeights { None, PerHead, Averaged };
 
 struct MultiHeadAttentionOutput {
-  Tensor output;   // [B, L, E] (rows [N, E] for a packed query)
+  Tensor output;  // [B, L, E] (rows [N, E] for a packed query)
   // [B, H, L, S] per head, [B, L, S] averaged, or undefined. As PyTorch's: the weights
   // the values were averaged with, so in training with dropout they are the dropped ones
   // (zeros and 1/(1-p) scaling; an attention hook sees them before dropout).
@@ -58,7 +58,7 @@ struct MultiHeadAttentionOptions {
   double dropout_p = 0.0;  // attention dropout's probability
   double score_scale = 1.0;  // multiplies the scores on top of 1/sqrt(head_dim): sqrt(head_dim)
                              // leaves them unscaled; positive and finite
-  Generator* gen = nullptr;          // initialisation (the default generator when null)
+  Generator* gen = nullptr;  // initialisation (the default generator when null)
   Generator* dropout_gen = nullptr;  // attention dropout masks (the default generator when null);
                                      // must outlive the module
   DType dtype = kFloat32;
@@ -68,12 +68,12 @@ struct MultiHeadAttentionOptions {
 // mha.forward(h, h, h, {.key_padding_mask = pad, .need_weights = AttnWeights::PerHead})
 struct AttentionCall {
   AttentionMask key_padding_mask = {};  // [B, S]
-  AttentionMask attn_mask = {};         // [L, S] or [B, L, S]
+  AttentionMask attn_mask = {};  // [L, S] or [B, L, S]
   AttnWeights need_weights = AttnWeights::None;
-  KVCache* cache = nullptr;   // token-by-token decoding
+  KVCache* cache = nullptr;  // token-by-token decoding
   bool fixed_memory = false;  // the cache holds a fixed memory's keys and values (cross-attention)
   const Packing* query_packing = nullptr;  // query given as packed rows [N, E]
-  const Packing* kv_packing = nullptr;     // key and value given as packed rows
+  const Packing* kv_packing = nullptr;  // key and value given as packed rows
   // Each query sees only the keys up to its own position (causal_mask(L, S), on top of
   // the other masks), without a mask tensor: packed rows keep their fast path.
   bool is_causal = false;
@@ -81,7 +81,7 @@ struct AttentionCall {
 
 // What attention computed in one forward, per head; the tensors are part of the graph.
 struct AttentionInternals {
-  Tensor scores;   // [B, H, L, S] the softmax's input: q k^T * score_scale / sqrt(d), blocked
+  Tensor scores;  // [B, H, L, S] the softmax's input: q k^T * score_scale / sqrt(d), blocked
                    // pairs at the dtype's lowest finite value
   Tensor weights;  // [B, H, L, S] the softmax's output (before dropout), 0 at blocked pairs
   Tensor blocked;  // bool, broadcasts to [B, H, L, S]: the pairs that may not be used

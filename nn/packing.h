@@ -13,8 +13,8 @@ namespace ember::nn {
 // in length, the work spent on padding goes away. Rows are kept in order, b-major.
 struct Packing {
   int64_t batch = 0, length = 0, count = 0;  // B, S, N
-  Tensor rows;       // int64 [N]: b * S + s of each kept position
-  Tensor slots;      // int64 [B * S]: the row of each position, N for padding
+  Tensor rows;  // int64 [N]: b * S + s of each kept position
+  Tensor slots;  // int64 [B * S]: the row of each position, N for padding
   Tensor positions;  // int64 [N]: s of each kept position
   AttentionMask padding;  // [B, S], blocked at padding
 

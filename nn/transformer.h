@@ -74,10 +74,10 @@ struct LayerCache {
 // What a decoder layer's forward takes besides x and memory, every part optional:
 // layer.forward(y, memory, {.memory_key_padding_mask = pad, .cache = &cache})
 struct DecoderLayerCall {
-  AttentionMask tgt_key_padding_mask = {};     // [B, T]
+  AttentionMask tgt_key_padding_mask = {};  // [B, T]
   AttentionMask memory_key_padding_mask = {};  // [B, S]
-  bool causal = true;                     // the target attends to earlier positions only
-  LayerCache* cache = nullptr;            // token-by-token decoding: x holds the newest positions
+  bool causal = true;  // the target attends to earlier positions only
+  LayerCache* cache = nullptr;  // token-by-token decoding: x holds the newest positions
   const Packing* memory_packing = nullptr;  // memory given as packed rows [N, d_model]
   // x given as packed rows [N, d_model] of the target (see Packing), whose padding is the
   // target's key padding mask (tgt_key_padding_mask must then be none); not with a cache
@@ -155,10 +155,10 @@ void check_config(const TransformerConfig& c, const char* op);
 
 // What token-by-token decoding carries from one step to the next.
 struct DecoderState {
-  Tensor memory;                 // encoder output as packed rows [N, d_model]
-  Packing memory_packing;        // the source's kept positions
+  Tensor memory;  // encoder output as packed rows [N, d_model]
+  Packing memory_packing;  // the source's kept positions
   std::vector<LayerCache> caches;
-  int64_t position = 0;          // tokens decoded so far
+  int64_t position = 0;  // tokens decoded so far
 };
 
 class Transformer : public Module {
