@@ -29,9 +29,9 @@ namespace ember::nn {
 // What attention returns: the output and the attention weights.
 struct AttentionResult {
   Tensor output;  // [..., L, Dv]
-  Tensor weights;  // [..., L, S], softmax probabilities before dropout; detached, for
-                   // inspection and pictures (it shares memory with what backward saved:
-                   // do not modify it in place)
+  // [..., L, S], softmax probabilities before dropout; detached, for inspection and
+  // pictures (it shares memory with what backward saved: do not modify it in place).
+  Tensor weights;
 };
 
 // Which implementation of attention MultiHeadAttention (and every layer built on it) runs,
