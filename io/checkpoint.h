@@ -65,7 +65,7 @@ struct Checkpoint {
   std::map<std::string, Tensor> extra;  // `/extra/<name>`: e.g. loss history
 };
 
-// Writes the checkpoint atomically (see above). Throws ember::Error naming the file and
+// Writes the checkpoint atomically (see checkpoint.h). Throws ember::Error naming the file and
 // the cause (for instance a full disk); the previous file at path is then untouched.
 // Also refused before anything is written: names that are empty or contain '/',
 // reserved names ("kind", "step", "last_step"), undefined tensors, and step counts or

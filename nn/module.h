@@ -59,9 +59,10 @@ class HookList {
   std::shared_ptr<List> hooks_;
 };
 
-// The base of every layer: holds its parameters, buffers and sub-modules by name (see
-// the file's description), their training mode and forward hooks. Neither copied nor
-// moved; held by shared_ptr.
+// The base of every layer: holds its parameters, buffers and sub-modules, registered by
+// name in the constructor, its training mode and forward hooks. Registration keeps a
+// pointer to the member tensor, so a module is neither copied nor moved; hold it by
+// shared_ptr.
 class Module {
  public:
   Module() = default;

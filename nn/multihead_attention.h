@@ -101,7 +101,7 @@ struct AttentionInternals {
   Tensor blocked;
 };
 
-// Multi-head attention as described at the top of this file (torch.nn.MultiheadAttention
+// Multi-head attention as described in multihead_attention.h (torch.nn.MultiheadAttention
 // with batch_first=True and separate q_proj, k_proj, v_proj, out_proj Linear layers
 // instead of one in_proj_weight, so parameter names differ from PyTorch's).
 class MultiHeadAttention : public Module {
@@ -118,7 +118,7 @@ class MultiHeadAttention : public Module {
   MultiHeadAttention(int64_t embed_dim, int64_t num_heads)
       : MultiHeadAttention(MultiHeadAttentionOptions{.embed_dim = embed_dim, .num_heads = num_heads}) {}
 
-  // Attention of query over key and value (shapes at the top of this file), with the
+  // Attention of query over key and value (shapes in multihead_attention.h), with the
   // masks, cache and packings of call. Error when a shape does not match embed_dim, kdim
   // or vdim, batch sizes or key and value lengths differ, a mask has another shape, packed
   // key and value come with a key_padding_mask, or is_causal has more queries than keys.

@@ -33,7 +33,7 @@ struct LayerConfig {
   int64_t dim_feedforward = 512;  // the feed-forward block's hidden size
   double dropout_p = 0.1;  // every dropout's probability (the checkpoint's key: dropout)
   Activation activation = Activation::ReLU;  // the feed-forward block's activation
-  bool norm_first = false;  // pre-norm instead of post-norm (see the top of this file)
+  bool norm_first = false;  // x + Dropout(sublayer(LayerNorm(x))) instead of post-norm
   double layer_norm_eps = 1e-5;  // every LayerNorm's eps
   double score_scale = 1.0;  // every attention's scores times this, on top of 1/sqrt(d_model / num_heads)
   // Every dropout mask of the layer is drawn from here: the sub-layers' residual dropouts,
@@ -42,11 +42,12 @@ struct LayerConfig {
   Generator* dropout_gen = nullptr;
 };
 
-// Self-attention then feed-forward, each wrapped as described at the top of this file
+// Self-attention then feed-forward, each wrapped as described in transformer.h
 // (torch.nn.TransformerEncoderLayer with batch_first=True).
 class EncoderLayer : public Module {
  public:
-  // The layer of cfg, weights initialised from gen; cfg is not checked (see LayerConfig).
+  // The layer of cfg, weights initialised from gen; cfg is not checked as a whole (see
+  // LayerConfig): a bad value fails, if at all, in the sub-layer given it.
   explicit EncoderLayer(const LayerConfig& cfg, Generator* gen = nullptr, DType dtype = kFloat32);
   // x [B, S, d_model]; src_key_padding_mask [B, S]; src_mask [S, S] or [B, S, S]. Errors
   // as MultiHeadAttention::forward for shapes that do not match.
@@ -107,10 +108,11 @@ struct DecoderCall {
 };
 
 // Causal self-attention, cross-attention over memory, then feed-forward, each wrapped as
-// described at the top of this file (torch.nn.TransformerDecoderLayer, batch first).
+// described in transformer.h (torch.nn.TransformerDecoderLayer, batch first).
 class DecoderLayer : public Module {
  public:
-  // The layer of cfg, weights initialised from gen; cfg is not checked (see LayerConfig).
+  // The layer of cfg, weights initialised from gen; cfg is not checked as a whole (see
+  // LayerConfig): a bad value fails, if at all, in the sub-layer given it.
   explicit DecoderLayer(const LayerConfig& cfg, Generator* gen = nullptr, DType dtype = kFloat32);
   // x [B, T, d_model], memory [B, S, d_model]. With memory_packing, memory is packed rows
   // [N, d_model] (see Packing) whose padding is the memory's key padding mask
@@ -144,7 +146,7 @@ class DecoderLayer : public Module {
 // norm_first.
 class Encoder : public Module {
  public:
-  // num_layers layers of cfg. Neither is checked (call check_config first): num_layers
+  // num_layers layers of cfg. Neither is checked (call check_config first); num_layers
   // must be positive.
   Encoder(const LayerConfig& cfg, int64_t num_layers, Generator* gen = nullptr, DType dtype = kFloat32);
   // x [B, S, d_model] through every layer with the same masks (as EncoderLayer::forward).
@@ -161,7 +163,7 @@ class Encoder : public Module {
 // norm_first.
 class Decoder : public Module {
  public:
-  // num_layers layers of cfg. Neither is checked (call check_config first): num_layers
+  // num_layers layers of cfg. Neither is checked (call check_config first); num_layers
   // must be positive.
   Decoder(const LayerConfig& cfg, int64_t num_layers, Generator* gen = nullptr, DType dtype = kFloat32);
   // x [B, T, d_model] through every layer, causal, with the same memory and masks (as
@@ -212,7 +214,7 @@ struct DecoderState {
   int64_t position = 0;  // tokens decoded so far
 };
 
-// The encoder-decoder model of "Attention Is All You Need" (see the top of this file).
+// The encoder-decoder model of "Attention Is All You Need" (see transformer.h).
 // Unlike torch.nn.Transformer it includes the embeddings, positional encoding and output
 // projection, and takes token ids.
 class Transformer : public Module {

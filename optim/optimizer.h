@@ -94,8 +94,7 @@ class Optimizer {
   std::vector<ParamState> state_;  // each parameter's state, indexed like params_
 };
 
-// SGD's hyper-parameters (see the formulas above); every number must be >= 0. Unlike
-// PyTorch's SGD, lr has a default.
+// SGD's hyper-parameters (formulas in optimizer.h); every number must be >= 0.
 struct SGDOptions {
   double lr = 1e-2;  // learning rate
   double momentum = 0.0;  // 0: no momentum buffer
@@ -130,7 +129,7 @@ class SGD : public Optimizer {
   SGDOptions opt_;
 };
 
-// Adam's and AdamW's hyper-parameters (see the formulas above). lr, eps and weight_decay
+// Adam's and AdamW's hyper-parameters (formulas in optimizer.h). lr, eps and weight_decay
 // must be >= 0, the betas in [0, 1). Note that weight_decay defaults to 0 here even for
 // AdamW: AdamW's 1e-2 is only the default of its whole options argument.
 struct AdamOptions {

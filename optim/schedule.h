@@ -41,7 +41,7 @@ class Schedule {
   int64_t last_step_ = 0;
 };
 
-// Linear warm-up, then decay with the inverse square root of the step (formula above).
+// Linear warm-up, then decay with the inverse square root of the step (formula in schedule.h).
 class InverseSqrtSchedule : public Schedule {
  public:
   // Error unless d_model >= 1, warmup >= 1 and factor is positive and finite.
@@ -55,7 +55,7 @@ class InverseSqrtSchedule : public Schedule {
   double factor_;
 };
 
-// Linear warm-up to peak_lr, then cosine decay to min_lr at step total (formula above).
+// Linear warm-up to peak_lr, then cosine decay to min_lr at step total (formula in schedule.h).
 class WarmupCosineSchedule : public Schedule {
  public:
   // Error unless peak_lr is non-negative and finite, 0 <= min_lr <= peak_lr,
