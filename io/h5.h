@@ -15,19 +15,22 @@ namespace ember::h5 {
 // the key when something is missing or of the wrong kind.
 class Reader {
  public:
-  explicit Reader(const std::string& file);
-  // name is used in messages only.
+  explicit Reader(const std::string& file);  // Error when the file cannot be opened as HDF5
+  // A Reader of the HDF5 file image data[0, size); name is used in messages only.
   static Reader from_image(const std::string& name, const void* data, size_t size);
   ~Reader();
-  Reader(Reader&& other) noexcept;
+  Reader(Reader&& other) noexcept;  // takes over other's file; other is left closed
   Reader(const Reader&) = delete;
   Reader& operator=(const Reader&) = delete;
   Reader& operator=(Reader&&) = delete;
 
-  const std::string& file() const { return file_; }
+  const std::string& file() const { return file_; }  // the path or name it was opened with
   bool has(const std::string& path) const;  // a dataset or a group
+  // Whether path names a group, or a dataset; false when it names nothing.
+  ///@{
   bool is_group(const std::string& path) const;
   bool is_dataset(const std::string& path) const;
+  ///@}
   std::vector<std::string> children(const std::string& group) const;  // names, sorted
 
   // A dataset as a tensor: float64 and float32 keep their type, integers become int64
@@ -37,16 +40,21 @@ class Reader {
   // The element type a dataset is stored with, as read() would not tell: "float32",
   // "float64", "int8" ... "int64", "uint8" ... "uint64", "enum", "string", "compound", ...
   std::string stored_type(const std::string& dataset) const;
-  std::vector<uint64_t> read_u64(const std::string& dataset) const;         // 1-D unsigned 64-bit
+  std::vector<uint64_t> read_u64(const std::string& dataset) const;  // 1-D unsigned 64-bit
   std::vector<std::string> read_strings(const std::string& dataset) const;  // 1-D strings
 
+  // Whether object (a group or dataset) exists and has the attribute name.
   bool has_attr(const std::string& object, const std::string& name) const;
-  std::vector<std::string> attr_names(const std::string& object) const;
+  std::vector<std::string> attr_names(const std::string& object) const;  // sorted
+  // The stored type of an attribute: a string, or an integer.
+  ///@{
   bool attr_is_string(const std::string& object, const std::string& name) const;
   bool attr_is_integer(const std::string& object, const std::string& name) const;
+  ///@}
+  // An integer or real attribute as a double; Error for any other type.
   double attr_double(const std::string& object, const std::string& name) const;
   int64_t attr_int(const std::string& object, const std::string& name) const;  // must hold an integer
-  std::string attr_string(const std::string& object, const std::string& name) const;
+  std::string attr_string(const std::string& object, const std::string& name) const;  // must be a string
 
  private:
   Reader() = default;
@@ -54,11 +62,13 @@ class Reader {
   int64_t id_ = -1;
 };
 
-// One-shot helpers over Reader.
+// One-shot helpers: open file with a Reader and call its method of the same name.
+///@{
 bool exists(const std::string& file, const std::string& path);
 Tensor read(const std::string& file, const std::string& dataset);
 double attr_double(const std::string& file, const std::string& object, const std::string& name);
 std::string attr_string(const std::string& file, const std::string& object, const std::string& name);
+///@}
 
 // Writes a new HDF5 file (replacing any file at that path). The file is built in memory
 // and written by close(), which throws with the system's reason when the write fails
@@ -68,24 +78,30 @@ std::string attr_string(const std::string& file, const std::string& object, cons
 // of the file for the caller's own header; HDF5 readers skip it.
 class Writer {
  public:
+  // Creates (or truncates) file at once, so that a path that cannot be written fails
+  // here; the file then stays empty until close(). Error also for a bad userblock.
   explicit Writer(const std::string& file, size_t userblock = 0);
   // A file built in memory only (HDF5's core driver): nothing touches the disk, and
   // image() hands over its bytes for the caller to write as it sees fit (checkpoints do,
   // checking every system call). name is used in messages.
   static Writer in_memory(const std::string& name, size_t userblock = 0);
   ~Writer();
-  Writer(Writer&& other) noexcept;
+  Writer(Writer&& other) noexcept;  // takes over other's file; other is left closed
   Writer(const Writer&) = delete;
   Writer& operator=(const Writer&) = delete;
   Writer& operator=(Writer&&) = delete;
   std::vector<uint8_t> image();  // the whole file, user block included (in_memory only)
   void group(const std::string& path);  // creates a (possibly empty) group
-  void write(const std::string& dataset, const Tensor& t);
-  void write_u64(const std::string& dataset, const std::vector<uint64_t>& values);
+  void write(const std::string& dataset, const Tensor& t);  // t's values; Error when t is undefined
+  void write_u64(const std::string& dataset, const std::vector<uint64_t>& values);  // 1-D unsigned 64-bit
   void write_strings(const std::string& dataset, const std::vector<std::string>& values);  // UTF-8
+  // Sets attribute name on object (a group or dataset already written): a double, an
+  // int64 or a string (which must not contain NUL).
+  ///@{
   void attr(const std::string& object, const std::string& name, double value);
   void attr_int(const std::string& object, const std::string& name, int64_t value);
   void attr(const std::string& object, const std::string& name, const std::string& value);
+  ///@}
   void close();  // writes the file (a file on disk); also done by the destructor
 
  private:

@@ -26,7 +26,7 @@
 namespace ember::io {
 
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;  // as nn::NamedTensors
-using TensorDict = std::map<std::string, Tensor>;                   // as nn::StateDict
+using TensorDict = std::map<std::string, Tensor>;  // as nn::StateDict
 
 // One tensor: the whole .npy file, the dataset "tensor" of an HDF5 file, or the array
 // "arr_0" of an .npz (NumPy's name for an unnamed array).

@@ -26,11 +26,12 @@
 
 namespace ember::nn {
 
+// What attention returns: the output and the attention weights.
 struct AttentionResult {
-  Tensor output;   // [..., L, Dv]
-  Tensor weights;  // [..., L, S], softmax probabilities before dropout; detached, for
-                   // inspection and pictures (it shares memory with what backward saved:
-                   // do not modify it in place)
+  Tensor output;  // [..., L, Dv]
+  // [..., L, S], softmax probabilities before dropout; detached, for inspection and
+  // pictures (it shares memory with what backward saved: do not modify it in place).
+  Tensor weights;
 };
 
 // Which implementation of attention MultiHeadAttention (and every layer built on it) runs,
@@ -46,10 +47,11 @@ struct AttentionResult {
 // All give the same results to rounding, and the same dropout decisions.
 //   { nn::AttentionImplGuard tiled(nn::AttentionImpl::Tiled); model.forward(...); }
 enum class AttentionImpl { Auto, Fused, Tiled, Composed };
+// Sets the current thread's AttentionImpl for its lifetime, then restores the previous one.
 class AttentionImplGuard {
  public:
-  explicit AttentionImplGuard(AttentionImpl impl);
-  ~AttentionImplGuard();
+  explicit AttentionImplGuard(AttentionImpl impl);  // Error for a value outside the enum
+  ~AttentionImplGuard();  // restores the previous choice
   AttentionImplGuard(const AttentionImplGuard&) = delete;
   AttentionImplGuard& operator=(const AttentionImplGuard&) = delete;
 
@@ -61,7 +63,11 @@ AttentionImpl attention_impl();  // the current thread's choice
 // The fused op: one autograd node with inputs q, k, v. scale 0 means 1/sqrt(D). Dropout
 // with probability dropout_p, only when training, zeroes weights used for the weighted
 // sum and scales the kept ones by 1/(1 - p), drawing from gen (the default generator when
-// null) exactly as ember::dropout does on the weights tensor.
+// null) exactly as ember::dropout does on the weights tensor. Unlike PyTorch's
+// scaled_dot_product_attention, it returns the weights too, and the scale cannot be 0
+// (0 stands for the default). Error when q, k or v is undefined, of another dtype or of
+// mismatched sizes, the batch dims or the mask do not broadcast, dropout_p is outside
+// [0, 1], or scale is not finite.
 AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                              const AttentionMask& mask = {}, double dropout_p = 0.0,
                                              bool training = false, Generator* gen = nullptr, double scale = 0.0,
@@ -76,12 +82,18 @@ AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
 // for the backward - at most 128 values a query - rather than have it compute them again.)
 // Same arguments, masks, zero-row policy and dropout draws as scaled_dot_product_attention
 // (the same keep/drop decisions from the same generator state); the sums run in another
-// order, so results agree to rounding. Returns the output [..., L, Dv].
+// order, so results agree to rounding. Returns the output [..., L, Dv]. Errors as
+// scaled_dot_product_attention.
 Tensor scaled_dot_product_attention_tiled(const Tensor& q, const Tensor& k, const Tensor& v,
                                           const AttentionMask& mask = {}, double dropout_p = 0.0,
                                           bool training = false, Generator* gen = nullptr, double scale = 0.0,
                                           Loc loc = Loc::current());
 
+// One operand of attention_rows: columns col .. of rows.
+struct AttentionRows {
+  Tensor rows;  // [N, width], rows contiguous
+  int64_t col = 0;  // the first column of head 0
+};
 // Attention over sequences kept as rows, without padding: multi-head attention's core
 // where the projections ran on packed rows (Packing). Head h (of heads) of sequence b
 // reads columns col + h * head_dim .. + head_dim of its operand's rows: the queries of b
@@ -93,11 +105,10 @@ Tensor scaled_dot_product_attention_tiled(const Tensor& q, const Tensor& k, cons
 // be column blocks of one tensor (a fused projection): it then gets one gradient.
 // Dropout draws as the padded op's on the weights [B, heads, L, S] (L and S the padded
 // lengths). causal: a query sees only the keys at its position in the padded batch or
-// before (causal_mask(L, S) on top of the padding).
-struct AttentionRows {
-  Tensor rows;  // [N, width], rows contiguous
-  int64_t col = 0;
-};
+// before (causal_mask(L, S) on top of the padding). Error when heads or head_dim is not
+// positive, a Packing is not one Packing::of made or the two disagree on the batch, an
+// operand's rows are too few or too narrow, the dtypes differ or are not float, or as
+// scaled_dot_product_attention for dropout_p and scale; causal needs equal padded lengths.
 Tensor attention_rows(const AttentionRows& q, const AttentionRows& k, const AttentionRows& v, int64_t heads,
                       int64_t head_dim, const Packing* q_packing, int64_t q_length, const Packing& kv_packing,
                       double dropout_p = 0.0, bool training = false, Generator* gen = nullptr, double scale = 0.0,
@@ -105,7 +116,7 @@ Tensor attention_rows(const AttentionRows& q, const AttentionRows& k, const Atte
 
 // The same computation composed of primitive ops (matmul, mul, masked_fill, softmax,
 // where, matmul) with autograd through them; same shapes, mask and zero-row policy, no
-// dropout.
+// dropout. The returned weights are detached, as the fused op's.
 AttentionResult scaled_dot_product_attention_reference(const Tensor& q, const Tensor& k, const Tensor& v,
                                                        const AttentionMask& mask = {}, double scale = 0.0);
 

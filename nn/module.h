@@ -18,7 +18,9 @@
 
 namespace ember::nn {
 
+// Tensors by dotted name, in registration order.
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+// Tensors by dotted name, sorted by name: what state_dict() returns and checkpoints store.
 using StateDict = std::map<std::string, Tensor>;
 
 // Functions registered on a module, called in registration order; add() returns the
@@ -26,6 +28,7 @@ using StateDict = std::map<std::string, Tensor>;
 template <class Fn>
 class HookList {
  public:
+  // Appends fn; the handle's remove() takes it out again.
   HookHandle add(Fn fn) {
     if (!hooks_) hooks_ = std::make_shared<List>();
     const int64_t id = hooks_->next_id++;
@@ -39,7 +42,8 @@ class HookList {
           }
     });
   }
-  bool any() const { return hooks_ && !hooks_->list.empty(); }
+  bool any() const { return hooks_ && !hooks_->list.empty(); }  // whether any function is registered
+  // Calls every function with args, in registration order; a function may remove itself.
   template <class... Args>
   void run(Args&&... args) const {
     if (!any()) return;
@@ -55,6 +59,10 @@ class HookList {
   std::shared_ptr<List> hooks_;
 };
 
+// The base of every layer: holds its parameters, buffers and sub-modules, registered by
+// name in the constructor, its training mode and forward hooks. Registration keeps a
+// pointer to the member tensor, so a module is neither copied nor moved; hold it by
+// shared_ptr.
 class Module {
  public:
   Module() = default;
@@ -62,16 +70,27 @@ class Module {
   Module(const Module&) = delete;
   Module& operator=(const Module&) = delete;
 
+  // The parameters of this module and every descendant, depth-first in registration order,
+  // with dotted names. Unlike PyTorch, a tensor registered under two names (tied) is
+  // listed under both. Throws Error when a parameter member was replaced by an undefined
+  // tensor after registration.
+  ///@{
   NamedTensors named_parameters() const;
   std::vector<Tensor> parameters() const;
-  NamedTensors named_buffers() const;  // persistent and not
+  ///@}
+  NamedTensors named_buffers() const;  // every defined buffer, persistent and not, with dotted names
+  // The direct sub-modules with their names, in registration order.
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const { return children_; }
-  int64_t num_parameters() const;
+  int64_t num_parameters() const;  // the total number of elements of parameters()
 
-  // Training mode (dropout active) for this module and every descendant.
+  // Sets training mode (dropout active) for this module and every descendant: train(true)
+  // or train(), eval() = train(false); is_training() reads this module's mode. Modules
+  // start in training mode.
+  ///@{
   void train(bool on = true);
   void eval() { train(false); }
   bool is_training() const { return training_; }
+  ///@}
 
   void zero_grad();  // drops every parameter's gradient
 
@@ -80,12 +99,16 @@ class Module {
   StateDict state_dict() const;
   // Copies values into the module's tensors. With strict, every missing, unexpected,
   // shape- or dtype-mismatched name is reported in one Error, and nothing is changed
-  // unless everything matches. Non-strict loads what matches and ignores the rest.
+  // unless everything matches. Non-strict loads what matches and ignores the rest -
+  // unlike PyTorch, which raises on a shape mismatch even when not strict. Either way,
+  // Error when destinations overlap in memory (tied tensors given different values, or
+  // an expanded view).
   void load_state_dict(const StateDict& state, bool strict = true);
 
   // Converts every parameter and floating buffer to dtype (e.g. float64 for gradient
   // checks) in place, as torch.nn.Module.to does: each keeps its handle, so an optimizer
   // built before goes on updating it (its state must then be of the new dtype too).
+  // Error unless dtype is float32 or float64; integer buffers are left as they are.
   void to(DType dtype);
 
   // Runs fn with some of the module's parameters and buffers replaced by the tensors given
@@ -114,8 +137,9 @@ class Module {
   // always computes them, so one run can capture every layer's attention weights.
   using ForwardHook =
       std::function<void(Module& module, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs)>;
+  // Registers a ForwardHook; Error when fn is empty.
   HookHandle register_forward_hook(ForwardHook fn);
-  bool has_forward_hooks() const { return forward_hooks_.any(); }
+  bool has_forward_hooks() const { return forward_hooks_.any(); }  // whether a forward hook is registered
 
  protected:
   // Every forward returns through this: out, after the forward hooks have seen it.
@@ -123,13 +147,17 @@ class Module {
     if (has_forward_hooks()) run_forward_hooks(std::vector<Tensor>(inputs), {out});
     return out;
   }
+  // Calls every forward hook with this module, inputs and outputs.
   void run_forward_hooks(const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs);
 
-  // Registers a member tensor as a trainable parameter (requires_grad is set).
+  // Registers a member tensor as a trainable parameter (requires_grad is set). This and
+  // the two below throw Error when the name is empty, contains '.', or is already taken
+  // by a parameter, buffer or sub-module; an undefined parameter is an Error too.
   void register_parameter(const std::string& name, Tensor& member);
   // Registers a member tensor as a buffer: saved in state_dict when persistent, never
   // trained.
   void register_buffer(const std::string& name, Tensor& member, bool persistent = true);
+  // Registers a sub-module under name and returns it.
   template <class M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> m) {
     check_name(name);
@@ -168,17 +196,23 @@ class Module {
 class ModuleList : public Module {
  public:
   ModuleList() = default;
+  // Appends m, registered under its index, and returns it.
   template <class M>
   std::shared_ptr<M> push_back(std::shared_ptr<M> m) {
     items_.push_back(m);
     return register_module(std::to_string(items_.size() - 1), m);
   }
-  size_t size() const { return items_.size(); }
+  size_t size() const { return items_.size(); }  // the number of modules
+  // The i-th module; std::out_of_range (not ember::Error) when i >= size().
   const std::shared_ptr<Module>& operator[](size_t i) const { return items_.at(i); }
+  // The i-th module as an M, or null when it is not one; std::out_of_range when i >= size().
   template <class M>
   std::shared_ptr<M> at(size_t i) const { return std::dynamic_pointer_cast<M>(items_.at(i)); }
+  // Iteration over the modules, as shared_ptr<Module>.
+  ///@{
   auto begin() const { return items_.begin(); }
   auto end() const { return items_.end(); }
+  ///@}
 
  private:
   std::vector<std::shared_ptr<Module>> items_;
@@ -187,27 +221,30 @@ class ModuleList : public Module {
 // A module with a single-tensor forward.
 class UnaryModule : public Module {
  public:
-  virtual Tensor forward(const Tensor& x) = 0;
-  Tensor operator()(const Tensor& x) { return forward(x); }
+  virtual Tensor forward(const Tensor& x) = 0;  // the module applied to x
+  Tensor operator()(const Tensor& x) { return forward(x); }  // forward(x)
 };
 
 // Applies its modules in order.
 class Sequential : public UnaryModule {
  public:
   Sequential() = default;
+  // A Sequential of mods, registered as "0", "1", ...
   explicit Sequential(std::vector<std::shared_ptr<UnaryModule>> mods) {
     for (auto& m : mods) push_back(m);
   }
+  // Appends m, registered under its index.
   void push_back(std::shared_ptr<UnaryModule> m) {
     items_.push_back(m);
     register_module(std::to_string(items_.size() - 1), m);
   }
+  // x through every module in order; x itself when empty.
   Tensor forward(const Tensor& x) override {
     Tensor y = x;
     for (auto& m : items_) y = m->forward(y);
     return hooked({x}, y);
   }
-  size_t size() const { return items_.size(); }
+  size_t size() const { return items_.size(); }  // the number of modules
 
  private:
   std::vector<std::shared_ptr<UnaryModule>> items_;
