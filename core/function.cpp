@@ -70,7 +70,8 @@ Tensor Function::apply(const std::vector<Tensor>& inputs, Loc loc) const {
   BackwardFn bw = [ctx, fn = backward, op, shapes, dtypes](const Tensor& g) {
     std::vector<Tensor> grads = fn(*ctx, g);
     if (grads.size() != shapes.size())
-      fail(op, "backward returned ", (int64_t)grads.size(), " gradients; expected ", (int64_t)shapes.size(),
+      fail(op, "backward returned ", (int64_t)grads.size(), grads.size() == 1 ? " gradient" : " gradients", "; expected ",
+           (int64_t)shapes.size(),
            " (one per input, undefined where there is none)");
     for (size_t i = 0; i < grads.size(); i++) {
       if (!grads[i].defined()) continue;

@@ -5,6 +5,8 @@
 // also be included on its own, by its path ("core/ops.h").
 #pragma once
 
+#include <iostream>  // tensors, shapes and dtypes print with operator<<
+
 #include "core/autograd.h"
 #include "core/autograd_functional.h"
 #include "core/dtype.h"

@@ -99,8 +99,10 @@ void save(const std::string& path, const NamedTensors& tensors) {
   replace_file(path, bytes.data(), bytes.size(), op);
 }
 
-NamedTensors load_named(const std::string& path) {
-  const char* op = "io::load";
+namespace {
+
+// Every tensor of the file at path, in its order; errors are op's (the caller's name).
+NamedTensors load_all(const std::string& path, const char* op) {
   const Format f = format_of(path, op);
   const std::vector<uint8_t> file = read_file(path, op, f == Format::H5 ? "an HDF5 file" : "a NumPy file");
   NamedTensors out;
@@ -122,6 +124,10 @@ NamedTensors load_named(const std::string& path) {
   return out;
 }
 
+}  // namespace
+
+NamedTensors load_named(const std::string& path) { return load_all(path, "io::load_named"); }
+
 void save(const std::string& path, const TensorDict& tensors) {
   save(path, NamedTensors(tensors.begin(), tensors.end()));
 }
@@ -131,12 +137,12 @@ void save(const std::string& path, std::initializer_list<std::pair<std::string, 
 }
 
 TensorDict load_dict(const std::string& path) {
-  const NamedTensors all = load_named(path);
+  const NamedTensors all = load_all(path, "io::load_dict");
   return TensorDict(all.begin(), all.end());  // names are unique in every format ember reads
 }
 
 Tensor load(const std::string& path) {
-  NamedTensors all = load_named(path);
+  NamedTensors all = load_all(path, "io::load");
   if (all.size() != 1) {
     std::string names;
     for (size_t i = 0; i < all.size() && i < 5; i++) names += (i ? ", " : "") + all[i].first;

@@ -79,7 +79,12 @@ Module::Swap::Swap(Module& m, const StateDict& replacements) {
            dtype_name(t.dtype()), " ", t.shape());
     plan.emplace_back(it->second, t);
   }
-  if (!unknown.empty()) fail(op, "the module has no parameter or buffer named ", unknown);
+  if (!unknown.empty()) {
+    std::string names;  // what it has, so that a misspelling shows
+    for (size_t i = 0; i < all.size() && i < 20; i++) names += (i ? ", " : "") + all[i].first;
+    fail(op, "the module has no parameter or buffer named ", unknown, "; it has ",
+         all.empty() ? std::string("none") : names + (all.size() > 20 ? cat_str(", ... (", all.size(), " in all)") : ""));
+  }
   saved_.reserve(plan.size());
   for (auto& [slot, t] : plan) {  // nothing throws once this starts
     saved_.emplace_back(slot, *slot);

@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -139,6 +140,14 @@ class Module {
       std::function<void(Module& module, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs)>;
   // Registers a ForwardHook; Error when fn is empty.
   HookHandle register_forward_hook(ForwardHook fn);
+  // A forward hook only observes: one that returns a value (which PyTorch would put in
+  // place of the module's output) does not compile here, rather than being ignored. To
+  // change what a module returns, wrap it in a module of your own. There are no forward
+  // pre-hooks.
+  template <class Fn>
+    requires(!std::is_void_v<
+             std::invoke_result_t<Fn&, Module&, const std::vector<Tensor>&, const std::vector<Tensor>&>>)
+  HookHandle register_forward_hook(Fn fn) = delete;
   bool has_forward_hooks() const { return forward_hooks_.any(); }  // whether a forward hook is registered
 
  protected:

@@ -574,6 +574,20 @@ TEST_CASE("forward hooks see every layer's inputs, output and attention weights,
   whole.remove();  // twice is harmless
 }
 
+// A hook that returns outputs (which PyTorch would use in place of the module's) does not
+// compile, rather than being silently ignored; one that returns nothing does.
+struct ObservingHook {
+  void operator()(nn::Module&, const Inputs&, const Inputs&) const {}
+};
+struct ReplacingHook {
+  Inputs operator()(nn::Module&, const Inputs&, const Inputs& out) const { return out; }
+};
+template <class Fn>
+constexpr bool registers = requires(nn::Module& m, Fn fn) { m.register_forward_hook(fn); };
+static_assert(registers<ObservingHook>);
+static_assert(registers<nn::Module::ForwardHook>);
+static_assert(!registers<ReplacingHook>);
+
 // ------------------------------------------------------------------ reentrancy and safety
 TEST_CASE("hooks may run ops and even a backward of their own, with grad enabled") {
   Tensor x = leaf({1, 2}, {2});

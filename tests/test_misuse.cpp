@@ -207,7 +207,7 @@ TEST_CASE("a backward given to record() by hand is checked: its gradient count a
   };
   Tensor few = op([](const Tensor& g) { return std::vector<Tensor>{g}; });
   CHECK_THAT(error_of([&] { sum(few).backward(); }),
-             StartsWith("myop: its backward returned 1 gradients for 2 inputs"));
+             StartsWith("myop: its backward returned 1 gradient for 2 inputs"));
   Tensor none = op([](const Tensor&) { return std::vector<Tensor>{}; });
   CHECK_THAT(error_of([&] { sum(none).backward(); }), StartsWith("myop: its backward returned 0 gradients for 2 inputs"));
   Tensor flat = op([](const Tensor& g) { return std::vector<Tensor>{g.reshape({6}), g}; });

@@ -910,7 +910,7 @@ TEST_CASE("functional_call runs a module with other tensors for its parameters, 
   CHECK(lin.bias.same(b_own));
   // names are checked, shapes too, and an exception inside still puts everything back
   CHECK_THAT(error_of([&] { lin.functional_call({{"wieght", w_own}}, [] { return 0; }); }),
-             StartsWith("functional_call: the module has no parameter or buffer named wieght"));
+             Equals("functional_call: the module has no parameter or buffer named wieght; it has weight, bias"));
   CHECK_THAT(error_of([&] { lin.functional_call({{"weight", zeros({3, 2}, kFloat64)}}, [] { return 0; }); }),
              StartsWith("functional_call: 'weight' is float64 [2,3] in the module, got float64 [3,2]"));
   CHECK_THAT(error_of([&] {

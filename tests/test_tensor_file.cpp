@@ -104,6 +104,8 @@ TEST_CASE("io::save and io::load refuse what they cannot do, naming the file") {
   CHECK_THAT(error_of([&] { io::save(dir.file("d.h5"), {{"", ones({1})}}); }), Contains("is empty"));
   CHECK_THAT(error_of([&] { io::save(dir.file("d.h5"), {{"u", Tensor()}}); }), StartsWith("io::save: tensor 'u' is undefined"));
   CHECK_THAT(error_of([&] { io::load(dir.file("missing.npy")); }), StartsWith("io::load: cannot open"));
+  CHECK_THAT(error_of([&] { io::load_dict(dir.file("missing.npz")); }), StartsWith("io::load_dict: cannot open"));
+  CHECK_THAT(error_of([&] { io::load_named(dir.file("missing.h5")); }), StartsWith("io::load_named: cannot open"));
   CHECK_THAT(error_of([&] { io::load(dir.path.string()); }), Contains("the extension names no format"));
   io::save(dir.file("two.npz"), {{"a", ones({1})}, {"b", ones({1})}});
   CHECK_THAT(error_of([&] { io::load(dir.file("two.npz")); }), Contains("holds 2 tensors (a, b)"));
@@ -149,7 +151,7 @@ TEST_CASE("io::save and io::load refuse what they cannot do, naming the file") {
   const std::vector<uint8_t> zgood = read_bytes(z);
   auto zrefused = [&](std::vector<uint8_t> b, const std::string& expected) {
     write_bytes(z, b);
-    CHECK_THAT(error_of([&] { io::load_named(z); }), StartsWith("io::load: '" + z + "'") && Contains(expected));
+    CHECK_THAT(error_of([&] { io::load_named(z); }), StartsWith("io::load_named: '" + z + "'") && Contains(expected));
   };
   std::vector<uint8_t> flipped = zgood;
   flipped[100] ^= 1;  // inside the array's data

@@ -428,8 +428,9 @@ class GraphTask {
     }
     // a backward given to record() by hand is checked here (Function::apply checks its own)
     if (in_grads.size() != n->inputs.size())
-      fail(n->name, "its backward returned ", (int64_t)in_grads.size(), " gradients for ", (int64_t)n->inputs.size(),
-           " inputs (an undefined tensor stands for an input without one)");
+      fail(n->name, "its backward returned ", (int64_t)in_grads.size(), in_grads.size() == 1 ? " gradient" : " gradients",
+           " for ", (int64_t)n->inputs.size(), n->inputs.size() == 1 ? " input" : " inputs",
+           " (an undefined tensor stands for an input without one)");
     if (anomaly_enabled()) check_finite_backward(*n, in_grads);
     if (!retain_) release(*n);
     for (size_t i = 0; i < n->inputs.size(); i++) {
