@@ -55,10 +55,12 @@ Tensor full_like(const Tensor& t, double v) {
 }
 Tensor scalar_tensor(double v, DType dtype) { return full({}, v, dtype); }
 
-Tensor arange(double start, double end, double step, DType dtype) {
+Tensor arange(double start, double end, double step, std::optional<DType> given) {
   if (step == 0) fail("arange", "step must be nonzero");
   if (!std::isfinite(start) || !std::isfinite(end) || !std::isfinite(step))
     fail("arange", "start, end and step must be finite, got ", start, ", ", end, " and ", step);
+  auto whole = [](double x) { return x == std::floor(x); };
+  const DType dtype = given ? *given : whole(start) && whole(end) && whole(step) ? kInt64 : kFloat32;
   const double n = std::ceil((end - start) / step);
   if (!(n <= double(kMaxElements)))
     fail("arange", "[", start, ", ", end, ") in steps of ", step, " would have more than 2^56 elements");

@@ -320,11 +320,14 @@ Tensor ones_like(const Tensor& t);
 Tensor full_like(const Tensor& t, double value);
 ///@}
 Tensor scalar_tensor(double value, DType dtype = kFloat32);  // A 0-dim tensor holding value.
-// [start, end) in steps of step, or [0, end). Unlike torch.arange, the dtype is int64 unless
-// given, even for real bounds. An Error when step is 0, a bound is not finite, there would
-// be more than 2^56 values, or int64 cannot hold them.
+// [start, end) in steps of step, or [0, end). Without a dtype: int64 when start, end and
+// step are whole numbers, float32 otherwise, so arange(0, 1, 0.1) holds tenths as
+// torch.arange's does (PyTorch looks at the arguments' Python types, which C++ doubles do
+// not keep: arange(0.0, 3.0) is int64 here, float32 there). An Error when step is 0, a
+// bound is not finite, there would be more than 2^56 values, or an int64 result cannot
+// hold them.
 ///@{
-Tensor arange(double start, double end, double step = 1.0, DType dtype = kInt64);
+Tensor arange(double start, double end, double step = 1.0, std::optional<DType> dtype = std::nullopt);
 Tensor arange(int64_t end, DType dtype = kInt64);
 ///@}
 // Copies values (row-major) into a new tensor of the given shape: float32, float64 or int64

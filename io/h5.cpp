@@ -8,8 +8,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <exception>
+#include <filesystem>
 
 #include "core/file_io.h"
 
@@ -452,7 +455,15 @@ std::string attr_string(const std::string& file, const std::string& object, cons
 // holding a file it could not close (its exit handler would retry, and crash).
 Writer::Writer(const std::string& file, size_t userblock) : Writer(in_memory(file, userblock)) {
   in_memory_ = false;
-  ::close(io::open_regular_file(file, O_WRONLY | O_CREAT | O_TRUNC, "h5::Writer"));  // fail early, not at close
+  uncaught_ = std::uncaught_exceptions();
+  // fail early, not at close: what close() would refuse, and a directory it cannot write in
+  const char* op = "h5::Writer";
+  if (std::filesystem::path(file).filename().empty()) fail(op, "'", file, "' names a directory, not a file");
+  io::check_regular_or_missing(file, op);
+  const std::filesystem::path parent = std::filesystem::path(file).parent_path();
+  const std::string dir = parent.empty() ? std::string(".") : parent.string();
+  if (::access(dir.c_str(), W_OK | X_OK) != 0)
+    fail(op, "cannot create '", file, "' in '", dir, "': ", std::strerror(errno));
 }
 
 Writer Writer::in_memory(const std::string& name, size_t userblock) {
@@ -475,7 +486,7 @@ Writer Writer::in_memory(const std::string& name, size_t userblock) {
 }
 
 Writer::Writer(Writer&& o) noexcept
-    : file_(std::move(o.file_)), id_(o.id_), in_memory_(o.in_memory_), userblock_(o.userblock_) {
+    : file_(std::move(o.file_)), id_(o.id_), in_memory_(o.in_memory_), userblock_(o.userblock_), uncaught_(o.uncaught_) {
   o.id_ = -1;
 }
 
@@ -498,6 +509,10 @@ std::vector<uint8_t> Writer::image() {
 }
 
 Writer::~Writer() {
+  if (std::uncaught_exceptions() > uncaught_ && !in_memory_) {  // unwinding: the file is left as it was
+    if (id_ >= 0) H5Fclose(id_);
+    return;
+  }
   try {
     close();
   } catch (...) {
@@ -510,7 +525,7 @@ void Writer::close() {
   if (!in_memory_) bytes = image();
   H5Fclose(id_);  // in memory: nothing to fail on
   id_ = -1;
-  if (!in_memory_) io::write_file(file_, bytes.data(), bytes.size(), "h5::Writer::close");
+  if (!in_memory_) io::replace_file(file_, bytes.data(), bytes.size(), "h5::Writer::close");
 }
 
 namespace {

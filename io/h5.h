@@ -71,15 +71,18 @@ std::string attr_string(const std::string& file, const std::string& object, cons
 ///@}
 
 // Writes a new HDF5 file (replacing any file at that path). The file is built in memory
-// and written by close(), which throws with the system's reason when the write fails
-// (call it: the destructor writes too, but cannot report). Datasets are stored
+// and put in place whole by close(), as io::save does: a crash, a kill or a full disk
+// leaves the old file or the new one, never a part; close() throws with the system's
+// reason when the write fails (call it: the destructor writes too, but cannot report, and
+// a Writer destroyed by an exception writes nothing). Datasets are stored
 // little-endian in the tensor's own type (bool as uint8); intermediate groups are
 // created. userblock reserves that many bytes (0, or a power of two >= 512) at the start
 // of the file for the caller's own header; HDF5 readers skip it.
 class Writer {
  public:
-  // Creates (or truncates) file at once, so that a path that cannot be written fails
-  // here; the file then stays empty until close(). Error also for a bad userblock.
+  // Error at once when file names a directory, a device or a FIFO, or a directory that
+  // does not exist or cannot be written, or for a bad userblock; the file itself is left
+  // alone until close().
   explicit Writer(const std::string& file, size_t userblock = 0);
   // A file built in memory only (HDF5's core driver): nothing touches the disk, and
   // image() hands over its bytes for the caller to write as it sees fit (checkpoints do,
@@ -111,6 +114,7 @@ class Writer {
   int64_t id_ = -1;
   bool in_memory_ = false;
   size_t userblock_ = 0;
+  int uncaught_ = 0;  // std::uncaught_exceptions() when made: more at destruction means unwinding
 };
 
 }  // namespace ember::h5

@@ -97,8 +97,12 @@ Module::Swap::~Swap() {
 }
 
 NamedTensors Module::named_parameters() const {
-  NamedTensors out;
-  collect("", out, true, false);
+  NamedTensors all;
+  collect("", all, true, false);
+  NamedTensors out;  // a tensor registered under two names (tied weights) once, under the first
+  std::set<const TensorImpl*> seen;
+  for (auto& [name, t] : all)
+    if (seen.insert(t.impl()).second) out.emplace_back(std::move(name), std::move(t));
   return out;
 }
 
@@ -131,7 +135,9 @@ void Module::zero_grad() {
 
 StateDict Module::state_dict() const {
   StateDict out;
-  for (auto& [n, t] : named_parameters()) out[n] = t;
+  NamedTensors params;  // every name of a tied weight
+  collect("", params, true, false);
+  for (auto& [n, t] : params) out[n] = t;
   NamedTensors bufs;
   collect("", bufs, false, true);
   for (auto& [n, t] : bufs) out[n] = t;

@@ -72,9 +72,9 @@ class Module {
   Module& operator=(const Module&) = delete;
 
   // The parameters of this module and every descendant, depth-first in registration order,
-  // with dotted names. Unlike PyTorch, a tensor registered under two names (tied) is
-  // listed under both. Throws Error when a parameter member was replaced by an undefined
-  // tensor after registration.
+  // with dotted names. A tensor registered under two names (tied weights) is listed once,
+  // under the first, as PyTorch's (state_dict keeps both names). Throws Error when a
+  // parameter member was replaced by an undefined tensor after registration.
   ///@{
   NamedTensors named_parameters() const;
   std::vector<Tensor> parameters() const;

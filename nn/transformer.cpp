@@ -1,7 +1,6 @@
 // Encoder/decoder layers, stacks and the encoder-decoder model.
 #include "nn/transformer.h"
 
-#include <cassert>
 #include <cmath>
 
 #include "nn/init.h"
@@ -62,7 +61,7 @@ Tensor feed_forward(FeedForward& f, const Tensor& h, const Packing* packing) {
 
 // ------------------------------------------------------------------ EncoderLayer
 EncoderLayer::EncoderLayer(const LayerConfig& c, Generator* gen, DType dtype) : cfg(c) {
-  assert(config_error(c).empty());
+  check_config(c, "EncoderLayer");
   self_attn = register_module("self_attn", std::make_shared<MultiHeadAttention>(attention_options(c, gen, dtype)));
   ffn = register_module("ffn", std::make_shared<FeedForward>(feed_forward_options(c, gen, dtype)));
   norm1 = register_module("norm1", std::make_shared<LayerNorm>(c.d_model, c.layer_norm_eps, true, dtype));
@@ -104,7 +103,7 @@ Tensor EncoderLayer::forward(const Tensor& rows, const Packing& packing) {
 
 // ------------------------------------------------------------------ DecoderLayer
 DecoderLayer::DecoderLayer(const LayerConfig& c, Generator* gen, DType dtype) : cfg(c) {
-  assert(config_error(c).empty());
+  check_config(c, "DecoderLayer");
   self_attn = register_module("self_attn", std::make_shared<MultiHeadAttention>(attention_options(c, gen, dtype)));
   cross_attn = register_module("cross_attn", std::make_shared<MultiHeadAttention>(attention_options(c, gen, dtype)));
   ffn = register_module("ffn", std::make_shared<FeedForward>(feed_forward_options(c, gen, dtype)));
@@ -165,7 +164,8 @@ Tensor DecoderLayer::forward(const Tensor& x, const Tensor& memory, const Decode
 
 // ------------------------------------------------------------------ stacks
 Encoder::Encoder(const LayerConfig& c, int64_t n, Generator* gen, DType dtype) {
-  assert(n > 0 && config_error(c).empty());
+  check_config(c, "Encoder");
+  if (n <= 0) fail("Encoder", "num_layers must be positive, got ", n);
   layers = register_module("layers", std::make_shared<ModuleList>());
   for (int64_t i = 0; i < n; i++) layers->push_back(std::make_shared<EncoderLayer>(c, gen, dtype));
   if (c.norm_first) norm = register_module("norm", std::make_shared<LayerNorm>(c.d_model, c.layer_norm_eps, true, dtype));
@@ -186,7 +186,8 @@ Tensor Encoder::forward(const Tensor& rows, const Packing& packing) {
 }
 
 Decoder::Decoder(const LayerConfig& c, int64_t n, Generator* gen, DType dtype) {
-  assert(n > 0 && config_error(c).empty());
+  check_config(c, "Decoder");
+  if (n <= 0) fail("Decoder", "num_layers must be positive, got ", n);
   layers = register_module("layers", std::make_shared<ModuleList>());
   for (int64_t i = 0; i < n; i++) layers->push_back(std::make_shared<DecoderLayer>(c, gen, dtype));
   if (c.norm_first) norm = register_module("norm", std::make_shared<LayerNorm>(c.d_model, c.layer_norm_eps, true, dtype));

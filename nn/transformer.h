@@ -23,10 +23,8 @@
 
 namespace ember::nn {
 
-// What every encoder and decoder layer is built from. The Transformer checks it (with
-// its own fields) once, at construction; the layers and stacks below it trust what they
-// are given. A program that builds layers or stacks itself checks its configuration
-// with check_config first.
+// What every encoder and decoder layer is built from. Every layer, stack and the
+// Transformer check it at construction (check_config), and throw Error naming the field.
 struct LayerConfig {
   int64_t d_model = 128;  // the model width
   int64_t num_heads = 4;  // attention heads; must divide d_model
@@ -46,8 +44,8 @@ struct LayerConfig {
 // (torch.nn.TransformerEncoderLayer with batch_first=True).
 class EncoderLayer : public Module {
  public:
-  // The layer of cfg, weights initialised from gen; cfg is not checked as a whole (see
-  // LayerConfig): a bad value fails, if at all, in the sub-layer given it.
+  // The layer of cfg, weights initialised from gen (the default generator when null), in
+  // dtype; Error when check_config refuses cfg.
   explicit EncoderLayer(const LayerConfig& cfg, Generator* gen = nullptr, DType dtype = kFloat32);
   // x [B, S, d_model]; src_key_padding_mask [B, S]; src_mask [S, S] or [B, S, S]. Errors
   // as MultiHeadAttention::forward for shapes that do not match.
@@ -111,8 +109,8 @@ struct DecoderCall {
 // described in transformer.h (torch.nn.TransformerDecoderLayer, batch first).
 class DecoderLayer : public Module {
  public:
-  // The layer of cfg, weights initialised from gen; cfg is not checked as a whole (see
-  // LayerConfig): a bad value fails, if at all, in the sub-layer given it.
+  // The layer of cfg, weights initialised from gen (the default generator when null), in
+  // dtype; Error when check_config refuses cfg.
   explicit DecoderLayer(const LayerConfig& cfg, Generator* gen = nullptr, DType dtype = kFloat32);
   // x [B, T, d_model], memory [B, S, d_model]. With memory_packing, memory is packed rows
   // [N, d_model] (see Packing) whose padding is the memory's key padding mask
@@ -146,8 +144,8 @@ class DecoderLayer : public Module {
 // norm_first.
 class Encoder : public Module {
  public:
-  // num_layers layers of cfg. Neither is checked (call check_config first); num_layers
-  // must be positive.
+  // num_layers layers of cfg; Error when check_config refuses cfg or num_layers is not
+  // positive.
   Encoder(const LayerConfig& cfg, int64_t num_layers, Generator* gen = nullptr, DType dtype = kFloat32);
   // x [B, S, d_model] through every layer with the same masks (as EncoderLayer::forward).
   Tensor forward(const Tensor& x, const AttentionMask& src_key_padding_mask = {},
@@ -163,8 +161,8 @@ class Encoder : public Module {
 // norm_first.
 class Decoder : public Module {
  public:
-  // num_layers layers of cfg. Neither is checked (call check_config first); num_layers
-  // must be positive.
+  // num_layers layers of cfg; Error when check_config refuses cfg or num_layers is not
+  // positive.
   Decoder(const LayerConfig& cfg, int64_t num_layers, Generator* gen = nullptr, DType dtype = kFloat32);
   // x [B, T, d_model] through every layer, causal, with the same memory and masks (as
   // DecoderLayer::forward).

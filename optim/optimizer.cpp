@@ -439,6 +439,12 @@ std::vector<std::string> Adam::slot_names() const {
 void Adam::step() {
   check_adam(decoupled_ ? "AdamW::step" : "Adam::step", opt_);
   check_before_step(decoupled_ ? "AdamW::step" : "Adam::step", params_, state_);
+  for (size_t i = 0; i < params_.size(); i++)  // amsgrad set through options() after the first step
+    if (state_[i].step > 0 && params_[i].second.grad().defined() &&
+        state_[i].slots.count("max_exp_avg_sq") != (opt_.amsgrad ? 1u : 0u))
+      fail(decoupled_ ? "AdamW::step" : "Adam::step", "amsgrad was turned ", opt_.amsgrad ? "on" : "off",
+           " after the first step: the state of '", params_[i].first, "' ", opt_.amsgrad ? "lacks" : "holds",
+           " max_exp_avg_sq. Set amsgrad before the first step, or build a new optimizer");
   NoGradGuard ng;
   // every parameter's update in one parallel region: the elements of all parameters, end
   // to end, shared out in pieces (each element's update is independent of the others)

@@ -12,11 +12,13 @@
 #include "nn/attention.h"
 #include "nn/functional.h"
 #include "nn/layers.h"
+#include "nn/transformer.h"
 #include "test_util.h"
 
 using namespace ember;
 using namespace ember::testing;
 using Catch::Matchers::Contains;
+using Catch::Matchers::Equals;
 using Catch::Matchers::StartsWith;
 
 TEST_CASE("ops that index a dim refuse a 0-dim tensor, and slice and narrow never overflow") {
@@ -300,4 +302,17 @@ TEST_CASE("DropoutDraws::take refuses a probability outside [0, 1]") {
   Generator g(1);
   for (double p : {-1.0, 2.0, std::nan("")})
     CHECK_THAT(error_of([&] { (void)DropoutDraws::take(g, p, {2, 3}); }), StartsWith("DropoutDraws::take: probability must be in [0, 1]"));
+}
+
+TEST_CASE("every layer and stack checks its configuration when built, also in a release build") {
+  const nn::LayerConfig odd{.d_model = 10, .num_heads = 3, .dim_feedforward = 16};
+  CHECK_THAT(error_of([&] { nn::EncoderLayer l(odd); }), Equals("EncoderLayer: d_model 10 is not divisible by num_heads 3"));
+  CHECK_THAT(error_of([&] { nn::DecoderLayer l(odd); }), Equals("DecoderLayer: d_model 10 is not divisible by num_heads 3"));
+  CHECK_THAT(error_of([&] { nn::Encoder e({.dropout_p = 1.0}, 2); }), Equals("Encoder: dropout must be in [0, 1), got 1"));
+  CHECK_THAT(error_of([&] { nn::Decoder d({.score_scale = 0.0}, 2); }),
+             Equals("Decoder: score_scale must be positive and finite, got 0"));
+  const nn::LayerConfig small{.d_model = 8, .num_heads = 2, .dim_feedforward = 16};
+  CHECK_THAT(error_of([&] { nn::Encoder e(small, 0); }), Equals("Encoder: num_layers must be positive, got 0"));
+  CHECK_THAT(error_of([&] { nn::Decoder d(small, -3); }), Equals("Decoder: num_layers must be positive, got -3"));
+  CHECK(nn::Encoder(small, 1).layers->size() == 1);
 }

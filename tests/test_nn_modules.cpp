@@ -975,3 +975,31 @@ TEST_CASE("AttentionImplGuard chooses fused, tiled or composed attention for a s
   NoGradGuard ng;
   CHECK(mha.forward(x, x, x, {.need_weights = AttnWeights::PerHead}).weights.shape() == Shape{2, 2, 5, 5});
 }
+
+// Two layers sharing one weight, as a language model ties its embedding and output layer.
+struct TiedPair : Module {
+  std::shared_ptr<Linear> first, second;
+  TiedPair() {
+    first = register_module("first", std::make_shared<Linear>(3, 3, true, nullptr, kFloat64));
+    second = register_module("second", std::make_shared<Linear>(3, 3, true, nullptr, kFloat64));
+    second->weight = first->weight;  // tied
+  }
+  Tensor forward(const Tensor& x) { return second->forward(first->forward(x)); }
+};
+
+TEST_CASE("a tied weight is one parameter, listed once under its first name, and trains as one") {
+  TiedPair m;
+  std::vector<std::string> names;
+  for (auto& [name, t] : m.named_parameters()) names.push_back(name);
+  CHECK(names == std::vector<std::string>{"first.weight", "first.bias", "second.bias"});
+  CHECK(m.num_parameters() == 9 + 3 + 3);
+  CHECK(m.state_dict().size() == 4);  // the state keeps both names, as PyTorch's
+  optim::SGD opt(m.named_parameters(), {.lr = 0.1});
+  Tensor x = randn({2, 3}, kFloat64);
+  sum(m.forward(x)).backward();
+  Tensor grad = m.first->weight.grad().clone();
+  const Tensor before = m.first->weight.clone();
+  opt.step();
+  CHECK(m.second->weight.same(m.first->weight));
+  CHECK(allclose(m.first->weight, sub(before, mul(grad, 0.1)), 0, 1e-15));
+}

@@ -23,6 +23,7 @@ using namespace ember;
 using namespace ember::optim;
 using namespace ember::testing;
 using Catch::Matchers::Contains;
+using Catch::Matchers::Equals;
 using Catch::Matchers::StartsWith;
 
 namespace {
@@ -322,6 +323,17 @@ TEST_CASE("bad hyper-parameters are clear errors that change nothing") {
   p.set_grad(from_vector(std::vector<double>{1.0}, {1}));
   opt.step();
   CHECK_THAT(error_of([&] { opt.set_hyper("amsgrad", 1); }), Contains("amsgrad cannot change after the first step"));
+  // through options() it is refused at the next step, before anything changes
+  const std::vector<double> before = p.to_vector<double>();
+  opt.options().amsgrad = true;
+  CHECK_THAT(error_of([&] { opt.step(); }),
+             Equals("Adam::step: amsgrad was turned on after the first step: the state of 'p' lacks max_exp_avg_sq. Set "
+                    "amsgrad before the first step, or build a new optimizer"));
+  CHECK(p.to_vector<double>() == before);
+  CHECK(opt.state().params.at("p").step == 1);
+  opt.options().amsgrad = false;
+  opt.step();
+  CHECK(opt.state().params.at("p").step == 2);
 
   SGD sgd({{"p", leaf({1.0})}}, {.lr = 0.1});
   CHECK_THAT(error_of([&] { sgd.set_hyper("nesterov", 1); }),

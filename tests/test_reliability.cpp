@@ -158,6 +158,29 @@ TEST_CASE("an h5::Writer whose file cannot be written fails with the reason, and
   });
   CHECK(code == 42);
   CHECK(!fs::exists(path));  // no partial file
+  // an existing file stays whole until close() replaces it, and an exception that ends the
+  // Writer's life leaves it as it was
+  const std::string kept = dir.file("kept.h5");
+  {
+    h5::Writer w(kept);
+    w.write("/x", ones({2}));
+  }
+  {
+    h5::Writer w(kept);
+    w.write("/x", zeros({3}));
+    CHECK(h5::read(kept, "/x").shape() == Shape{2});
+  }
+  CHECK(h5::read(kept, "/x").shape() == Shape{3});
+  CHECK_THROWS_AS(([&] {
+                    h5::Writer w(kept);
+                    w.write("/y", ones({1}));
+                    w.write("/z", Tensor());  // undefined: throws
+                  }()),
+                  Error);
+  CHECK(h5::read(kept, "/x").shape() == Shape{3});
+  CHECK_FALSE(h5::exists(kept, "/y"));
+  CHECK(std::distance(fs::directory_iterator(dir.path), fs::directory_iterator{}) == 1);
+  CHECK_THAT(error_of([&] { h5::Writer w(dir.path.string()); }), Catch::Contains("not a regular file"));
 }
 
 TEST_CASE("stale temporary files are those of processes that have ended") {

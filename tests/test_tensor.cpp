@@ -130,6 +130,14 @@ TEST_CASE("arange makes float tensors with fractional steps") {
   CHECK(vals(d) == std::vector<double>{-1.0, -0.5, 0.0});
   CHECK(arange(4, kFloat64).dtype() == kFloat64);
   CHECK(vals(arange(4, kFloat64)) == std::vector<double>{0, 1, 2, 3});
+  // without a dtype, a bound or step that is not whole makes float32, as torch.arange
+  Tensor tenths = arange(0, 1, 0.1);
+  CHECK(tenths.dtype() == kFloat32);
+  CHECK(tenths.numel() == 10);
+  CHECK(tenths.to_vector<float>()[3] == 0.3f);
+  CHECK(arange(0.5, 3).dtype() == kFloat32);
+  CHECK(vals(arange(0.5, 3)) == std::vector<double>{0.5, 1.5, 2.5});
+  CHECK(arange(0.0, 3.0).dtype() == kInt64);  // whole numbers: int64
 }
 
 TEST_CASE("arange counts down with a negative step") {
