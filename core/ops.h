@@ -21,6 +21,8 @@
 // | rsqrt(a)               | out                    | da = -g*out^3/2                                      |
 // | abs(a)                 | a                      | da = g*sign(a)                                       |
 // | tanh(a)                | out                    | da = g*(1-out^2)                                     |
+// | sin(a)                 | a                      | da = g*cos(a)                                        |
+// | cos(a)                 | a                      | da = -g*sin(a)                                       |
 // | sigmoid(a)             | out                    | da = g*out*(1-out)                                   |
 // | relu(a)                | out                    | da = g*(out>0)                                       |
 // | gelu(a)  (erf form)    | a                      | da = g*(Phi(a) + a*phi(a))                           |
@@ -108,7 +110,7 @@ Tensor pow(const Tensor& a, double p, Loc loc = Loc::current());
 ///@}
 
 // --- elementwise, unary: -a, exp, log, square root, 1/sqrt, absolute value, tanh,
-// sigmoid, relu, gelu and a^2, as PyTorch's. They need a float32 or float64 tensor (neg
+// sine, cosine, sigmoid, relu, gelu and a^2, as PyTorch's. They need a float32 or float64 tensor (neg
 // also takes int64), an Error otherwise: PyTorch's abs, relu and square take integers too.
 // gelu is the erf form, or the tanh approximation when tanh_approx (approximate="tanh").
 ///@{
@@ -119,6 +121,8 @@ Tensor sqrt(const Tensor& a, Loc loc = Loc::current());
 Tensor rsqrt(const Tensor& a, Loc loc = Loc::current());
 Tensor abs(const Tensor& a, Loc loc = Loc::current());
 Tensor tanh(const Tensor& a, Loc loc = Loc::current());
+Tensor sin(const Tensor& a, Loc loc = Loc::current());
+Tensor cos(const Tensor& a, Loc loc = Loc::current());
 Tensor sigmoid(const Tensor& a, Loc loc = Loc::current());
 Tensor relu(const Tensor& a, Loc loc = Loc::current());
 Tensor gelu(const Tensor& a, bool tanh_approx = false, Loc loc = Loc::current());

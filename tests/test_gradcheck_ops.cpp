@@ -16,6 +16,7 @@
 #include "test_util.h"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <sstream>
 #include <string>
@@ -270,6 +271,8 @@ TEST_CASE("unary elementwise ops have correct gradients in every layout") {
       unary("rsqrt", [](const Tensor& x) { return rsqrt(x); }, s, pos),
       unary("abs", [](const Tensor& x) { return abs(x); }, s, nz),
       unary("tanh", [](const Tensor& x) { return tanh(x); }, s),
+      unary("sin", [](const Tensor& x) { return sin(x); }, s),
+      unary("cos", [](const Tensor& x) { return cos(x); }, s),
       unary("sigmoid", [](const Tensor& x) { return sigmoid(x); }, s),
       unary("relu", [](const Tensor& x) { return relu(x); }, s, nz),
       unary("gelu (erf form)", [](const Tensor& x) { return gelu(x); }, s),
@@ -744,4 +747,19 @@ TEST_CASE("gradcheck refuses a step or tolerances that are not positive and fini
              Catch::Matchers::StartsWith("gradgradcheck: atol must be non-negative and finite"));
   CHECK_THAT(error_of([&] { gradcheck(f, {x}, {.rtol = INFINITY}); }),
              Catch::Matchers::StartsWith("gradcheck: rtol must be non-negative and finite"));
+}
+
+TEST_CASE("sin and cos compute the sine and cosine elementwise, in float32 and float64, on views") {
+  const Tensor x = from_vector(std::vector<double>{-3.0, -0.5, 0.0, 1e-8, 1.5, 100.0}, {2, 3});
+  for (DType dt : {kFloat32, kFloat64}) {
+    const Tensor v = x.to(dt).t();  // strided
+    const std::vector<double> in = v.contiguous().to_vector<double>(), s = sin(v).to_vector<double>(),
+                              c = cos(v).to_vector<double>();
+    const double tol = dt == kFloat32 ? 1e-6 : 1e-15;
+    for (size_t i = 0; i < in.size(); i++) {
+      CHECK(std::abs(s[i] - std::sin(in[i])) <= tol);
+      CHECK(std::abs(c[i] - std::cos(in[i])) <= tol);
+    }
+  }
+  CHECK_THAT(error_of([] { sin(arange(3)); }), Catch::Matchers::StartsWith("sin:"));
 }

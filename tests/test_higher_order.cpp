@@ -642,6 +642,8 @@ TEST_CASE("each unary op's derivative as a kernel equals its derivative written 
       {"rsqrt", [](const Tensor& x) { return rsqrt(x); }},
       {"abs", [](const Tensor& x) { return abs(x); }},
       {"tanh", [](const Tensor& x) { return tanh(x); }},
+      {"sin", [](const Tensor& x) { return sin(x); }},
+      {"cos", [](const Tensor& x) { return cos(x); }},
       {"sigmoid", [](const Tensor& x) { return sigmoid(x); }},
       {"relu", [](const Tensor& x) { return relu(x); }},
       {"gelu", [](const Tensor& x) { return gelu(x); }},

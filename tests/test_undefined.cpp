@@ -163,6 +163,7 @@ TEST_CASE("every op refuses an undefined tensor by name, whichever argument it i
       {"exp", [](T u) { (void)exp(u); }},              {"log", [](T u) { (void)log(u); }},
       {"sqrt", [](T u) { (void)sqrt(u); }},            {"rsqrt", [](T u) { (void)rsqrt(u); }},
       {"abs", [](T u) { (void)abs(u); }},              {"tanh", [](T u) { (void)tanh(u); }},
+      {"sin", [](T u) { (void)sin(u); }},              {"cos", [](T u) { (void)cos(u); }},
       {"sigmoid", [](T u) { (void)sigmoid(u); }},      {"relu", [](T u) { (void)relu(u); }},
       {"gelu", [](T u) { (void)gelu(u); }},            {"square", [](T u) { (void)square(u); }},
       {"add", [&](T u) { (void)(u + a); }},            {"rsub", [](T u) { (void)(1.0 - u); }},

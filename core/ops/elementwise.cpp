@@ -293,6 +293,18 @@ Tensor tanh(const Tensor& a, Loc loc) {
                   [](auto g, auto y) { return g * (decltype(y)(1) - y * y); },
                   [](const Tensor& g, const Tensor& y) { return mul(g, rsub(1.0, square(y))); });
 }
+Tensor sin(const Tensor& a, Loc loc) {
+  check_defined(a, "sin", "the input");
+  return unary_op("sin", a, loc, Save::Input, [](auto x) { return std::sin(x); },
+                  [](auto g, auto x) { return g * std::cos(x); },
+                  [](const Tensor& g, const Tensor& x) { return mul(g, cos(x)); });
+}
+Tensor cos(const Tensor& a, Loc loc) {
+  check_defined(a, "cos", "the input");
+  return unary_op("cos", a, loc, Save::Input, [](auto x) { return std::cos(x); },
+                  [](auto g, auto x) { return -g * std::sin(x); },
+                  [](const Tensor& g, const Tensor& x) { return mul(g, neg(sin(x))); });
+}
 Tensor sigmoid(const Tensor& a, Loc loc) {
   check_defined(a, "sigmoid", "the input");
   return unary_op("sigmoid", a, loc, Save::Output, [](auto x) {
