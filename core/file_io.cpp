@@ -42,12 +42,19 @@ int write_all(int fd, const void* data, size_t size) {
   return 0;
 }
 
+std::string dir_of(const std::string& path) {
+  fs::path p(path);
+  return p.has_parent_path() ? p.parent_path().string() : std::string(".");
+}
+
 // Creates path and writes the bytes, flushed; on failure removes it and throws, naming
 // the file as shown (the target, when path is its temporary file).
 void write_new(const std::string& path, const std::string& shown, const void* data, size_t size, const char* op,
                int flags) {
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | flags, 0644);
-  if (fd < 0) os_fail(op, path == shown ? "cannot create" : "cannot write", shown, errno);
+  if (fd < 0 && path != shown)  // the directory refuses the temporary file, not the file itself
+    fail(op, "cannot write '", shown, "': cannot create a file in '", dir_of(path), "': ", std::strerror(errno));
+  if (fd < 0) os_fail(op, "cannot create", shown, errno);
   int err = write_all(fd, data, size);
   const char* what = "cannot write";
   if (!err && ::fsync(fd) != 0) err = errno, what = "cannot flush";
@@ -56,11 +63,6 @@ void write_new(const std::string& path, const std::string& shown, const void* da
     ::unlink(path.c_str());
     os_fail(op, what, shown, err);
   }
-}
-
-std::string dir_of(const std::string& path) {
-  fs::path p(path);
-  return p.has_parent_path() ? p.parent_path().string() : std::string(".");
 }
 
 constexpr const char* kTmpTag = ".tmp-";
@@ -107,6 +109,8 @@ void check_regular_file(const std::string& path, const char* op, const std::stri
 // A device (/dev/null), a FIFO or a directory must never be replaced by a file, nor a
 // FIFO written into (it could block forever).
 void check_regular_or_missing(const std::string& path, const char* op) {
+  if (const size_t n = fs::path(path).filename().string().size(); n > 255)
+    fail(op, "'", path, "': the file name is ", n, " bytes, more than the 255 a directory entry holds");
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
     fail(op, "'", path, "' exists and is ", file_kind(st.st_mode), ", not a regular file; choose another name");

@@ -122,6 +122,12 @@ Reader::Reader(Reader&& o) noexcept : file_(std::move(o.file_)), id_(o.id_) { o.
 bool Reader::has(const std::string& path) const { return path_exists(id_, file_, path); }
 bool Reader::is_group(const std::string& path) const { return object_type(id_, file_, path) == H5O_TYPE_GROUP; }
 bool Reader::is_dataset(const std::string& path) const { return object_type(id_, file_, path) == H5O_TYPE_DATASET; }
+uint64_t Reader::object_address(const std::string& path) const {
+  H5O_info_t info;
+  if (!path_exists(id_, file_, path) || H5Oget_info_by_name(id_, path.c_str(), &info, H5P_DEFAULT) < 0)
+    fail("h5::Reader::object_address", "'", file_, "' has no object '", path, "'");
+  return (uint64_t)info.addr;
+}
 
 std::vector<std::string> Reader::children(const std::string& group) const {
   const char* op = "h5::Reader::children";
@@ -171,6 +177,8 @@ std::vector<hsize_t> dims_of(hid_t d, const std::string& file, const std::string
   Handle space(H5Dget_space(d), H5Sclose);
   int nd = space.id < 0 ? -1 : H5Sget_simple_extent_ndims(space.id);
   if (nd < 0 || nd > 32) fail(op, "dataset '", dataset, "' in '", file, "' has an unreadable shape");
+  if (H5Sget_simple_extent_type(space.id) == H5S_NULL)
+    fail(op, "dataset '", dataset, "' in '", file, "' has a null dataspace (h5py's Empty): it holds no value to read");
   std::vector<hsize_t> dims(nd);
   if (nd > 0) H5Sget_simple_extent_dims(space.id, dims.data(), nullptr);
   return dims;
@@ -186,6 +194,9 @@ void check_storage(hid_t d, uint64_t count, size_t elem, const std::string& file
   if (count == 0 || dcpl.id < 0) return;
   const hsize_t stored = H5Dget_storage_size(d);
   const bool huge = count > (uint64_t(1) << 40) / elem;
+  if (stored == 0)
+    fail(op, "dataset '", dataset, "' in '", file, "' declares ", count, " elements but was never written (it stores ",
+         "none); ember reads only data held in the file itself");
   if (H5Pget_layout(dcpl.id) == H5D_CONTIGUOUS) {
     if (huge || stored < count * elem)
       fail(op, "dataset '", dataset, "' in '", file, "' is truncated: ", count, " elements need ", count * elem,
@@ -564,6 +575,10 @@ namespace {
 void write_dataset(hid_t f, const std::string& file, const std::string& dataset, hid_t file_type, hid_t mem_type,
                    const std::vector<hsize_t>& dims, const void* data, bool scalar) {
   if (f < 0) fail("h5::Writer::write", "'", file, "' is closed");
+  if (dataset.empty() || dataset.back() == '/')
+    fail("h5::Writer::write", "a dataset needs a name, got '", dataset, "' for '", file, "'");
+  if (H5Lexists(f, dataset.c_str(), H5P_DEFAULT) > 0)
+    fail("h5::Writer::write", "'", dataset, "' already exists in '", file, "'");
   Handle space(scalar ? H5Screate(H5S_SCALAR) : H5Screate_simple((int)dims.size(), dims.data(), nullptr), H5Sclose);
   Handle dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
   H5Pset_obj_track_times(dcpl.id, false);  // no times: the same contents give the same bytes

@@ -32,6 +32,9 @@ class Reader {
   bool is_dataset(const std::string& path) const;
   ///@}
   std::vector<std::string> children(const std::string& group) const;  // names, sorted
+  // Where the object at path lives in the file: two paths (hard links) to one object
+  // give the same address. Error when there is no object at path.
+  uint64_t object_address(const std::string& path) const;
 
   // A dataset as a tensor: float64 and float32 keep their type, integers become int64
   // (uint64, which int64 cannot hold whole, is refused), and 8-bit unsigned data becomes

@@ -58,10 +58,14 @@ void check_names(const NamedTensors& tensors, const std::string& path, Format f,
 }
 
 // Every dataset under group, with paths relative to the root, sorted.
-void datasets_under(const h5::Reader& r, const std::string& group, std::vector<std::string>& out) {
+// Every object once, under the first name found (as h5py's visit): a group linked from
+// inside itself would otherwise be walked forever, and one linked twice read twice.
+void datasets_under(const h5::Reader& r, const std::string& group, std::vector<std::string>& out,
+                    std::set<uint64_t>& seen) {
   for (const std::string& child : r.children(group)) {
     const std::string full = group == "/" ? "/" + child : group + "/" + child;
-    if (r.is_group(full)) datasets_under(r, full, out);
+    if (!seen.insert(r.object_address(full)).second) continue;
+    if (r.is_group(full)) datasets_under(r, full, out, seen);
     else if (r.is_dataset(full)) out.push_back(full);
   }
 }
@@ -118,7 +122,8 @@ NamedTensors load_all(const std::string& path, const char* op) {
   } else {
     const h5::Reader r = h5::Reader::from_image(path, file.data(), file.size());
     std::vector<std::string> names;
-    datasets_under(r, "/", names);
+    std::set<uint64_t> seen{r.object_address("/")};
+    datasets_under(r, "/", names, seen);
     for (const std::string& name : names) out.emplace_back(name.substr(1), r.read(name));
   }
   return out;

@@ -11,6 +11,8 @@ std::string config_error(const LayerConfig& c) {
   if (c.d_model <= 0 || c.num_heads <= 0 || c.dim_feedforward <= 0)
     return cat_str("d_model, num_heads and dim_feedforward must be positive, got ", c.d_model, ", ", c.num_heads, ", ",
                    c.dim_feedforward);
+  if (c.d_model > kMaxWidth || c.dim_feedforward > kMaxWidth)
+    return cat_str("d_model and dim_feedforward must be at most 2^20, got ", c.d_model, " and ", c.dim_feedforward);
   if (c.d_model % c.num_heads != 0) return cat_str("d_model ", c.d_model, " is not divisible by num_heads ", c.num_heads);
   if (!(c.dropout_p >= 0.0 && c.dropout_p < 1.0)) return cat_str("dropout must be in [0, 1), got ", c.dropout_p);
   if (!(c.score_scale > 0.0 && std::isfinite(c.score_scale)))
@@ -22,8 +24,9 @@ std::string config_error(const TransformerConfig& c) {
   if (c.src_vocab <= 0 || c.tgt_vocab <= 0)
     return cat_str("src_vocab and tgt_vocab must be positive, got ", c.src_vocab, " and ", c.tgt_vocab);
   if (std::string e = config_error(c.layer); !e.empty()) return e;
-  if (c.num_encoder_layers <= 0 || c.num_decoder_layers <= 0)
-    return cat_str("num_encoder_layers and num_decoder_layers must be positive, got ", c.num_encoder_layers, " and ",
+  if (c.num_encoder_layers <= 0 || c.num_decoder_layers <= 0 || c.num_encoder_layers > kMaxLayers ||
+      c.num_decoder_layers > kMaxLayers)
+    return cat_str("num_encoder_layers and num_decoder_layers must be in [1, 65536], got ", c.num_encoder_layers, " and ",
                    c.num_decoder_layers);
   return "";
 }
@@ -165,7 +168,7 @@ Tensor DecoderLayer::forward(const Tensor& x, const Tensor& memory, const Decode
 // ------------------------------------------------------------------ stacks
 Encoder::Encoder(const LayerConfig& c, int64_t n, Generator* gen, DType dtype) {
   check_config(c, "Encoder");
-  if (n <= 0) fail("Encoder", "num_layers must be positive, got ", n);
+  if (n <= 0 || n > kMaxLayers) fail("Encoder", "num_layers must be in [1, 65536], got ", n);
   layers = register_module("layers", std::make_shared<ModuleList>());
   for (int64_t i = 0; i < n; i++) layers->push_back(std::make_shared<EncoderLayer>(c, gen, dtype));
   if (c.norm_first) norm = register_module("norm", std::make_shared<LayerNorm>(c.d_model, c.layer_norm_eps, true, dtype));
@@ -187,7 +190,7 @@ Tensor Encoder::forward(const Tensor& rows, const Packing& packing) {
 
 Decoder::Decoder(const LayerConfig& c, int64_t n, Generator* gen, DType dtype) {
   check_config(c, "Decoder");
-  if (n <= 0) fail("Decoder", "num_layers must be positive, got ", n);
+  if (n <= 0 || n > kMaxLayers) fail("Decoder", "num_layers must be in [1, 65536], got ", n);
   layers = register_module("layers", std::make_shared<ModuleList>());
   for (int64_t i = 0; i < n; i++) layers->push_back(std::make_shared<DecoderLayer>(c, gen, dtype));
   if (c.norm_first) norm = register_module("norm", std::make_shared<LayerNorm>(c.d_model, c.layer_norm_eps, true, dtype));

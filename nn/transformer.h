@@ -23,6 +23,13 @@
 
 namespace ember::nn {
 
+// Limits past any model that fits in memory, checked before anything is allocated: the
+// width of d_model and dim_feedforward, and the layers of a stack.
+///@{
+constexpr int64_t kMaxWidth = int64_t(1) << 20;
+constexpr int64_t kMaxLayers = int64_t(1) << 16;
+///@}
+
 // What every encoder and decoder layer is built from. Every layer, stack and the
 // Transformer check it at construction (check_config), and throw Error naming the field.
 struct LayerConfig {
@@ -144,8 +151,8 @@ class DecoderLayer : public Module {
 // norm_first.
 class Encoder : public Module {
  public:
-  // num_layers layers of cfg; Error when check_config refuses cfg or num_layers is not
-  // positive.
+  // num_layers layers of cfg; Error when check_config refuses cfg or num_layers is not in
+  // [1, kMaxLayers].
   Encoder(const LayerConfig& cfg, int64_t num_layers, Generator* gen = nullptr, DType dtype = kFloat32);
   // x [B, S, d_model] through every layer with the same masks (as EncoderLayer::forward).
   Tensor forward(const Tensor& x, const AttentionMask& src_key_padding_mask = {},
@@ -161,8 +168,8 @@ class Encoder : public Module {
 // norm_first.
 class Decoder : public Module {
  public:
-  // num_layers layers of cfg; Error when check_config refuses cfg or num_layers is not
-  // positive.
+  // num_layers layers of cfg; Error when check_config refuses cfg or num_layers is not in
+  // [1, kMaxLayers].
   Decoder(const LayerConfig& cfg, int64_t num_layers, Generator* gen = nullptr, DType dtype = kFloat32);
   // x [B, T, d_model] through every layer, causal, with the same memory and masks (as
   // DecoderLayer::forward).

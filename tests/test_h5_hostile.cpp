@@ -411,13 +411,26 @@ TEST_CASE("h5::Reader refuses a small file declaring a huge chunked dataset befo
     hid_t d = H5Dcreate2(f, "/huge", H5T_IEEE_F32LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
     REQUIRE(d >= 0);  // no chunk is ever written
     H5Dclose(d);
+    // and one whose first chunk only is written
+    d = H5Dcreate2(f, "/sparse", H5T_IEEE_F32LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    std::vector<float> first(1024 * 16, 1.5f);
+    hsize_t start[2] = {0, 0};
+    hid_t part = H5Screate_simple(2, chunk, nullptr), file_part = H5Scopy(space);
+    H5Sselect_hyperslab(file_part, H5S_SELECT_SET, start, nullptr, chunk, nullptr);
+    REQUIRE(H5Dwrite(d, H5T_NATIVE_FLOAT, part, file_part, H5P_DEFAULT, first.data()) >= 0);
+    H5Sclose(part);
+    H5Sclose(file_part);
+    H5Dclose(d);
     H5Pclose(dcpl);
     H5Sclose(space);
   });
   REQUIRE(fs::file_size(path) < 100000);
   h5::Reader r(path);
   CHECK_THAT(error_of([&] { (void)r.read("/huge"); }),
-             StartsWith("h5::read: dataset '/huge' in '" + path + "' declares 1073741824 elements but stores only 0 bytes"));
+             Catch::Equals("h5::read: dataset '/huge' in '" + path + "' declares 1073741824 elements but was never written (it "
+                    "stores none); ember reads only data held in the file itself"));
+  CHECK_THAT(error_of([&] { (void)r.read("/sparse"); }),
+             StartsWith("h5::read: dataset '/sparse' in '" + path + "' declares 1073741824 elements but stores only "));
   // a dataset that compresses well is read
   const std::string ok = dir.file("zeros.h5");
   write_raw(ok, [](hid_t f) {
@@ -434,4 +447,18 @@ TEST_CASE("h5::Reader refuses a small file declaring a huge chunked dataset befo
     H5Sclose(space);
   });
   CHECK(h5::Reader(ok).read("/zeros").numel() == 1 << 20);
+}
+
+TEST_CASE("h5::Writer::write refuses a key without a name and one written before, saying which") {
+  ScratchDir dir;
+  const std::string path = dir.file("w.h5");
+  h5::Writer w(path);
+  w.write("/a/x", ones({1}));
+  CHECK_THAT(error_of([&] { w.write("/a/x", ones({2})); }),
+             Catch::Equals("h5::Writer::write: '/a/x' already exists in '" + path + "'"));
+  CHECK_THAT(error_of([&] { w.write("/a/", ones({2})); }),
+             Catch::Equals("h5::Writer::write: a dataset needs a name, got '/a/' for '" + path + "'"));
+  CHECK_THAT(error_of([&] { w.write("", ones({2})); }), Catch::StartsWith("h5::Writer::write: a dataset needs a name"));
+  w.close();
+  CHECK(h5::read(path, "/a/x").shape() == Shape{1});
 }

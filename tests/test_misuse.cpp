@@ -312,7 +312,11 @@ TEST_CASE("every layer and stack checks its configuration when built, also in a 
   CHECK_THAT(error_of([&] { nn::Decoder d({.score_scale = 0.0}, 2); }),
              Equals("Decoder: score_scale must be positive and finite, got 0"));
   const nn::LayerConfig small{.d_model = 8, .num_heads = 2, .dim_feedforward = 16};
-  CHECK_THAT(error_of([&] { nn::Encoder e(small, 0); }), Equals("Encoder: num_layers must be positive, got 0"));
-  CHECK_THAT(error_of([&] { nn::Decoder d(small, -3); }), Equals("Decoder: num_layers must be positive, got -3"));
+  CHECK_THAT(error_of([&] { nn::Encoder e(small, 0); }), Equals("Encoder: num_layers must be in [1, 65536], got 0"));
+  CHECK_THAT(error_of([&] { nn::Decoder d(small, -3); }), Equals("Decoder: num_layers must be in [1, 65536], got -3"));
+  CHECK_THAT(error_of([&] { nn::Encoder e(small, INT64_MAX); }),
+             Equals("Encoder: num_layers must be in [1, 65536], got 9223372036854775807"));
+  CHECK_THAT(error_of([&] { nn::EncoderLayer l({.d_model = int64_t(1) << 40, .num_heads = 2}); }),
+             Equals("EncoderLayer: d_model and dim_feedforward must be at most 2^20, got 1099511627776 and 512"));
   CHECK(nn::Encoder(small, 1).layers->size() == 1);
 }

@@ -212,6 +212,9 @@ TEST_CASE("a file whose name fills a directory entry is replaced as any other, i
     CHECK(!fs::exists(left));
   }
   CHECK(std::distance(fs::directory_iterator(dir.path), fs::directory_iterator{}) == 3);
+  const std::string too_long = dir.file(std::string(253, 'w') + ".npy");
+  CHECK_THAT(error_of([&] { io::save(too_long, zeros({1})); }),
+             Catch::Equals("io::save: '" + too_long + "': the file name is 257 bytes, more than the 255 a directory entry holds"));
 }
 
 TEST_CASE("RunDirectory creates, checks, locks and sweeps its directory") {

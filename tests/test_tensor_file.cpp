@@ -240,6 +240,11 @@ np.savez_compressed(d + "/packed.npz", x=np.zeros((100, 100)), y=np.arange(5.0))
 with h5py.File(d + "/py.h5", "w") as h:
     h["flags"] = np.array([[True, False, True]])
     h["counts"] = np.array([3, -4], dtype=np.int32)
+with h5py.File(d + "/links.h5", "w") as h:  # a group linked from inside itself, and twice
+    g = h.create_group("g")
+    g["x"] = np.ones(2, dtype=np.float32)
+    g["back"] = h["g"]
+    h["again"] = h["g"]
 )";
   REQUIRE(std::system(("/usr/bin/python3 " + script + " " + dir.path.string()).c_str()) == 0);
   CHECK(equal(io::load(dir.file("fortran.npy")), arange(0, 6, 1, kFloat64).view({2, 3})));
@@ -260,6 +265,9 @@ with h5py.File(d + "/py.h5", "w") as h:
   CHECK(py[1].second.dtype() == kBool);
   CHECK(py[1].second.shape() == Shape{1, 3});
   CHECK(py[1].second.to_vector<int64_t>() == std::vector<int64_t>{1, 0, 1});
+  const io::NamedTensors linked = io::load_named(dir.file("links.h5"));  // each object once, no endless walk
+  REQUIRE(linked.size() == 1);
+  CHECK(linked[0].first == "again/x");
   const io::NamedTensors packed = io::load_named(dir.file("packed.npz"));
   REQUIRE(packed.size() == 2);
   CHECK(equal(packed[0].second, zeros({100, 100}, kFloat64)));
