@@ -41,4 +41,7 @@ PYBIND11_MODULE(_C, m) {
   bind_ops(m, cls);
   bind_operators(cls);
   bind_autograd(m, cls);
+  // the classes print as ember.Tensor, the name users import them by
+  for (const char* name : {"Tensor", "dtype", "Generator", "Node", "RemovableHandle"})
+    m.attr(name).attr("__module__") = "ember";
 }
