@@ -27,6 +27,9 @@ void bind_autograd(py::module_& m, TensorClass& cls);
 // A shape from PyTorch's two spellings: zeros(2, 3) and zeros((2, 3)) or zeros([2, 3]).
 Shape shape_from_args(const py::args& args, const char* op);
 
+// An integer (anything with __index__) as int64; an OverflowError past int64's range.
+int64_t int64_of(py::handle v, const char* op);
+
 // None for an undefined tensor (a .grad no backward has reached), the tensor otherwise.
 py::object tensor_or_none(const Tensor& t);
 

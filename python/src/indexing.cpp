@@ -74,7 +74,8 @@ Tensor get(const Tensor& self, const py::object& index, bool* advanced = nullptr
     } else if (it.is(py::ellipsis())) {
       d += self.dim() - named;
     } else if (is_int(it)) {
-      t = t.select(d, it.cast<int64_t>());
+      const int64_t i = int64_of(it, "index");
+      t = t.select(d, i);
     } else if (py::isinstance<py::slice>(it)) {
       Py_ssize_t start, stop, step;
       if (PySlice_Unpack(it.ptr(), &start, &stop, &step) < 0) throw py::error_already_set();

@@ -13,6 +13,19 @@
 
 namespace ember::python {
 
+int64_t int64_of(py::handle v, const char* op) {
+  auto index = py::reinterpret_steal<py::object>(PyNumber_Index(v.ptr()));
+  if (!index) throw py::error_already_set();
+  int overflow = 0;
+  const long long x = PyLong_AsLongLongAndOverflow(index.ptr(), &overflow);
+  if (overflow) {
+    const std::string what = std::string(op) + ": the integer " + std::string(py::str(v)) + " does not fit int64";
+    PyErr_SetString(PyExc_OverflowError, what.c_str());
+    throw py::error_already_set();
+  }
+  return x;
+}
+
 Shape shape_from_args(const py::args& args, const char* op) {
   py::sequence sizes = args;
   if (args.size() == 1 && !py::isinstance<py::int_>(args[0]) && py::isinstance<py::sequence>(args[0]))
@@ -22,7 +35,7 @@ Shape shape_from_args(const py::args& args, const char* op) {
     if (!py::hasattr(s, "__index__") || py::isinstance<py::bool_>(s))
       throw py::type_error(std::string(op) + ": sizes must be integers, got " +
                            std::string(py::str(py::type::of(s).attr("__name__"))));
-    shape.push_back(s.cast<int64_t>());
+    shape.push_back(int64_of(s, op));
   }
   return shape;
 }

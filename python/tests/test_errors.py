@@ -54,3 +54,12 @@ def test_gradient_misuse():
     t = ember.ones(2, requires_grad=True)
     with pytest.raises(RuntimeError):
         t.fill_(0)  # an in-place write to a leaf that requires grad, outside no_grad
+
+
+def test_integers_past_int64_are_overflow_errors():
+    with pytest.raises(OverflowError, match="does not fit int64"):
+        ember.zeros(2 ** 64)
+    with pytest.raises(OverflowError, match="does not fit int64"):
+        ember.ones(3)[10 ** 20]
+    with pytest.raises(ValueError, match="does not fit int64"):
+        ember.tensor(2 ** 70)
