@@ -22,7 +22,8 @@ namespace {
 // A tensor, or a list or tuple of them, as a list.
 std::vector<Tensor> tensors_of(const py::object& obj, const char* what) {
   if (py::isinstance<Tensor>(obj)) return {obj.cast<Tensor>()};
-  if (!py::isinstance<py::sequence>(obj)) throw py::type_error(std::string("grad: ") + what + " must be a Tensor or a sequence of Tensors");
+  if (!py::isinstance<py::sequence>(obj))
+    throw py::type_error(std::string("grad: ") + what + " must be a Tensor or a sequence of Tensors");
   std::vector<Tensor> out;
   for (py::handle h : obj) {
     if (h.is_none()) out.push_back(Tensor());
@@ -57,7 +58,8 @@ void bind_autograd(py::module_& m, TensorClass& cls) {
   }, py::arg("gradient") = py::none(), py::arg("retain_graph") = py::none(), py::arg("create_graph") = false);
   cls.def("retain_grad", &Tensor::retain_grad)
       .def_property_readonly("retains_grad", &Tensor::retains_grad)
-      .def("register_hook", [](const Tensor& t, py::function fn) { return t.register_hook(python_hook(std::move(fn))); },
+      .def("register_hook",
+           [](const Tensor& t, py::function fn) { return t.register_hook(python_hook(std::move(fn))); },
            py::arg("hook"))
       .def("register_post_accumulate_grad_hook", [](const Tensor& t, py::function fn) {
         return t.register_post_accumulate_grad_hook([fn = hold(std::move(fn))](const Tensor& leaf) {

@@ -31,7 +31,8 @@ struct Literal {
       py::sequence s = py::reinterpret_borrow<py::sequence>(v);
       const auto n = (int64_t)s.size();
       if (level == shape.size()) {
-        if (!values.empty()) throw py::value_error("tensor: expected a number at dim " + std::to_string(level) + ", got a sequence");
+        if (!values.empty())
+          throw py::value_error("tensor: expected a number at dim " + std::to_string(level) + ", got a sequence");
         shape.push_back(n);
       } else if (level > shape.size() || shape[level] != n) {
         throw py::value_error("tensor: expected sequence of length " +
@@ -73,7 +74,8 @@ struct Literal {
       std::vector<int64_t> ints;
       for (py::handle v : values) {
         int overflow = 0;
-        const long long x = PyLong_AsLongLongAndOverflow(py::int_(py::reinterpret_borrow<py::object>(v)).ptr(), &overflow);
+        const py::int_ i(py::reinterpret_borrow<py::object>(v));
+        const long long x = PyLong_AsLongLongAndOverflow(i.ptr(), &overflow);
         if (overflow) throw py::value_error("tensor: an integer does not fit int64");
         ints.push_back(x);
       }
@@ -169,7 +171,8 @@ void bind_creation(py::module_& m) {
   random("rand", &rand);
   // randint(high, size) or randint(low, high, size), as torch.randint
   m.def("randint", [](py::args args, Generator* gen) {
-    if (args.size() != 2 && args.size() != 3) throw py::type_error("randint: expected (high, size) or (low, high, size)");
+    if (args.size() != 2 && args.size() != 3)
+      throw py::type_error("randint: expected (high, size) or (low, high, size)");
     const int64_t low = args.size() == 3 ? args[0].cast<int64_t>() : 0;
     const int64_t high = args[args.size() - 2].cast<int64_t>();
     py::args size = py::make_tuple(args[args.size() - 1]);

@@ -38,7 +38,8 @@ DType ember_dtype(const py::array& a) {
   if (kind == 'f' && size == 8) return kFloat64;
   if (kind == 'i' && size == 8) return kInt64;
   if (kind == 'b' && size == 1) return kBool;
-  throw py::type_error("from_numpy: can't convert a numpy array of dtype " + py::str(d.attr("name")).cast<std::string>() +
+  const std::string name = py::str(d.attr("name"));
+  throw py::type_error("from_numpy: can't convert a numpy array of dtype " + name +
                        "; the supported types are float32, float64, int64 and bool");
 }
 

@@ -49,7 +49,8 @@ py::object extreme(const Tensor& a, const py::object& dim_or_other, bool keepdim
     py::gil_scoped_release nogil;
     return py::cast(largest ? maximum(a, b) : minimum(a, b));
   }
-  const std::optional<int64_t> dim = dim_or_other.is_none() ? std::nullopt : std::optional(dim_or_other.cast<int64_t>());
+  std::optional<int64_t> dim;
+  if (!dim_or_other.is_none()) dim = dim_or_other.cast<int64_t>();
   std::pair<Tensor, Tensor> r;
   Tensor all;
   {
@@ -114,8 +115,8 @@ void bind_elementwise(py::module_& m, TensorClass* cls) {
 void bind_reductions(py::module_& m, TensorClass* cls) {
   using Reduce = Tensor (*)(const Tensor&, const Dims&, bool, Loc);
   const std::pair<const char*, Reduce> reduce[] = {
-      {"sum", [](const Tensor& a, const Dims& d, bool k, Loc l) { return d.empty() && !k ? sum(a, l) : sum(a, d, k, l); }},
-      {"mean", [](const Tensor& a, const Dims& d, bool k, Loc l) { return d.empty() && !k ? mean(a, l) : mean(a, d, k, l); }},
+      {"sum", [](const Tensor& a, const Dims& d, bool k, Loc l) { return sum(a, d, k, l); }},
+      {"mean", [](const Tensor& a, const Dims& d, bool k, Loc l) { return mean(a, d, k, l); }},
       {"amax", amax},
       {"amin", amin},
       {"logsumexp", logsumexp}};
@@ -126,9 +127,11 @@ void bind_reductions(py::module_& m, TensorClass* cls) {
       return f(a, dims, keepdim, Loc::current());
     }, py::arg("dim") = py::none(), py::arg("keepdim") = false);
 
-  def(m, cls, "max", [](const Tensor& a, const py::object& dim, bool keepdim) { return extreme(a, dim, keepdim, true); },
+  def(m, cls, "max",
+      [](const Tensor& a, const py::object& dim, bool keepdim) { return extreme(a, dim, keepdim, true); },
       py::arg("dim") = py::none(), py::arg("keepdim") = false);
-  def(m, cls, "min", [](const Tensor& a, const py::object& dim, bool keepdim) { return extreme(a, dim, keepdim, false); },
+  def(m, cls, "min",
+      [](const Tensor& a, const py::object& dim, bool keepdim) { return extreme(a, dim, keepdim, false); },
       py::arg("dim") = py::none(), py::arg("keepdim") = false);
   // without a dim, the index into the flattened tensor, as PyTorch's
   using Arg = Tensor (*)(const Tensor&, int64_t, bool);
