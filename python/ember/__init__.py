@@ -13,7 +13,7 @@ from ._C import (  # noqa: F401 - the public names
     sum, mean, amax, amin, max, min, argmax, argmin, var, std, norm, logsumexp, cumsum,
     matmul, mm, bmm, outer, diag, diag_embed, trace, tril, triu, softmax, log_softmax,
     masked_fill, where, cat, concat, stack, split, chunk, index_select, gather,
-    is_grad_enabled,
+    is_grad_enabled, set_printoptions,
 )
 from .grad_mode import no_grad, enable_grad, set_grad_enabled  # noqa: F401
 from . import autograd  # noqa: F401

@@ -79,19 +79,28 @@ Tensor tensor_from_numpy(const py::array& a) {
   return Tensor(impl);
 }
 
+// t.numpy(): an array over the tensor's memory, its base a capsule holding the storage.
+py::array to_numpy(const Tensor& t) {
+  if (t.requires_grad())
+    throw std::runtime_error("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.");
+  const auto itemsize = (py::ssize_t)dtype_size(t.dtype());
+  std::vector<py::ssize_t> shape(t.shape().begin(), t.shape().end()), strides;
+  for (int64_t s : t.strides()) strides.push_back(s * itemsize);
+  // the array's base: a capsule holding the storage, released when the array goes
+  auto* keep = new std::shared_ptr<Storage>(t.storage());
+  py::capsule base(keep, [](void* p) { delete static_cast<std::shared_ptr<Storage>*>(p); });
+  return py::array(numpy_dtype(t.dtype()), shape, strides, t.raw_data(), base);
+}
+
 void bind_numpy(py::module_& m, TensorClass& cls) {
   m.def("from_numpy", &tensor_from_numpy, py::arg("ndarray"));
-  cls.def("numpy", [](const Tensor& t) {
-    if (t.requires_grad())
-      throw std::runtime_error("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.");
-    const auto itemsize = (py::ssize_t)dtype_size(t.dtype());
-    std::vector<py::ssize_t> shape(t.shape().begin(), t.shape().end()), strides;
-    for (int64_t s : t.strides()) strides.push_back(s * itemsize);
-    // the array's base: a capsule holding the storage, released when the array goes
-    auto* keep = new std::shared_ptr<Storage>(t.storage());
-    py::capsule base(keep, [](void* p) { delete static_cast<std::shared_ptr<Storage>*>(p); });
-    return py::array(numpy_dtype(t.dtype()), shape, strides, t.raw_data(), base);
-  });
+  cls.def("numpy", &to_numpy);
+  // np.asarray(t) and NumPy ufuncs on tensors: the same array as numpy(), converted
+  // (a copy) only when another dtype is asked for
+  cls.def("__array__", [](const Tensor& t, const py::object& dtype) {
+    py::array a = to_numpy(t);
+    return dtype.is_none() ? py::object(a) : a.attr("astype")(dtype);
+  }, py::arg("dtype") = py::none());
 }
 
 }  // namespace ember::python

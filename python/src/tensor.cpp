@@ -96,6 +96,18 @@ py::object item(const Tensor& t) {
 }  // namespace
 
 TensorClass bind_tensor(py::module_& m) {
+  // torch.set_printoptions: the options given change, the others stay
+  m.def("set_printoptions", [](std::optional<int> precision, std::optional<int64_t> threshold,
+                               std::optional<int64_t> edgeitems, std::optional<bool> sci_mode) {
+    PrintOptions o = get_printoptions();
+    if (precision) o.precision = *precision;
+    if (threshold) o.threshold = *threshold;
+    if (edgeitems) o.edgeitems = *edgeitems;
+    if (sci_mode) o.sci_mode = sci_mode;
+    set_printoptions(o);
+  }, py::arg("precision") = py::none(), py::arg("threshold") = py::none(), py::arg("edgeitems") = py::none(),
+     py::arg("sci_mode") = py::none());
+
   // the node that produced a tensor (its grad_fn), named by its op
   py::class_<Node, std::shared_ptr<Node>>(m, "Node")
       .def("name", [](const Node& n) { return std::string(n.name); })

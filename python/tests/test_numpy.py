@@ -84,3 +84,11 @@ def test_tensor_from_an_array_copies():
     assert t.dtype == ember.float64 and t.data_ptr() != array_address(a)
     a[0] = 9
     assert t[0].item() == 0
+
+
+def test_asarray_shares_too_and_ufuncs_take_tensors():
+    t = ember.arange(4, dtype=ember.float64)
+    a = np.asarray(t)
+    assert array_address(a) == t.data_ptr()
+    assert np.exp(t).tolist() == np.exp(np.arange(4.0)).tolist()
+    assert np.asarray(t, dtype=np.float32).dtype == np.float32

@@ -77,6 +77,16 @@ def test_repr_is_the_cpp_printer():
     assert "requires_grad=True" in repr(ember.ones(1, requires_grad=True))
 
 
+def test_print_options():
+    try:
+        ember.set_printoptions(precision=2)
+        assert repr(ember.tensor([1.5, 2.0])) == "tensor([1.50, 2.00], shape=[2], dtype=float32)"
+    finally:
+        ember.set_printoptions(precision=4)
+    with pytest.raises(RuntimeError, match="set_printoptions"):
+        ember.set_printoptions(precision=-1)
+
+
 def test_item_and_python_numbers():
     assert ember.tensor(3).item() == 3 and isinstance(ember.tensor(3).item(), int)
     assert isinstance(ember.tensor(True).item(), bool)
