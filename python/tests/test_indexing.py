@@ -61,3 +61,8 @@ def test_index_errors():
         t[t > 0]
     with pytest.raises(TypeError, match="not supported yet"):
         t["a"]
+
+
+def test_iterating_gives_the_rows():
+    rows = list(ember.from_numpy(A)[0])
+    assert len(rows) == 3 and rows[2].tolist() == A[0, 2].tolist()

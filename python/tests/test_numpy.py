@@ -2,6 +2,7 @@
 seen on the other, and each side keeping the other's memory alive."""
 
 import gc
+import sys
 
 import numpy as np
 import pytest
@@ -92,3 +93,13 @@ def test_asarray_shares_too_and_ufuncs_take_tensors():
     assert array_address(a) == t.data_ptr()
     assert np.exp(t).tolist() == np.exp(np.arange(4.0)).tolist()
     assert np.asarray(t, dtype=np.float32).dtype == np.float32
+
+
+def test_the_array_is_released_with_the_last_tensor_over_it():
+    a = np.zeros(3)
+    before = sys.getrefcount(a)
+    t = ember.from_numpy(a)
+    v = t[1:]
+    assert sys.getrefcount(a) == before + 1  # one reference, held by the storage
+    del t, v
+    assert sys.getrefcount(a) == before
