@@ -27,6 +27,7 @@
 #include <mutex>
 #include <new>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace ember {
@@ -155,12 +156,21 @@ Storage::Storage(size_t n, bool zero_fill) : nbytes(n) {
   g_total++;
 }
 
+Storage::Storage(void* external, size_t n, std::shared_ptr<void> owner)
+    : data(external), nbytes(n), owner_(std::move(owner)) {
+  if (!owner_) throw Error("Storage: memory ember did not allocate needs an owner to keep it alive");
+  g_live++;
+  g_bytes += (int64_t)n;
+  g_total++;
+}
+
 Storage::~Storage() {
+  g_live--;
+  g_bytes -= (int64_t)nbytes;
+  if (owner_) return;  // the owner's last reference, dropped with this storage, frees it
   size_t rounded = round_size(nbytes);
   const bool keep = g_policy.load(std::memory_order_relaxed) == int(AllocatorPolicy::Keep);
   if (!(kUseCache && keep && rounded >= kCacheMin && cache().give(data, rounded))) free_block(data);
-  g_live--;
-  g_bytes -= (int64_t)nbytes;
 }
 
 int64_t Storage::live_count() { return g_live.load(); }

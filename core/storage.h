@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 namespace ember {
 
@@ -23,7 +24,7 @@ enum class AllocatorPolicy { Keep, System };
 
 // The memory behind a tensor and its views, held through a shared_ptr (TensorImpl::storage).
 struct Storage {
-  void* data = nullptr;  // The buffer, 64-byte aligned.
+  void* data = nullptr;  // The buffer, 64-byte aligned when ember allocated it.
   size_t nbytes = 0;  // The size asked for (the block may be larger).
   // Bumped by every in-place write, so that a backward can detect that a tensor it saved
   // was modified after the forward.
@@ -32,6 +33,11 @@ struct Storage {
   // A buffer of nbytes bytes, zeroed unless zero_fill is false (then undefined, for outputs a
   // kernel overwrites whole). Throws std::bad_alloc when the system refuses the memory.
   explicit Storage(size_t nbytes, bool zero_fill = true);
+  // nbytes of memory ember did not allocate (a NumPy array's, for the Python module), used
+  // in place: `owner` keeps it alive and is released when the storage dies, never freed
+  // by ember. The memory need only be aligned to its elements. Counted as live like any
+  // storage.
+  Storage(void* data, size_t nbytes, std::shared_ptr<void> owner);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -48,6 +54,9 @@ struct Storage {
   // Switches the allocator policy for the whole process; System also empties the cache.
   static void set_policy(AllocatorPolicy policy);
   static AllocatorPolicy policy();  // The policy in force.
+
+ private:
+  std::shared_ptr<void> owner_;  // set for memory ember did not allocate
 };
 
 }  // namespace ember

@@ -7,7 +7,8 @@
 # crash, hang or sanitizer report.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/install_deps.sh clang libclang-rt-14-dev libomp-dev python3-numpy python3-torch python3-h5py doxygen
+bash scripts/install_deps.sh clang libclang-rt-14-dev libomp-dev python3-numpy python3-torch python3-h5py doxygen \
+  pybind11-dev libdlpack-dev python3-dev python3-pytest
 jobs=$(nproc)
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 

@@ -3,6 +3,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <memory>
 #include <vector>
 
 #include "core/ops.h"
@@ -105,4 +106,35 @@ TEST_CASE("EMBER_ALLOCATOR chooses the policy before the first allocation", "[.e
   const char* env = std::getenv("EMBER_ALLOCATOR");
   REQUIRE(env != nullptr);
   CHECK(Storage::policy() == (std::string(env) == "system" ? AllocatorPolicy::System : AllocatorPolicy::Keep));
+}
+
+TEST_CASE("a storage over memory ember did not allocate uses it in place and releases its owner") {
+  auto values = std::make_shared<std::vector<double>>(std::vector<double>{1, 2, 3, 4, 5, 6});
+  std::weak_ptr<std::vector<double>> seen = values;
+  const int64_t live = Storage::live_count();
+  {
+    auto impl = std::make_shared<TensorImpl>();
+    impl->storage = std::make_shared<Storage>(values->data(), values->size() * sizeof(double), values);
+    impl->shape = {2, 3};
+    impl->strides = {3, 1};
+    impl->dtype = kFloat64;
+    values.reset();  // the storage alone keeps the vector alive now
+    Tensor t(impl);
+    CHECK(Storage::live_count() == live + 1);
+    REQUIRE_FALSE(seen.expired());
+    CHECK(t.raw_data() == seen.lock()->data());
+    CHECK(sum(t).item() == 21.0);
+    t.select(0, 1).fill_(0.0);  // a write through the tensor lands in the vector
+    CHECK((*seen.lock())[4] == 0.0);
+    (*seen.lock())[0] = 10.0;  // and a write to the vector is seen by the tensor
+    CHECK(t.at({0, 0}) == 10.0);
+  }
+  CHECK(seen.expired());
+  CHECK(Storage::live_count() == live);
+}
+
+TEST_CASE("a storage over memory ember did not allocate needs an owner") {
+  double value = 0;
+  CHECK_THROWS_WITH(Storage(&value, sizeof value, nullptr),
+                    "Storage: memory ember did not allocate needs an owner to keep it alive");
 }

@@ -1,0 +1,21 @@
+"""ember: tensors with reverse-mode autograd, PyTorch's names and semantics, over ember's
+C++ library (ember._C). What exists so far is listed in docs/python.md."""
+
+from . import _C
+from ._C import (  # noqa: F401 - the public names
+    Tensor, dtype, float32, float64, int64, bool, float, double, long,
+    Generator, manual_seed, default_generator,
+    tensor, zeros, ones, empty, full, zeros_like, ones_like, full_like, arange, eye,
+    randn, rand, randint, from_numpy,
+    add, sub, mul, div, pow, maximum, minimum, neg, exp, log, sqrt, rsqrt, abs, tanh,
+    sin, cos, sigmoid, relu, square,
+    eq, ne, lt, le, gt, ge, logical_and, logical_or, logical_not, isclose, allclose, equal,
+    sum, mean, amax, amin, max, min, argmax, argmin, var, std, norm, logsumexp, cumsum,
+    matmul, mm, bmm, outer, diag, diag_embed, trace, tril, triu, softmax, log_softmax,
+    masked_fill, where, cat, concat, stack, split, chunk, index_select, gather,
+    is_grad_enabled, set_printoptions,
+)
+from .grad_mode import no_grad, enable_grad, set_grad_enabled  # noqa: F401
+from . import autograd  # noqa: F401
+
+__version__ = _C.__version__

@@ -1,0 +1,41 @@
+// What the binding files share: the pieces of the module each one adds (module.cpp calls
+// them in order), and the conversions between Python values and ember's (shapes given as
+// PyTorch takes them, undefined tensors as None, Python callables kept by C++).
+#pragma once
+#include <pybind11/pybind11.h>
+
+#include <memory>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace ember::python {
+
+namespace py = pybind11;
+using TensorClass = py::class_<Tensor>;
+
+void bind_errors(py::module_& m);
+void bind_dtypes(py::module_& m);  // ember.dtype, ember.float32 ..., ember.Generator
+TensorClass bind_tensor(py::module_& m);  // the class, its metadata and views
+void bind_creation(py::module_& m);  // tensor, zeros, ones, ..., randn
+void bind_indexing(TensorClass& cls);
+void bind_numpy(py::module_& m, TensorClass& cls);
+void bind_ops(py::module_& m, TensorClass& cls);
+void bind_operators(TensorClass& cls);
+void bind_autograd(py::module_& m, TensorClass& cls);
+
+// A shape from PyTorch's two spellings: zeros(2, 3) and zeros((2, 3)) or zeros([2, 3]).
+Shape shape_from_args(const py::args& args, const char* op);
+
+// An integer (anything with __index__) as int64; an OverflowError past int64's range.
+int64_t int64_of(py::handle v, const char* op);
+
+// None for an undefined tensor (a .grad no backward has reached), the tensor otherwise.
+py::object tensor_or_none(const Tensor& t);
+
+// A Python object held from C++, released with the GIL held: what C++ keeps (a hook, the
+// array a tensor views) may be dropped on any thread, with or without the GIL (a graph
+// freed by backward, which runs without it).
+std::shared_ptr<py::object> hold(py::object obj);
+
+}  // namespace ember::python

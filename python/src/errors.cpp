@@ -1,0 +1,29 @@
+// ember's errors as the exceptions PyTorch raises for the same mistakes, the message kept
+// as ember wrote it: an index or dim out of range is an IndexError, memory the system
+// refused a MemoryError, and every other Error (shapes, dtypes, values an op refuses) a
+// RuntimeError, as PyTorch's op errors are. Wrong argument types are TypeErrors already,
+// raised by pybind11 before any C++ runs.
+#include <new>
+#include <string>
+
+#include "bindings.h"
+
+namespace ember::python {
+
+void bind_errors(py::module_&) {
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const OutOfMemory& e) {
+      PyErr_SetString(PyExc_MemoryError, e.what());
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      PyErr_SetString(what.find(" is out of range") != std::string::npos ? PyExc_IndexError : PyExc_RuntimeError,
+                      e.what());
+    } catch (const std::bad_alloc&) {
+      PyErr_SetString(PyExc_MemoryError, "out of memory");
+    }
+  });
+}
+
+}  // namespace ember::python

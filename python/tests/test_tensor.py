@@ -1,0 +1,129 @@
+"""Tensors from Python: creation and dtype inference, metadata, printing, values, views."""
+
+import pytest
+
+import ember
+
+
+def test_tensor_infers_dtypes_as_pytorch():
+    assert ember.tensor([1.0, 2.0]).dtype == ember.float32
+    assert ember.tensor([1, 2]).dtype == ember.int64
+    assert ember.tensor([True, False]).dtype == ember.bool
+    assert ember.tensor([1, 2.5]).dtype == ember.float32
+    assert ember.tensor([True, 2]).dtype == ember.int64
+    assert ember.tensor([[1, 2]], dtype=ember.float64).dtype == ember.float64
+
+
+def test_tensor_from_nested_lists_and_scalars():
+    t = ember.tensor([[1, 2, 3], [4, 5, 6]])
+    assert t.shape == (2, 3)
+    assert t.ndim == 2 and t.dim() == 2 and t.numel() == 6
+    assert t.size() == (2, 3) and t.size(1) == 3 and t.size(-2) == 2
+    assert t.tolist() == [[1, 2, 3], [4, 5, 6]]
+    s = ember.tensor(2.5)
+    assert s.shape == () and s.item() == 2.5
+    assert ember.tensor([]).shape == (0,)
+
+
+def test_ragged_lists_are_refused():
+    with pytest.raises(ValueError, match="expected sequence of length 2 at dim 1"):
+        ember.tensor([[1, 2], [3]])
+    with pytest.raises(TypeError, match="could not convert"):
+        ember.tensor(["a"])
+
+
+def test_dtype_objects_print_as_torch():
+    assert repr(ember.float32) == "ember.float32"
+    assert repr(ember.int64) == "ember.int64"
+    assert ember.float64.is_floating_point and not ember.bool.is_floating_point
+    assert ember.float == ember.float32 and ember.long == ember.int64
+    assert len({ember.float32, ember.float32, ember.int64}) == 2
+
+
+def test_factories():
+    assert ember.zeros(2, 3).tolist() == [[0.0] * 3] * 2
+    assert ember.ones((2,), dtype=ember.int64).tolist() == [1, 1]
+    assert ember.full((2, 2), 7).dtype == ember.int64
+    assert ember.full((2,), 0.5).tolist() == [0.5, 0.5]
+    assert ember.empty(3, 4).shape == (3, 4)
+    assert ember.arange(5).tolist() == [0, 1, 2, 3, 4]
+    assert ember.arange(5).dtype == ember.int64
+    assert ember.arange(0.0, 3.0).dtype == ember.float32
+    assert ember.arange(1, 7, 2).tolist() == [1, 3, 5]
+    assert ember.eye(2).tolist() == [[1.0, 0.0], [0.0, 1.0]]
+    assert ember.zeros_like(ember.eye(2, dtype=ember.float64)).dtype == ember.float64
+    assert ember.ones(2, requires_grad=True).requires_grad
+
+
+def test_random_tensors_follow_their_generator():
+    a = ember.randn(3, 4, generator=ember.Generator(7), dtype=ember.float64)
+    b = ember.randn(3, 4, generator=ember.Generator(7), dtype=ember.float64)
+    assert a.tolist() == b.tolist() and a.dtype == ember.float64
+    ember.manual_seed(3)
+    c = ember.rand(5)
+    ember.manual_seed(3)
+    assert ember.rand(5).tolist() == c.tolist()
+    assert all(0 <= v < 1 for v in c.tolist())
+    g = ember.Generator()
+    g.manual_seed(7)
+    assert ember.randn(3, 4, generator=g, dtype=ember.float64).tolist() == a.tolist()
+    r = ember.randint(2, 5, (100,), generator=ember.Generator(1))
+    assert r.dtype == ember.int64 and 2 <= r.min().item() and r.max().item() < 5
+
+
+def test_repr_is_the_cpp_printer():
+    assert repr(ember.tensor([1.5, 2.0])) == "tensor([1.5000, 2.0000], shape=[2], dtype=float32)"
+    assert str(ember.tensor(3)) == "tensor(3, shape=[], dtype=int64)"
+    assert "requires_grad=True" in repr(ember.ones(1, requires_grad=True))
+
+
+def test_print_options():
+    try:
+        ember.set_printoptions(precision=2)
+        assert repr(ember.tensor([1.5, 2.0])) == "tensor([1.50, 2.00], shape=[2], dtype=float32)"
+    finally:
+        ember.set_printoptions(precision=4)
+    with pytest.raises(RuntimeError, match="set_printoptions"):
+        ember.set_printoptions(precision=-1)
+
+
+def test_item_and_python_numbers():
+    assert ember.tensor(3).item() == 3 and isinstance(ember.tensor(3).item(), int)
+    assert isinstance(ember.tensor(True).item(), bool)
+    assert float(ember.tensor([2.5])) == 2.5 and int(ember.tensor(4)) == 4
+    assert [10, 20, 30][ember.tensor(1)] == 20
+    assert bool(ember.tensor(1.0)) and len(ember.zeros(4, 2)) == 4
+    with pytest.raises(ValueError, match="ambiguous"):
+        bool(ember.zeros(2))
+    with pytest.raises(ValueError, match="2 elements"):
+        ember.zeros(2).item()
+
+
+def test_views_share_memory_and_have_torch_shapes():
+    m = ember.arange(12, dtype=ember.float32)
+    v = m.view(3, 4)
+    assert v.shape == (3, 4) and m.reshape((4, 3)).shape == (4, 3) and m.view(-1, 6).shape == (2, 6)
+    assert v.transpose(0, 1).shape == (4, 3) and v.t().shape == (4, 3) and v.T.shape == (4, 3)
+    assert v.permute(1, 0).shape == (4, 3) and not v.permute(1, 0).is_contiguous()
+    assert v.unsqueeze(0).shape == (1, 3, 4) and v.unsqueeze(0).squeeze().shape == (3, 4)
+    assert v.narrow(1, 1, 2).tolist() == [[1, 2], [5, 6], [9, 10]]
+    assert v.select(0, 2).tolist() == [8, 9, 10, 11]
+    assert ember.ones(1, 3).expand(2, 3).shape == (2, 3)
+    assert v.flatten().shape == (12,) and v.diagonal().tolist() == [0, 5, 10]
+    assert v.data_ptr() == m.data_ptr() and v.t().contiguous().data_ptr() != m.data_ptr()
+    v.select(0, 0).fill_(-1)
+    assert m[0].item() == -1
+    assert v.clone().data_ptr() != v.data_ptr()
+    assert v.to(ember.float64).dtype == ember.float64 and v.long().dtype == ember.int64
+
+
+def test_autograd_state_of_a_tensor():
+    x = ember.ones(2).requires_grad_()
+    assert x.requires_grad and x.is_leaf and x.grad_fn is None and x.grad is None
+    y = x * 2
+    assert not y.is_leaf and y.grad_fn.name() == "mul"
+    d = y.detach()
+    assert not d.requires_grad and d.data_ptr() == y.data_ptr()
+    z = ember.zeros(2)
+    z.requires_grad = True
+    assert z.requires_grad
