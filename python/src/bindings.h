@@ -5,9 +5,11 @@
 #include <pybind11/pybind11.h>
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "core/tensor.h"
+#include "nn/attention_mask.h"
 
 namespace ember::python {
 
@@ -23,6 +25,12 @@ void bind_numpy(py::module_& m, TensorClass& cls);
 void bind_ops(py::module_& m, TensorClass& cls);
 void bind_operators(TensorClass& cls);
 void bind_autograd(py::module_& m, TensorClass& cls);
+void bind_function(py::module_& m);  // custom autograd Functions written in Python
+void bind_functional(py::module_& m);  // jacobian, hessian, vjp, jvp, hvp, gradcheck
+void bind_nn(py::module_& m);  // nn.functional and the C++ modules, in ember._C.nn
+void bind_nn_modules(py::module_& nn);  // Linear ... Transformer, called by bind_nn
+void bind_optim(py::module_& m);  // optimizers and schedules, in ember._C.optim
+void bind_io(py::module_& m);  // save and load
 
 // A shape from PyTorch's two spellings: zeros(2, 3) and zeros((2, 3)) or zeros([2, 3]).
 Shape shape_from_args(const py::args& args, const char* op);
@@ -37,5 +45,8 @@ py::object tensor_or_none(const Tensor& t);
 // array a tensor views) may be dropped on any thread, with or without the GIL (a graph
 // freed by backward, which runs without it).
 std::shared_ptr<py::object> hold(py::object obj);
+
+// An attention mask from an optional bool tensor, true = blocked (none when absent).
+nn::AttentionMask blocked_mask(const std::optional<Tensor>& blocked);
 
 }  // namespace ember::python

@@ -41,7 +41,12 @@ PYBIND11_MODULE(_C, m) {
   bind_ops(m, cls);
   bind_operators(cls);
   bind_autograd(m, cls);
+  bind_function(m);
+  bind_functional(m);
+  bind_nn(m);
+  bind_optim(m);
+  bind_io(m);
   // the classes print as ember.Tensor, the name users import them by
-  for (const char* name : {"Tensor", "dtype", "Generator", "Node", "RemovableHandle"})
+  for (const char* name : {"Tensor", "dtype", "Generator", "Node", "RemovableHandle", "GradcheckReport"})
     m.attr(name).attr("__module__") = "ember";
 }

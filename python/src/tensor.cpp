@@ -114,6 +114,9 @@ TensorClass bind_tensor(py::module_& m) {
       .def("__repr__", [](const Node& n) { return "<grad_fn " + std::string(n.name) + ">"; });
 
   TensorClass cls(m, "Tensor");
+  // Tensor(t): another handle to t's tensor, so that a Python subclass (nn.Parameter) can
+  // be built around one
+  cls.def(py::init([](const Tensor& t) { return t; }), py::arg("data"));
   // metadata
   cls.def_property_readonly("shape", [](const Tensor& t) { return py::tuple(py::cast(t.shape())); })
       .def_property_readonly("dtype", &Tensor::dtype)

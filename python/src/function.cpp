@@ -1,0 +1,100 @@
+// Custom autograd Functions written in Python (ember.autograd.Function, in
+// ember/autograd/function.py) over ember::Function: the C++ machinery records the node,
+// saves the tensors (so that a double backward reaches them, and a tensor modified in place
+// before backward is an error) and checks what backward returns; this file only calls the
+// Python forward and backward from it.
+//
+// Each call has two contexts: the C++ FunctionCtx, which holds the saved tensors, and the
+// Python ctx object the user sets attributes on. The C++ one keeps the Python one (in
+// saved_data) until the node is freed; the Python one reaches the C++ one through `_c`
+// only while forward or backward runs, since the C++ object lives exactly as long as the
+// node does.
+#include <pybind11/stl.h>
+
+#include <any>
+#include <string>
+#include <vector>
+
+#include "bindings.h"
+#include "core/function.h"
+
+namespace ember::python {
+
+namespace {
+
+using PyHeld = std::shared_ptr<py::object>;
+
+// pyctx._c = ctx while a Python forward or backward runs, None after (also on an exception)
+class CtxBinding {
+ public:
+  CtxBinding(py::object pyctx, FunctionCtx& ctx) : pyctx_(std::move(pyctx)) {
+    pyctx_.attr("_c") = py::cast(&ctx, py::return_value_policy::reference);
+  }
+  ~CtxBinding() { pyctx_.attr("_c") = py::none(); }
+  CtxBinding(const CtxBinding&) = delete;
+  CtxBinding& operator=(const CtxBinding&) = delete;
+
+ private:
+  py::object pyctx_;
+};
+
+std::string type_name(py::handle h) { return py::str(py::type::of(h).attr("__name__")); }
+
+}  // namespace
+
+void bind_function(py::module_& m) {
+  py::class_<FunctionCtx>(m, "_FunctionCtx")
+      .def("save_for_backward", [](FunctionCtx& ctx, const py::iterable& tensors) {
+        std::vector<Tensor> list;  // None saves an undefined tensor, as PyTorch allows
+        for (py::handle t : tensors) list.push_back(t.is_none() ? Tensor() : t.cast<Tensor>());
+        ctx.save_for_backward(std::move(list));
+      }, py::arg("tensors"))
+      .def("saved_tensors", [](const FunctionCtx& ctx) {
+        const std::vector<Tensor> saved = ctx.saved_tensors();
+        py::tuple out(saved.size());
+        for (size_t i = 0; i < saved.size(); i++) out[i] = tensor_or_none(saved[i]);
+        return out;
+      })
+      .def("needs_input_grad", &FunctionCtx::needs_input_grad, py::arg("i"));
+
+  // forward(pyctx, tensors) -> Tensor and backward(pyctx, grad) -> list of Tensor or None,
+  // one per tensor input: the Python side maps them from and to the user's arguments.
+  m.def("_function_apply", [](const std::string& name, py::object make_ctx, py::function forward,
+                              py::function backward, const std::vector<Tensor>& inputs) {
+    Function fn;
+    fn.name = name;
+    fn.forward = [make_ctx = hold(make_ctx), forward = hold(forward), name](FunctionCtx& ctx,
+                                                                            const std::vector<Tensor>& in) {
+      py::gil_scoped_acquire gil;
+      py::object pyctx = (*make_ctx)();
+      py::object out;
+      {
+        CtxBinding bound(pyctx, ctx);
+        out = (*forward)(pyctx, in);
+      }
+      if (!py::isinstance<Tensor>(out))
+        throw py::type_error(name + ".forward must return one Tensor, got " + type_name(out));
+      ctx.saved_data["python"] = hold(pyctx);
+      return out.cast<Tensor>();
+    };
+    fn.backward = [backward = hold(backward), name](FunctionCtx& ctx, const Tensor& grad) {
+      py::gil_scoped_acquire gil;
+      py::object pyctx = *std::any_cast<PyHeld>(ctx.saved_data.at("python"));
+      py::object r;
+      {
+        CtxBinding bound(pyctx, ctx);
+        r = (*backward)(pyctx, grad);
+      }
+      std::vector<Tensor> grads;
+      for (py::handle g : r) {
+        if (g.is_none()) grads.emplace_back();
+        else if (py::isinstance<Tensor>(g)) grads.push_back(g.cast<Tensor>());
+        else throw py::type_error(name + ".backward must return Tensors or None, got " + type_name(g));
+      }
+      return grads;
+    };
+    return fn.apply(inputs);
+  }, py::arg("name"), py::arg("make_ctx"), py::arg("forward"), py::arg("backward"), py::arg("inputs"));
+}
+
+}  // namespace ember::python

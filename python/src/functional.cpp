@@ -1,0 +1,74 @@
+// Derivatives of whole functions (core/autograd_functional.h) and gradient checks
+// (core/gradcheck.h) for Python callables; ember/autograd/ gives them PyTorch's
+// signatures. The callables take the list of inputs; they run on this thread with the
+// GIL held, since these functions are called with it and keep it.
+#include <pybind11/stl.h>
+
+#include <string>
+#include <vector>
+
+#include "bindings.h"
+#include "core/autograd_functional.h"
+#include "core/gradcheck.h"
+
+namespace ember::python {
+
+namespace {
+
+// f(xs) -> Tensor, refusing another return type with the function's name
+TensorsFn tensors_fn(py::function f, const char* op) {
+  return [f = hold(std::move(f)), op](const std::vector<Tensor>& xs) {
+    py::gil_scoped_acquire gil;
+    py::object r = (*f)(xs);
+    if (!py::isinstance<Tensor>(r))
+      throw py::type_error(std::string(op) + ": the function must return one Tensor, got " +
+                           std::string(py::str(py::type::of(r).attr("__name__"))));
+    return r.cast<Tensor>();
+  };
+}
+
+}  // namespace
+
+void bind_functional(py::module_& m) {
+  m.def("_jacobian", [](py::function f, const std::vector<Tensor>& xs) {
+    return jacobian(tensors_fn(std::move(f), "jacobian"), xs);
+  });
+  m.def("_hessian", [](py::function f, const std::vector<Tensor>& xs) {
+    return hessian(tensors_fn(std::move(f), "hessian"), xs);
+  });
+  m.def("_vjp", [](py::function f, const std::vector<Tensor>& xs, const Tensor& v) {
+    return vjp(tensors_fn(std::move(f), "vjp"), xs, v);
+  });
+  m.def("_jvp", [](py::function f, const std::vector<Tensor>& xs, const std::vector<Tensor>& ts) {
+    return jvp(tensors_fn(std::move(f), "jvp"), xs, ts);
+  });
+  m.def("_hvp", [](py::function f, const std::vector<Tensor>& xs, const std::vector<Tensor>& vs) {
+    return hvp(tensors_fn(std::move(f), "hvp"), xs, vs);
+  });
+
+  py::class_<InputGradCheck>(m, "InputGradCheck")
+      .def_readonly("name", &InputGradCheck::name)
+      .def_property_readonly("shape", [](const InputGradCheck& r) { return py::tuple(py::cast(r.shape)); })
+      .def_readonly("passed", &InputGradCheck::passed)
+      .def_readonly("max_abs_err", &InputGradCheck::max_abs_err)
+      .def_readonly("max_rel_err", &InputGradCheck::max_rel_err)
+      .def_property_readonly("worst_index", [](const InputGradCheck& r) { return py::tuple(py::cast(r.worst_index)); })
+      .def_readonly("analytic", &InputGradCheck::analytic)
+      .def_readonly("numeric", &InputGradCheck::numeric);
+  py::class_<GradcheckReport>(m, "GradcheckReport")
+      .def_readonly("passed", &GradcheckReport::passed)
+      .def_readonly("order", &GradcheckReport::order)
+      .def_readonly("inputs", &GradcheckReport::inputs)
+      .def("__bool__", [](const GradcheckReport& r) { return r.passed; })
+      .def("__str__", &GradcheckReport::to_string)
+      .def("__repr__", &GradcheckReport::to_string);
+
+  m.def("_gradcheck", [](py::function f, const std::vector<Tensor>& inputs, double eps, double atol, double rtol,
+                         uint64_t seed, const std::vector<std::string>& names, int order) {
+    const GradcheckOptions options{.eps = eps, .atol = atol, .rtol = rtol, .seed = seed};
+    const TensorsFn fn = tensors_fn(std::move(f), order == 1 ? "gradcheck" : "gradgradcheck");
+    return order == 1 ? gradcheck(fn, inputs, options, names) : gradgradcheck(fn, inputs, options, names);
+  });
+}
+
+}  // namespace ember::python

@@ -1,0 +1,158 @@
+"""Custom autograd Functions written in Python: forward and backward, the context,
+non-tensor arguments, double backward, exceptions, and ember's checks of what backward
+returns."""
+
+import numpy as np
+import pytest
+
+import ember
+from ember.autograd import Function
+
+try:
+    import torch
+except ImportError:
+    torch = None
+
+needs_torch = pytest.mark.skipif(torch is None, reason="PyTorch is not installed")
+
+RNG = np.random.default_rng(3)
+X = RNG.standard_normal((3, 4))
+G = RNG.standard_normal((3, 4))
+
+
+def f64(a, requires_grad=False):
+    return ember.tensor(np.asarray(a).tolist(), dtype=ember.float64, requires_grad=requires_grad)
+
+
+class Cube(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x ** 3
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * 3.0 * x ** 2
+
+
+class ScaledMul(Function):
+    """a * b * scale, with a Python number among the arguments and an attribute on ctx."""
+
+    @staticmethod
+    def forward(ctx, a, scale, b):
+        ctx.save_for_backward(a, b)
+        ctx.scale = scale
+        return a * b * scale
+
+    @staticmethod
+    def backward(ctx, grad):
+        a, b = ctx.saved_tensors
+        return grad * b * ctx.scale, None, grad * a * ctx.scale
+
+
+@needs_torch
+def test_a_python_function_matches_pytorch():
+    x = f64(X, requires_grad=True)
+    (Cube.apply(x) * f64(G)).sum().backward()
+    tx = torch.tensor(X, requires_grad=True)
+    ((tx ** 3) * torch.tensor(G)).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=0, atol=1e-12)
+
+
+def test_context_attributes_non_tensor_arguments_and_needs_input_grad():
+    a = f64(X, requires_grad=True)
+    b = f64(G)
+    seen = {}
+
+    class Probe(ScaledMul):
+        @staticmethod
+        def forward(ctx, a, scale, b):
+            seen["needs"] = ctx.needs_input_grad
+            return ScaledMul.forward(ctx, a, scale, b)
+
+    y = Probe.apply(a, 2.5, b)
+    assert seen["needs"] == (True, False, False)
+    assert y.grad_fn.name() == "Probe"
+    y.sum().backward()
+    np.testing.assert_allclose(a.grad.numpy(), G * 2.5, rtol=0, atol=1e-15)
+
+
+def test_double_backward_through_a_python_backward():
+    x = f64([1.5, -0.5, 2.0], requires_grad=True)
+    (dx,) = ember.autograd.grad(Cube.apply(x).sum(), [x], create_graph=True)
+    (ddx,) = ember.autograd.grad(dx.sum(), [x])
+    np.testing.assert_allclose(dx.detach().numpy(), 3 * np.array([1.5, -0.5, 2.0]) ** 2, atol=1e-14)
+    np.testing.assert_allclose(ddx.numpy(), 6 * np.array([1.5, -0.5, 2.0]), atol=1e-14)
+    assert ember.autograd.gradgradcheck(Cube.apply, [f64(X, requires_grad=True)]).passed
+
+
+def test_without_grad_no_node_is_recorded():
+    y = Cube.apply(f64(X))
+    assert y.grad_fn is None and not y.requires_grad
+
+
+class Boom(Exception):
+    pass
+
+
+def test_an_exception_in_forward_reaches_the_caller():
+    class Bad(Function):
+        @staticmethod
+        def forward(ctx, x):
+            raise Boom("in forward")
+
+    with pytest.raises(Boom, match="in forward"):
+        Bad.apply(f64(X, requires_grad=True))
+    assert ember.is_grad_enabled()  # forward's no-grad scope was left
+
+
+def test_an_exception_in_backward_reaches_the_caller_and_the_engine_goes_on():
+    class Bad(Cube):
+        @staticmethod
+        def backward(ctx, grad):
+            raise Boom("in backward")
+
+    x = f64(X, requires_grad=True)
+    with pytest.raises(Boom, match="in backward"):
+        Bad.apply(x).sum().backward()
+    Cube.apply(x).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), 3 * X ** 2, atol=1e-14)
+
+
+def test_a_wrong_number_of_gradients_is_embers_error():
+    class TwoGrads(Cube):
+        @staticmethod
+        def backward(ctx, grad):
+            return grad, grad
+
+    x = f64(X, requires_grad=True)  # held: a leaf no one holds gets no gradient computed
+    with pytest.raises(RuntimeError, match="TwoGrads: backward returned 2 gradients; expected 1"):
+        TwoGrads.apply(x).sum().backward()
+
+
+def test_a_gradient_of_the_wrong_shape_is_embers_error():
+    class WrongShape(Cube):
+        @staticmethod
+        def backward(ctx, grad):
+            return grad.sum(0)
+
+    x = f64(X, requires_grad=True)
+    with pytest.raises(RuntimeError, match=r"WrongShape: backward returned a gradient of shape \[4\]"):
+        WrongShape.apply(x).sum().backward()
+
+
+def test_forward_must_return_one_tensor():
+    class Pair(Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x, x
+
+    with pytest.raises(TypeError, match="Pair.forward must return one Tensor"):
+        Pair.apply(f64(X, requires_grad=True))
+
+
+def test_saved_tensors_outside_forward_and_backward_is_an_error():
+    ctx = ember.autograd.FunctionCtx()
+    with pytest.raises(RuntimeError, match="inside forward or backward"):
+        ctx.saved_tensors

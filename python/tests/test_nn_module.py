@@ -1,0 +1,213 @@
+"""nn.Module subclassed in Python, with Python parameters and C++ layers as children:
+registration, dotted names, state_dict, modes, hooks, to(dtype); the C++ layers on their
+own against PyTorch's."""
+
+import numpy as np
+import pytest
+
+import ember
+import ember.nn as nn
+
+try:
+    import torch
+except ImportError:
+    torch = None
+
+needs_torch = pytest.mark.skipif(torch is None, reason="PyTorch is not installed")
+
+RNG = np.random.default_rng(11)
+
+
+def f64(a, requires_grad=False):
+    return ember.tensor(np.asarray(a).tolist(), dtype=ember.float64, requires_grad=requires_grad)
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.scale = nn.Parameter(ember.ones(3, dtype=ember.float64))
+        self.lin = nn.Linear(4, 3, dtype=ember.float64, generator=ember.Generator(0))
+        self.block = nn.Sequential(nn.LayerNorm(3, dtype=ember.float64), nn.Dropout(0.5))
+        self.register_buffer("offset", ember.zeros(3, dtype=ember.float64))
+        self.not_registered = ember.ones(2)
+
+    def forward(self, x):
+        return self.block(self.lin(x) * self.scale) + self.offset
+
+
+def test_parameters_of_python_and_cpp_modules_have_dotted_names():
+    m = Model()
+    names = [n for n, _ in m.named_parameters()]
+    assert names == ["scale", "lin.weight", "lin.bias", "block.0.weight", "block.0.bias"]
+    assert len(list(m.parameters())) == 5
+    assert [n for n, _ in m.named_children()] == ["lin", "block"]
+    assert len(list(m.modules())) == 5
+    assert isinstance(m.scale, nn.Parameter) and m.scale.requires_grad and m.scale.is_leaf
+    assert list(m.state_dict()) == names[:1] + ["offset"] + names[1:]
+    assert m.lin.weight.shape == (3, 4) and m.lin.in_features == 4
+
+
+def test_gradients_reach_python_and_cpp_parameters():
+    m = Model().eval()
+    m(f64(RNG.standard_normal((2, 4)))).sum().backward()
+    assert all(p.grad is not None for p in m.parameters())
+    m.zero_grad()
+    assert all(p.grad is None for p in m.parameters())
+
+
+def test_train_and_eval_reach_the_cpp_layers():
+    m = Model()
+    assert m.training and m.block[1].training
+    m.eval()
+    assert not m.training and not m.block[1].training and not m.block[1]._impl.training
+    x = f64(RNG.standard_normal((2, 4)))
+    assert ember.equal(m(x), m(x))  # no dropout in eval mode
+    m.train()
+    assert m.block[1]._impl.training
+
+
+def test_state_dict_round_trip():
+    a, b = Model(), Model()
+    with ember.no_grad():
+        a.scale.fill_(2.0)
+        a.offset.fill_(0.5)
+    missing, unexpected = b.load_state_dict(a.state_dict())
+    assert missing == [] and unexpected == []
+    x = f64(RNG.standard_normal((2, 4)))
+    assert ember.equal(a.eval()(x), b.eval()(x))
+    assert b.scale.tolist() == [2.0, 2.0, 2.0]
+
+
+def test_load_state_dict_names_every_problem():
+    m = Model()
+    state = dict(m.state_dict())
+    del state["scale"]
+    state["extra"] = ember.ones(1)
+    with pytest.raises(RuntimeError, match='missing key "scale".*unexpected key "extra"'):
+        m.load_state_dict(state)
+    result = m.load_state_dict(state, strict=False)
+    assert result.missing_keys == ["scale"] and result.unexpected_keys == ["extra"]
+    state["lin.weight"] = ember.ones(2, 2, dtype=ember.float64)
+    with pytest.raises(RuntimeError, match="lin.weight"):
+        m.load_state_dict(state, strict=False)
+
+
+def test_forward_hooks_see_and_may_replace_the_output():
+    m = Model().eval()
+    seen = []
+    handle = m.lin.register_forward_hook(lambda mod, args, out: seen.append(out.shape))
+    replace = m.register_forward_hook(lambda mod, args, out: out * 0.0)
+    y = m(f64(RNG.standard_normal((2, 4))))
+    assert seen == [(2, 3)] and y.abs().sum().item() == 0
+    handle.remove()
+    replace.remove()
+    m(f64(RNG.standard_normal((2, 4))))
+    assert len(seen) == 1
+
+
+def test_to_converts_in_place_keeping_the_handles():
+    m = Model()
+    params = list(m.parameters())
+    m.to(ember.float32)
+    assert all(p.dtype == ember.float32 for p in m.parameters())
+    assert all(p.dtype == ember.float32 for p in params)  # the same tensors
+    assert m.offset.dtype == ember.float32
+    m(ember.ones(2, 4))
+
+
+def test_assignment_rules():
+    m = Model()
+    with pytest.raises(TypeError, match="parameter 'scale'"):
+        m.scale = ember.ones(3)
+    m.scale = None
+    assert "scale" not in dict(m.named_parameters())
+
+    class NoInit(nn.Module):
+        def __init__(self):
+            self.w = nn.Parameter(ember.ones(1))
+
+    with pytest.raises(AttributeError, match="before Module.__init__"):
+        NoInit()
+
+
+def test_tied_parameters_are_listed_once():
+    m = nn.Module()
+    m.a = nn.Parameter(ember.ones(2))
+    m.b = m.a
+    assert [n for n, _ in m.named_parameters()] == ["a"]
+
+
+@needs_torch
+def test_multihead_attention_matches_pytorch_with_masks_and_weights():
+    E, H, kdim, vdim = 8, 2, 6, 5
+    mha = nn.MultiheadAttention(E, H, kdim=kdim, vdim=vdim, dtype=ember.float64,
+                                generator=ember.Generator(2))
+    t = torch.nn.MultiheadAttention(E, H, kdim=kdim, vdim=vdim, batch_first=True, dtype=torch.float64)
+    p = {n: torch.tensor(v.numpy()) for n, v in mha.state_dict().items()}
+    with torch.no_grad():
+        t.q_proj_weight.copy_(p["q_proj.weight"])
+        t.k_proj_weight.copy_(p["k_proj.weight"])
+        t.v_proj_weight.copy_(p["v_proj.weight"])
+        t.in_proj_bias.copy_(torch.cat([p["q_proj.bias"], p["k_proj.bias"], p["v_proj.bias"]]))
+        t.out_proj.weight.copy_(p["out_proj.weight"])
+        t.out_proj.bias.copy_(p["out_proj.bias"])
+    q, k, v = RNG.standard_normal((2, 3, E)), RNG.standard_normal((2, 4, kdim)), RNG.standard_normal((2, 4, vdim))
+    pad = np.array([[False, False, False, True], [False, False, False, False]])
+    attn = np.array([[False, True, False, False]] * 3)
+    for average in (True, False):
+        out, w = mha(f64(q), f64(k), f64(v), key_padding_mask=ember.tensor(pad.tolist()),
+                     attn_mask=ember.tensor(attn.tolist()), average_attn_weights=average)
+        tout, tw = t(torch.tensor(q), torch.tensor(k), torch.tensor(v), key_padding_mask=torch.tensor(pad),
+                     attn_mask=torch.tensor(attn), average_attn_weights=average)
+        np.testing.assert_allclose(out.detach().numpy(), tout.detach().numpy(), rtol=0, atol=1e-12)
+        np.testing.assert_allclose(w.detach().numpy(), tw.detach().numpy(), rtol=0, atol=1e-12)
+    out, w = mha(f64(q), f64(k), f64(v), need_weights=False)
+    assert w is None
+
+
+@needs_torch
+def test_encoder_layer_matches_pytorch():
+    layer = nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, dropout=0.0, dtype=ember.float64,
+                                       generator=ember.Generator(4))
+    t = torch.nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, dropout=0.0, batch_first=True,
+                                         dtype=torch.float64)
+    p = {n: torch.tensor(v.numpy()) for n, v in layer.state_dict().items()}
+    attn = "self_attn."
+    with torch.no_grad():
+        t.self_attn.in_proj_weight.copy_(torch.cat([p[attn + s + "_proj.weight"] for s in "qkv"]))
+        t.self_attn.in_proj_bias.copy_(torch.cat([p[attn + s + "_proj.bias"] for s in "qkv"]))
+        t.self_attn.out_proj.weight.copy_(p[attn + "out_proj.weight"])
+        t.self_attn.out_proj.bias.copy_(p[attn + "out_proj.bias"])
+        for name in ["linear1", "linear2"]:
+            getattr(t, name).weight.copy_(p["ffn." + name + ".weight"])
+            getattr(t, name).bias.copy_(p["ffn." + name + ".bias"])
+        for name in ["norm1", "norm2"]:
+            getattr(t, name).weight.copy_(p[name + ".weight"])
+            getattr(t, name).bias.copy_(p[name + ".bias"])
+    x = RNG.standard_normal((2, 5, 8))
+    pad = np.array([[False] * 5, [False] * 3 + [True] * 2])
+    y = layer(f64(x), src_key_padding_mask=ember.tensor(pad.tolist()))
+    # training mode (dropout is 0): PyTorch's eval fast path zeroes padded positions
+    ty = t(torch.tensor(x), src_key_padding_mask=torch.tensor(pad))
+    np.testing.assert_allclose(y.detach().numpy(), ty.detach().numpy(), rtol=0, atol=1e-12)
+
+
+def test_decoder_layer_and_transformer_run_with_pytorch_aliases():
+    dec = nn.TransformerDecoderLayer(8, 2, dim_feedforward=16, dropout=0.0, dtype=ember.float64)
+    assert nn.DecoderLayer is nn.TransformerDecoderLayer
+    y = dec(f64(RNG.standard_normal((2, 3, 8))), f64(RNG.standard_normal((2, 4, 8))), tgt_is_causal=True)
+    assert y.shape == (2, 3, 8)
+    assert "cross_attn.q_proj.weight" in dict(dec.named_parameters())
+    model = nn.Transformer(10, 12, d_model=8, nhead=2, dim_feedforward=16, dropout=0.0)
+    logits = model(ember.tensor([[1, 2, 3, 0]]), ember.tensor([[1, 4, 5]]))
+    assert logits.shape == (1, 3, 12)
+    with pytest.raises(ValueError, match="batch-first"):
+        nn.MultiheadAttention(8, 2, batch_first=False)
+
+
+def test_embedding_and_dropout_modules():
+    emb = nn.Embedding(10, 4, padding_idx=0)
+    out = emb(ember.tensor([[0, 3], [9, 0]]))
+    assert out.shape == (2, 2, 4) and out[0, 0].abs().sum().item() == 0
+    drop = nn.Dropout(0.5, generator=ember.Generator(3))
+    assert ember.equal(drop.eval()(out), out)
