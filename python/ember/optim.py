@@ -8,9 +8,6 @@ the optimizer's step (the rate they set is the one that step uses)."""
 from . import _C
 
 _optim = _C._optim
-InverseSqrtSchedule = _optim.InverseSqrtSchedule
-WarmupCosineSchedule = _optim.WarmupCosineSchedule
-ConstantSchedule = _optim.ConstantSchedule
 
 
 def _named(params):
@@ -120,3 +117,47 @@ class AdamW(Adam):
                  amsgrad=False):
         self._params = _named(params)
         self._impl = _optim.AdamW(self._params, lr, betas[0], betas[1], eps, weight_decay, amsgrad)
+
+
+class _Schedule:
+    """step(optimizer) sets the optimizer's rate for the step about to be taken and returns
+    it; lr_at(step) is the rate of a step (1-based); last_step counts the steps taken."""
+
+    _cpp = None
+
+    def __init__(self, *args, **kwargs):
+        self._impl = self._cpp(*args, **kwargs)
+
+    def step(self, optimizer):
+        return self._impl.step(optimizer._impl)
+
+    def lr_at(self, step):
+        return self._impl.lr_at(step)
+
+    @property
+    def last_step(self):
+        return self._impl.last_step
+
+    @last_step.setter
+    def last_step(self, step):
+        self._impl.last_step = step
+
+
+class InverseSqrtSchedule(_Schedule):
+    """InverseSqrtSchedule(d_model, warmup, factor=1.0): factor * d_model^-0.5 *
+    min(step^-0.5, step * warmup^-1.5), as in "Attention Is All You Need"."""
+
+    _cpp = _optim.InverseSqrtSchedule
+
+
+class WarmupCosineSchedule(_Schedule):
+    """WarmupCosineSchedule(peak_lr, warmup, total, min_lr=0.0): linear warm-up to peak_lr,
+    then cosine decay to min_lr at step total."""
+
+    _cpp = _optim.WarmupCosineSchedule
+
+
+class ConstantSchedule(_Schedule):
+    """ConstantSchedule(lr): lr at every step."""
+
+    _cpp = _optim.ConstantSchedule

@@ -127,5 +127,6 @@ def test_a_schedule_sets_the_rate_before_the_step():
     model = Net()
     opt = ember.optim.Adam(model.parameters(), lr=1.0)
     sched = ember.optim.WarmupCosineSchedule(peak_lr=0.5, warmup=2, total=10)
-    assert sched.step(opt._impl) == pytest.approx(0.25)
-    assert opt.param_groups[0]["lr"] == pytest.approx(0.25)
+    assert sched.step(opt) == pytest.approx(0.25)
+    assert opt.param_groups[0]["lr"] == pytest.approx(0.25) and sched.last_step == 1
+    assert sched.lr_at(2) == pytest.approx(0.5)
