@@ -156,3 +156,28 @@ def test_saved_tensors_outside_forward_and_backward_is_an_error():
     ctx = ember.autograd.FunctionCtx()
     with pytest.raises(RuntimeError, match="inside forward or backward"):
         ctx.saved_tensors
+
+
+def test_the_context_is_released_with_the_graph():
+    import gc
+    import weakref
+
+    refs = []
+
+    class Kept(Cube):
+        @staticmethod
+        def forward(ctx, x):
+            refs.append(weakref.ref(ctx))
+            return Cube.forward(ctx, x)
+
+    y = Kept.apply(f64(X, requires_grad=True))
+    gc.collect()
+    assert refs[0]() is not None  # the node holds it for backward
+    del y
+    gc.collect()
+    assert refs[0]() is None
+
+
+def test_gradcheck_of_a_function_with_a_number_argument():
+    a, b = f64(X, requires_grad=True), f64(G, requires_grad=True)
+    assert ember.autograd.gradcheck(lambda a, b: ScaledMul.apply(a, 0.5, b), [a, b]).passed
