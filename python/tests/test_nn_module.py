@@ -165,30 +165,59 @@ def test_multihead_attention_matches_pytorch_with_masks_and_weights():
     assert w is None
 
 
+def copy_attention(t_attn, p, prefix):
+    """ember's q/k/v projections into PyTorch's packed in_proj."""
+    t_attn.in_proj_weight.copy_(torch.cat([p[prefix + s + "_proj.weight"] for s in "qkv"]))
+    t_attn.in_proj_bias.copy_(torch.cat([p[prefix + s + "_proj.bias"] for s in "qkv"]))
+    t_attn.out_proj.weight.copy_(p[prefix + "out_proj.weight"])
+    t_attn.out_proj.bias.copy_(p[prefix + "out_proj.bias"])
+
+
+def torch_layer(layer, t, norms):
+    """PyTorch's layer t with the values of ember's layer."""
+    p = {n: torch.tensor(v.numpy()) for n, v in layer.state_dict().items()}
+    with torch.no_grad():
+        copy_attention(t.self_attn, p, "self_attn.")
+        if hasattr(t, "multihead_attn"):
+            copy_attention(t.multihead_attn, p, "cross_attn.")
+        for name in ["linear1", "linear2"]:
+            getattr(t, name).weight.copy_(p["ffn." + name + ".weight"])
+            getattr(t, name).bias.copy_(p["ffn." + name + ".bias"])
+        for name in norms:
+            getattr(t, name).weight.copy_(p[name + ".weight"])
+            getattr(t, name).bias.copy_(p[name + ".bias"])
+    return t  # in training mode (dropout is 0): PyTorch's eval fast path zeroes padding
+
+
 @needs_torch
 def test_encoder_layer_matches_pytorch():
     layer = nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, dropout=0.0, dtype=ember.float64,
                                        generator=ember.Generator(4))
-    t = torch.nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, dropout=0.0, batch_first=True,
-                                         dtype=torch.float64)
-    p = {n: torch.tensor(v.numpy()) for n, v in layer.state_dict().items()}
-    attn = "self_attn."
-    with torch.no_grad():
-        t.self_attn.in_proj_weight.copy_(torch.cat([p[attn + s + "_proj.weight"] for s in "qkv"]))
-        t.self_attn.in_proj_bias.copy_(torch.cat([p[attn + s + "_proj.bias"] for s in "qkv"]))
-        t.self_attn.out_proj.weight.copy_(p[attn + "out_proj.weight"])
-        t.self_attn.out_proj.bias.copy_(p[attn + "out_proj.bias"])
-        for name in ["linear1", "linear2"]:
-            getattr(t, name).weight.copy_(p["ffn." + name + ".weight"])
-            getattr(t, name).bias.copy_(p["ffn." + name + ".bias"])
-        for name in ["norm1", "norm2"]:
-            getattr(t, name).weight.copy_(p[name + ".weight"])
-            getattr(t, name).bias.copy_(p[name + ".bias"])
+    t = torch_layer(layer, torch.nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, dropout=0.0,
+                                                            batch_first=True, dtype=torch.float64),
+                    ["norm1", "norm2"])
     x = RNG.standard_normal((2, 5, 8))
     pad = np.array([[False] * 5, [False] * 3 + [True] * 2])
     y = layer(f64(x), src_key_padding_mask=ember.tensor(pad.tolist()))
-    # training mode (dropout is 0): PyTorch's eval fast path zeroes padded positions
     ty = t(torch.tensor(x), src_key_padding_mask=torch.tensor(pad))
+    np.testing.assert_allclose(y.detach().numpy(), ty.detach().numpy(), rtol=0, atol=1e-12)
+
+
+@needs_torch
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_decoder_layer_matches_pytorch(norm_first):
+    layer = nn.TransformerDecoderLayer(8, 2, dim_feedforward=16, dropout=0.0, activation="gelu",
+                                       norm_first=norm_first, dtype=ember.float64,
+                                       generator=ember.Generator(5))
+    t = torch_layer(layer, torch.nn.TransformerDecoderLayer(8, 2, dim_feedforward=16, dropout=0.0,
+                                                            activation="gelu", norm_first=norm_first,
+                                                            batch_first=True, dtype=torch.float64),
+                    ["norm1", "norm2", "norm3"])
+    x, memory = RNG.standard_normal((2, 4, 8)), RNG.standard_normal((2, 5, 8))
+    pad = np.array([[False] * 5, [False] * 2 + [True] * 3])
+    y = layer(f64(x), f64(memory), memory_key_padding_mask=ember.tensor(pad.tolist()), tgt_is_causal=True)
+    causal = torch.triu(torch.ones(4, 4, dtype=torch.bool), diagonal=1)  # True = blocked
+    ty = t(torch.tensor(x), torch.tensor(memory), tgt_mask=causal, memory_key_padding_mask=torch.tensor(pad))
     np.testing.assert_allclose(y.detach().numpy(), ty.detach().numpy(), rtol=0, atol=1e-12)
 
 
