@@ -216,10 +216,7 @@ void Module::load_state_dict(const StateDict& state, bool strict) {
 
 namespace {
 
-// t's values converted to dtype, held by t itself: the same handle (and every copy of
-// it, such as an optimizer's) sees the new storage, dtype and strides, as PyTorch's
-// param.data = param.data.to(dtype) does. A gradient is converted alike.
-void convert_in_place(TensorImpl& t, DType dtype) {
+void convert_impl(TensorImpl& t, DType dtype) {
   auto values = std::make_shared<TensorImpl>();  // t's values alone, without its autograd state
   values->storage = t.storage;
   values->shape = t.shape;
@@ -231,19 +228,27 @@ void convert_in_place(TensorImpl& t, DType dtype) {
   t.strides = c.strides();
   t.offset = c.offset();
   t.dtype = dtype;
-  if (t.grad) convert_in_place(*t.grad, dtype);
+  if (t.grad) convert_impl(*t.grad, dtype);
 }
 
 }  // namespace
+
+void convert_in_place(const Tensor& t, DType dtype) {
+  check_defined(t, "convert_in_place", "the tensor");
+  if (!is_floating(t.dtype()) || !is_floating(dtype))
+    fail("convert_in_place", "converts float32 and float64 tensors, got ", dtype_name(t.dtype()), " to ",
+         dtype_name(dtype));
+  if (t.dtype() != dtype) convert_impl(*t.impl(), dtype);
+}
 
 void Module::to(DType dtype) {
   for (auto& [n, t] : params_) check_parameter(n, *t);
   if (!is_floating(dtype)) fail("Module::to", "parameters must be float32 or float64, got ", dtype_name(dtype));
   NoGradGuard ng;
   for (auto& [n, t] : params_)
-    if (t->dtype() != dtype) convert_in_place(*t->impl(), dtype);
+    convert_in_place(*t, dtype);
   for (auto& [n, t, p] : buffers_)
-    if (t->defined() && is_floating(t->dtype()) && t->dtype() != dtype) convert_in_place(*t->impl(), dtype);
+    if (t->defined() && is_floating(t->dtype())) convert_in_place(*t, dtype);
   for (auto& [n, c] : children_) c->to(dtype);
 }
 

@@ -60,6 +60,12 @@ class HookList {
   std::shared_ptr<List> hooks_;
 };
 
+// Converts t's values to dtype in place, held by t itself: every handle to it (an
+// optimizer's copy, a Python Parameter) sees the new storage, dtype and strides, as
+// PyTorch's param.data = param.data.to(dtype) does, and its gradient is converted alike.
+// Module::to converts with this. Error unless t and dtype are float32 or float64.
+void convert_in_place(const Tensor& t, DType dtype);
+
 // The base of every layer: holds its parameters, buffers and sub-modules, registered by
 // name in the constructor, its training mode and forward hooks. Registration keeps a
 // pointer to the member tensor, so a module is neither copied nor moved; hold it by

@@ -8,6 +8,7 @@
 #include "bindings.h"
 #include "nn/attention.h"
 #include "nn/functional.h"
+#include "nn/module.h"
 
 namespace ember::python {
 
@@ -17,27 +18,6 @@ nn::AttentionMask blocked_mask(const std::optional<Tensor>& blocked) {
   return blocked ? nn::AttentionMask::blocked(*blocked) : nn::AttentionMask();
 }
 
-namespace {
-
-// t's values converted to dtype, held by t itself, as nn::Module::to converts its own: every
-// handle (a Python Parameter, an optimizer's copy) sees the new dtype, and so does t's
-// gradient.
-void convert_in_place(TensorImpl& t, DType dtype) {
-  auto values = std::make_shared<TensorImpl>();  // t's values without its autograd state
-  values->storage = t.storage;
-  values->shape = t.shape;
-  values->strides = t.strides;
-  values->offset = t.offset;
-  values->dtype = t.dtype;
-  const Tensor c = Tensor(values).to(dtype).contiguous();
-  t.storage = c.storage();
-  t.strides = c.strides();
-  t.offset = c.offset();
-  t.dtype = dtype;
-  if (t.grad) convert_in_place(*t.grad, dtype);
-}
-
-}  // namespace
 
 void bind_nn(py::module_& m) {
   py::module_ f = m.def_submodule("_nn", "ember's nn library: import ember.nn rather than this module");
@@ -72,7 +52,7 @@ void bind_nn(py::module_& m) {
 
   f.def("convert_in_place", [](const Tensor& t, DType dtype) {
     if (!is_floating(dtype)) throw py::type_error("Module.to: parameters must be float32 or float64");
-    if (t.dtype() != dtype) convert_in_place(*t.impl(), dtype);
+    nn::convert_in_place(t, dtype);
   }, py::arg("tensor"), py::arg("dtype"));
 
   bind_nn_modules(f);
