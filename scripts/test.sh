@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The test command: install what is missing, then build and run the whole suite twice -
 # Release, and Debug with AddressSanitizer + UndefinedBehaviorSanitizer (the libraries and
-# the Catch2 suite: the examples, tools and benchmarks, and the tests that run them, are the
-# Release build's) - then fuzz the checkpoint loader, the data-file reader and the NumPy-format
+# the Catch2 suite: the examples, tools and benchmarks, the Python module's pytest suite,
+# the API reference and the tests that run them, are the Release build's) - then fuzz the checkpoint loader, the data-file reader and the NumPy-format
 # reader for a minute each (clang's libFuzzer). Fails when any test fails or a fuzzer finds a
 # crash, hang or sanitizer report.
 set -euo pipefail
