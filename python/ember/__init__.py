@@ -6,7 +6,7 @@ from ._C import (  # noqa: F401 - the public names
     Tensor, dtype, float32, float64, int64, bool, float, double, long,
     Generator, manual_seed, default_generator,
     tensor, zeros, ones, empty, full, zeros_like, ones_like, full_like, arange, eye,
-    randn, rand, randint, from_numpy,
+    randn, rand, randint, from_numpy, from_dlpack, to_dlpack,
     add, sub, mul, div, pow, maximum, minimum, neg, exp, log, sqrt, rsqrt, abs, tanh,
     sin, cos, sigmoid, relu, square,
     eq, ne, lt, le, gt, ge, logical_and, logical_or, logical_not, isclose, allclose, equal,

@@ -22,6 +22,7 @@ TensorClass bind_tensor(py::module_& m);  // the class, its metadata and views
 void bind_creation(py::module_& m);  // tensor, zeros, ones, ..., randn
 void bind_indexing(TensorClass& cls);
 void bind_numpy(py::module_& m, TensorClass& cls);
+void bind_dlpack(py::module_& m, TensorClass& cls);  // __dlpack__, from_dlpack
 void bind_ops(py::module_& m, TensorClass& cls);
 void bind_operators(TensorClass& cls);
 void bind_autograd(py::module_& m, TensorClass& cls);

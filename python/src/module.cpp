@@ -38,6 +38,7 @@ PYBIND11_MODULE(_C, m) {
   bind_creation(m);
   bind_indexing(cls);
   bind_numpy(m, cls);
+  bind_dlpack(m, cls);
   bind_ops(m, cls);
   bind_operators(cls);
   bind_autograd(m, cls);
