@@ -16,7 +16,7 @@ from ._C import (  # noqa: F401 - the public names
     is_grad_enabled, set_printoptions,
 )
 from .grad_mode import no_grad, enable_grad, set_grad_enabled  # noqa: F401
-from . import autograd, nn, optim  # noqa: F401
+from . import autograd, nn, optim, watch  # noqa: F401
 from .serialization import save, load  # noqa: F401
 
 __version__ = _C.__version__

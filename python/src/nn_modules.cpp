@@ -125,7 +125,26 @@ void bind_attention(py::module_& m) {
       .def_readonly("q_proj", &nn::MultiHeadAttention::q_proj)
       .def_readonly("k_proj", &nn::MultiHeadAttention::k_proj)
       .def_readonly("v_proj", &nn::MultiHeadAttention::v_proj)
-      .def_readonly("out_proj", &nn::MultiHeadAttention::out_proj);
+      .def_readonly("out_proj", &nn::MultiHeadAttention::out_proj)
+      // hook(module, internals) inside every forward, with the scores and weights as
+      // tensors of the graph; the module then computes attention from primitive ops
+      .def("register_attention_hook", [](nn::MultiHeadAttention& mha, py::function fn) {
+        return mha.register_attention_hook(
+            [fn = hold(std::move(fn))](nn::MultiHeadAttention& module, const nn::AttentionInternals& internals) {
+              py::gil_scoped_acquire gil;
+              (*fn)(py::cast(module, py::return_value_policy::reference), py::cast(internals));
+            });
+      }, py::arg("hook"));
+
+  py::class_<nn::AttentionInternals>(m, "AttentionInternals")
+      .def_readonly("scores", &nn::AttentionInternals::scores)  // [B, H, L, S], the softmax's input
+      .def_readonly("weights", &nn::AttentionInternals::weights)  // [B, H, L, S], before dropout
+      .def_property_readonly("blocked", [](const nn::AttentionInternals& in) { return tensor_or_none(in.blocked); })
+      .def("__repr__", [](const nn::AttentionInternals& in) {
+        return "AttentionInternals(scores=" + shape_str(in.scores.shape()) + ", weights=" +
+               shape_str(in.weights.shape()) + ", blocked=" +
+               (in.blocked.defined() ? shape_str(in.blocked.shape()) : std::string("None")) + ")";
+      });
 }
 
 void bind_transformer(py::module_& m) {
@@ -143,7 +162,10 @@ void bind_transformer(py::module_& m) {
         const nn::AttentionMask pad = blocked_mask(src_key_padding_mask), mask = blocked_mask(src_mask);
         py::gil_scoped_release nogil;
         return layer.forward(src, pad, mask);
-      }, py::arg("src"), py::arg("src_mask") = py::none(), py::arg("src_key_padding_mask") = py::none());
+      }, py::arg("src"), py::arg("src_mask") = py::none(), py::arg("src_key_padding_mask") = py::none())
+      .def_readonly("self_attn", &nn::EncoderLayer::self_attn)
+      .def_readonly("norm1", &nn::EncoderLayer::norm1)
+      .def_readonly("norm2", &nn::EncoderLayer::norm2);
 
   py::class_<nn::DecoderLayer, nn::Module, std::shared_ptr<nn::DecoderLayer>>(m, "TransformerDecoderLayer")
       .def(py::init([](int64_t d_model, int64_t nhead, int64_t dim_ff, double dropout, const std::string& activation,
@@ -163,7 +185,13 @@ void bind_transformer(py::module_& m) {
         py::gil_scoped_release nogil;
         return layer.forward(tgt, memory, call);
       }, py::arg("tgt"), py::arg("memory"), py::arg("tgt_key_padding_mask") = py::none(),
-         py::arg("memory_key_padding_mask") = py::none(), py::arg("tgt_is_causal") = false);
+         py::arg("memory_key_padding_mask") = py::none(), py::arg("tgt_is_causal") = false)
+      .def_readonly("self_attn", &nn::DecoderLayer::self_attn)
+      .def_readonly("multihead_attn", &nn::DecoderLayer::cross_attn)  // PyTorch's name
+      .def_readonly("cross_attn", &nn::DecoderLayer::cross_attn)
+      .def_readonly("norm1", &nn::DecoderLayer::norm1)
+      .def_readonly("norm2", &nn::DecoderLayer::norm2)
+      .def_readonly("norm3", &nn::DecoderLayer::norm3);
 
   // ember's whole model: embeddings, positional encoding, both stacks and the output
   // projection, on token ids (not torch.nn.Transformer's embedded inputs)

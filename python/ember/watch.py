@@ -1,0 +1,23 @@
+"""The attention watch's statistics (docs/watching-attention.md) for Python programs.
+
+`head_statistics(scores, weights, dscores, dweights, blocked, query_padding)` measures one
+attention module on one batch, per head, from what an attention hook hands over
+(`MultiheadAttention.register_attention_hook`) and the gradients reaching it
+(`ember.autograd.grad`): a dict from each name of `quantities` to one value per head. The
+projections' gradient norms, which need the module's weights, are not among them."""
+
+from . import _C
+
+_PROJECTIONS = ("grad_q_proj_norm", "grad_k_proj_norm")
+quantities = [q for q in _C.watch.quantities if q not in _PROJECTIONS]
+meaning = _C.watch.meaning
+
+
+def head_statistics(scores, weights, dscores=None, dweights=None, blocked=None, query_padding=None):
+    """Per head, the watch's quantities of one attention module on one batch: scores and
+    weights [B, H, L, S] (scores may be None: score_std is then NaN), the loss's gradient
+    reaching each (None: zero), the blocked pairs (bool, broadcasting to [B, H, L, S]) and
+    the padding queries (bool [B, L]). Queries that are padding or have fewer than two
+    allowed keys are left out. Returns {quantity: [one float per head]}."""
+    stats = _C.watch.head_statistics(scores, weights, dscores, dweights, blocked, query_padding)
+    return {q: v for q, v in stats.items() if q not in _PROJECTIONS}
