@@ -73,7 +73,7 @@ void bind_function(py::module_& m) {
         out = (*forward)(pyctx, in);
       }
       if (!py::isinstance<Tensor>(out))
-        throw py::type_error(name + ".forward must return one Tensor, got " + type_name(out));
+        throw py::type_error(name + ".forward must return a Tensor or a tuple of Tensors, got " + type_name(out));
       ctx.saved_data["python"] = hold(pyctx);
       return out.cast<Tensor>();
     };

@@ -142,14 +142,30 @@ def test_a_gradient_of_the_wrong_shape_is_embers_error():
         WrongShape.apply(x).sum().backward()
 
 
-def test_forward_must_return_one_tensor():
-    class Pair(Function):
+def test_forward_must_return_tensors():
+    class Listed(Function):
         @staticmethod
         def forward(ctx, x):
-            return x, x
+            return [x, x]
 
-    with pytest.raises(TypeError, match="Pair.forward must return one Tensor"):
-        Pair.apply(f64(X, requires_grad=True))
+    with pytest.raises(TypeError, match="Listed.forward must return a Tensor or a tuple of Tensors, got list"):
+        Listed.apply(f64(X, requires_grad=True))
+
+    class Mixed(Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x, 3
+
+    with pytest.raises(TypeError, match="Mixed.forward must return Tensors, got int at position 1"):
+        Mixed.apply(f64(X, requires_grad=True))
+
+    class TwoDtypes(Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x, x.float()
+
+    with pytest.raises(TypeError, match="must share a dtype; output 1 is ember.float32, the ones before ember.float64"):
+        TwoDtypes.apply(f64(X, requires_grad=True))
 
 
 def test_saved_tensors_outside_forward_and_backward_is_an_error():
@@ -181,3 +197,112 @@ def test_the_context_is_released_with_the_graph():
 def test_gradcheck_of_a_function_with_a_number_argument():
     a, b = f64(X, requires_grad=True), f64(G, requires_grad=True)
     assert ember.autograd.gradcheck(lambda a, b: ScaledMul.apply(a, 0.5, b), [a, b]).passed
+
+
+class SinCos(Function):
+    """Two outputs; backward takes a gradient for each."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return ember.sin(x), ember.cos(x)
+
+    @staticmethod
+    def backward(ctx, gs, gc):
+        (x,) = ctx.saved_tensors
+        return gs * ember.cos(x) - gc * ember.sin(x)
+
+
+class ExpAndSquare(Function):
+    """Saves one of its outputs: a double backward must flow through it."""
+
+    @staticmethod
+    def forward(ctx, x):
+        e = ember.exp(x)
+        ctx.save_for_backward(x, e)
+        return e, x * x
+
+    @staticmethod
+    def backward(ctx, ge, gsq):
+        x, e = ctx.saved_tensors
+        return ge * e + gsq * 2.0 * x
+
+
+class MaxWithIndex(Function):
+    """A float output and an int64 one, marked non-differentiable."""
+
+    @staticmethod
+    def forward(ctx, x):
+        values, indices = ember.max(x, dim=1)
+        ctx.mark_non_differentiable(indices)
+        ctx.save_for_backward(indices)
+        ctx.shape = x.shape
+        return values, indices
+
+    @staticmethod
+    def backward(ctx, gv, gi):
+        (indices,) = ctx.saved_tensors
+        assert gi.dtype == ember.int64 and gi.tolist() == [0] * len(gi.tolist())
+        out = ember.zeros(*ctx.shape, dtype=gv.dtype)
+        for r, c in enumerate(indices.tolist()):
+            out[r, c] = gv[r].item()
+        return out
+
+
+def test_multiple_outputs_get_their_gradients():
+    x = f64(X, requires_grad=True)
+    s, c = SinCos.apply(x)
+    assert s.grad_fn is not None and ember.allclose(s, ember.sin(x)) and ember.allclose(c, ember.cos(x))
+    (s * f64(G) + c * f64(G) ** 2).sum().backward()
+    want = np.cos(X) * G - np.sin(X) * G ** 2
+    assert np.allclose(x.grad.numpy(), want, rtol=1e-14, atol=1e-15)
+    # an output not used gets zeros
+    x2 = f64(X, requires_grad=True)
+    (SinCos.apply(x2)[1] * f64(G)).sum().backward()
+    assert np.allclose(x2.grad.numpy(), -np.sin(X) * G, rtol=1e-14, atol=1e-15)
+
+
+@pytest.mark.parametrize("contiguous", [True, False])
+def test_multiple_outputs_to_second_order(contiguous):
+    x = f64(X if contiguous else X.T, requires_grad=True)
+    if not contiguous:
+        x = f64(X.T).t().requires_grad_()  # a non-contiguous leaf
+    w1, w2 = f64(G if contiguous else G), f64(G[::-1].copy())
+
+    def f(t):
+        a, b = ExpAndSquare.apply(t)
+        return a * w1 + b * w2
+
+    assert ember.autograd.gradcheck(f, [x]).passed
+    assert ember.autograd.gradgradcheck(f, [x]).passed
+    e, sq = ExpAndSquare.apply(x)
+    (gx,) = ember.autograd.grad((e * w1).sum(), (x,), create_graph=True)
+    (ggx,) = ember.autograd.grad(gx.sum(), (x,))
+    assert np.allclose(ggx.numpy(), np.exp(x.detach().numpy()) * G, rtol=1e-14)  # through the saved output
+
+
+def test_non_differentiable_outputs():
+    x = f64(X, requires_grad=True)
+    values, indices = MaxWithIndex.apply(x)
+    assert indices.dtype == ember.int64 and indices.grad_fn is None and not indices.requires_grad
+    assert indices.tolist() == X.argmax(1).tolist()
+    (values * f64(G[:, 0])).sum().backward()
+    want = np.zeros_like(X)
+    want[np.arange(3), X.argmax(1)] = G[:, 0]
+    assert np.array_equal(x.grad.numpy(), want)
+
+
+def test_a_one_tuple_is_a_tuple():
+    class One(Function):
+        @staticmethod
+        def forward(ctx, x):
+            return (x * 2.0,)
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2.0
+
+    x = f64(X, requires_grad=True)
+    (y,) = One.apply(x)
+    y.sum().backward()
+    assert x.grad.tolist() == np.full_like(X, 2.0).tolist()
