@@ -10,7 +10,7 @@ them, and fails naming the notebook, the cell and the error when a cell raises.
 
 The kernel inherits this process's environment: PYTHONPATH must reach ember
 (PYTHONPATH=build/python). Exit status: 0 when all passed, 1 when one failed, 77 (CTest's
-skip) when nbclient, ipykernel or matplotlib is missing."""
+skip) when nbclient, ipykernel, matplotlib or torch is missing."""
 
 import argparse
 import os
@@ -107,9 +107,10 @@ def main():
         import nbformat
         import ipykernel  # noqa: F401
         import matplotlib  # noqa: F401
+        import torch  # noqa: F401 - attention_dimensions compares with it
     except ImportError as e:
         print(f"notebooks skipped: {e.name} is missing (python3-nbclient python3-ipykernel "
-              "python3-matplotlib)")
+              "python3-matplotlib python3-torch)")
         return SKIP
 
     os.environ.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")  # the kernel's debugger, quiet
