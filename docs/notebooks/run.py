@@ -114,6 +114,7 @@ def main():
         return SKIP
 
     os.environ.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")  # the kernel's debugger, quiet
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # no spinning threads on a busy machine
     paths = [p.resolve() for p in args.notebooks] or sorted(HERE.glob("*.ipynb"))
     if not paths:
         print(f"no notebooks in {HERE}", file=sys.stderr)
