@@ -41,10 +41,22 @@ def stored_problems(nb):
 
 def strip_volatile(nb):
     """Drops what changes from one run to the next but the outputs: timings, the kernel's
-    exact version."""
+    exact version, and where the kernel happened to cut its standard output in pieces
+    (consecutive pieces of one stream are joined)."""
     for cell in nb.cells:
         cell.metadata.pop("execution", None)
         cell.metadata.pop("collapsed", None)
+        if cell.cell_type != "code":
+            continue
+        outputs = []
+        for out in cell.outputs:
+            last = outputs[-1] if outputs else None
+            if (out.output_type == "stream" and last is not None and last.output_type == "stream"
+                    and last.name == out.name):
+                last.text += out.text
+            else:
+                outputs.append(out)
+        cell.outputs = outputs
     info = nb.metadata.get("language_info")
     if info is not None:
         nb.metadata["language_info"] = {"name": info.get("name", "python")}
