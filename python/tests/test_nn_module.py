@@ -240,3 +240,36 @@ def test_embedding_and_dropout_modules():
     assert out.shape == (2, 2, 4) and out[0, 0].abs().sum().item() == 0
     drop = nn.Dropout(0.5, generator=ember.Generator(3))
     assert ember.equal(drop.eval()(out), out)
+
+
+def test_cpp_layers_sub_layers_are_modules():
+    layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, generator=ember.Generator(0), dtype=ember.float64)
+    attn = layer.self_attn
+    assert isinstance(attn, nn.MultiheadAttention) and attn is layer.self_attn
+    assert attn.num_heads == 2 and isinstance(attn.q_proj, nn.Linear)
+    names = [n for n, _ in layer.named_modules()]
+    assert "self_attn" in names and "self_attn.q_proj" in names and "norm1" in names
+    assert [n for n, m in layer.named_modules() if isinstance(m, nn.MultiheadAttention)] == ["self_attn"]
+    # the tensors are listed once, under the layer's names, as before
+    assert [n for n, _ in layer.named_parameters()] == [n for n, _ in layer._impl.named_parameters()]
+    assert list(layer.state_dict()) == [n for n, _ in layer._own_state()]
+    # the sub-layer's parameters are the layer's
+    assert attn.q_proj.weight.data_ptr() == dict(layer.named_parameters())["self_attn.q_proj.weight"].data_ptr()
+    # modes follow the C++ modules
+    layer.eval()
+    assert not layer.training and not attn.training and not attn.q_proj.training
+    layer.train()
+    assert attn.training
+    with pytest.raises(RuntimeError, match="self_attn of TransformerEncoderLayer, a C\\+\\+ layer that calls it"):
+        attn.register_forward_hook(lambda m, a, o: None)
+    # a Python model sees the whole tree
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.enc = layer
+            self.head = nn.Linear(8, 3, dtype=ember.float64)
+
+    m = M()
+    assert [n for n, mod in m.named_modules() if isinstance(mod, nn.MultiheadAttention)] == ["enc.self_attn"]
+    assert len(list(m.parameters())) == len(list(layer.parameters())) + 2
+    assert "(self_attn): MultiheadAttention" in repr(m)

@@ -11,22 +11,68 @@ _nn = _C._nn
 
 
 class _CppModule(Module):
-    """A Module over a C++ module `_impl`, built by the subclass with the arguments given."""
+    """A Module over a C++ module `_impl`, built by the subclass with the arguments given.
+    The C++ module's sub-layers (an encoder layer's self_attn, norm1, ...) are reached as
+    attributes and through named_children() and named_modules(), each as a Module over the
+    C++ one (the same object every time); the C++ parent calls them from C++, so Python
+    forward hooks cannot be registered on them (attention hooks can)."""
 
     _cpp = None  # the C++ class
 
     def __init__(self, *args, **kwargs):
         super().__init__()
         self.__dict__["_impl"] = self._cpp(*args, **kwargs)
+        self.__dict__["_inside"] = None  # "<name> of <parent>" for a sub-layer of a C++ module
+        self.__dict__["_sub_layers"] = {}  # name -> the Module over that C++ sub-layer
+
+    @classmethod
+    def _over(cls, impl, inside):
+        """The Module over an existing C++ module (a sub-layer of another)."""
+        m = cls.__new__(cls)
+        Module.__init__(m)
+        m.__dict__.update(_impl=impl, _inside=inside, _sub_layers={})
+        return m
+
+    @property
+    def training(self):
+        return self._impl.training
 
     def forward(self, *args, **kwargs):
         return self._impl.forward(*args, **kwargs)
 
+    def _sub_layer(self, name, impl):
+        cached = self._sub_layers.get(name)
+        if cached is None or cached._impl is not impl:
+            cls = _WRAPPERS.get(type(impl), _CppSubModule)
+            cached = cls._over(impl, f"{name} of {type(self).__name__}")
+            self._sub_layers[name] = cached
+        return cached
+
     def __getattr__(self, name):
         impl = self.__dict__.get("_impl")
         if impl is not None and hasattr(impl, name):
-            return getattr(impl, name)
+            value = getattr(impl, name)
+            return self._sub_layer(name, value) if isinstance(value, _nn.Module) else value
         return super().__getattr__(name)
+
+    def named_children(self):
+        yield from super().named_children()
+        for name, impl in self._impl.named_children():
+            yield name, self._sub_layer(name, impl)
+
+    def register_forward_hook(self, hook):
+        self._hookable("register_forward_hook")
+        return super().register_forward_hook(hook)
+
+    def register_forward_pre_hook(self, hook):
+        self._hookable("register_forward_pre_hook")
+        return super().register_forward_pre_hook(hook)
+
+    def _hookable(self, what):
+        if self._inside is not None:
+            raise RuntimeError(f"{what}: this {type(self).__name__} is the {self._inside}, a C++ layer that calls "
+                               "it from C++, so a Python forward hook would never run; hook the enclosing layer "
+                               "(or, on attention, use register_attention_hook)")
 
     # the C++ module lists its tensors itself, with dotted names below this module
     def _own_parameters(self):
@@ -47,6 +93,13 @@ class _CppModule(Module):
 
     def _to(self, dtype):
         self._impl.to(dtype)
+
+
+class _CppSubModule(_CppModule):
+    """A C++ sub-layer of a type Python has no class for (the feed-forward block, a stack)."""
+
+    def extra_repr(self):
+        return "C++"
 
 
 class Linear(_CppModule):
@@ -160,3 +213,7 @@ class Transformer(_CppModule):
 MultiHeadAttention = MultiheadAttention
 EncoderLayer = TransformerEncoderLayer
 DecoderLayer = TransformerDecoderLayer
+
+# the Module class over each C++ class, for sub-layers reached through a C++ parent
+_WRAPPERS = {c._cpp: c for c in (Linear, Embedding, Dropout, LayerNorm, MultiheadAttention,
+                                 TransformerEncoderLayer, TransformerDecoderLayer, Transformer)}

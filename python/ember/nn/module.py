@@ -143,14 +143,31 @@ class Module:
                 if b is not None and not (persistent_only and n in self._non_persistent)]
 
     def named_modules(self, memo=None, prefix=""):
+        """Every module of the tree once, with its dotted name: the C++ layers' sub-layers
+        included."""
         memo = set() if memo is None else memo
         if id(self) in memo:
             return
         memo.add(id(self))
         yield prefix, self
-        for name, child in self._modules.items():
-            if child is not None:
-                yield from child.named_modules(memo, prefix + ("." if prefix else "") + name)
+        for name, child in self.named_children():
+            yield from child.named_modules(memo, prefix + ("." if prefix else "") + name)
+
+    def _tensor_owners(self, prefix=""):
+        """The modules whose own tensors make up this one's: the Python-registered tree (a
+        C++ layer lists its sub-layers' tensors itself)."""
+        memo = set()
+
+        def walk(mod, prefix):
+            if id(mod) in memo:
+                return
+            memo.add(id(mod))
+            yield prefix, mod
+            for name, child in mod._modules.items():
+                if child is not None:
+                    yield from walk(child, prefix + ("." if prefix else "") + name)
+
+        return walk(self, prefix)
 
     def modules(self):
         for _, m in self.named_modules():
@@ -169,7 +186,7 @@ class Module:
 
     def _named_tensors(self, own, prefix, recurse):
         seen = set()  # a tensor registered twice (tied weights) is listed once, as PyTorch's
-        modules = self.named_modules(prefix=prefix) if recurse else [(prefix, self)]
+        modules = self._tensor_owners(prefix) if recurse else [(prefix, self)]
         for mod_prefix, mod in modules:
             for name, t in own(mod):
                 if hash(t) in seen:  # a Tensor's hash is its identity
@@ -200,7 +217,7 @@ class Module:
         """Parameters and persistent buffers by dotted name. The tensors share memory with
         the module's (detached unless keep_vars), as PyTorch's."""
         out = collections.OrderedDict()
-        for mod_prefix, mod in self.named_modules(prefix=prefix):
+        for mod_prefix, mod in self._tensor_owners(prefix):
             for name, t in mod._own_state():
                 out[mod_prefix + ("." if mod_prefix else "") + name] = t if keep_vars else t.detach()
         return out
@@ -231,7 +248,7 @@ class Module:
     # --- modes and conversions --------------------------------------------------------
 
     def train(self, mode=True):
-        for m in self.modules():
+        for _, m in self._tensor_owners():
             m.__dict__["training"] = mode
             m._set_training(mode)
         return self
@@ -257,7 +274,7 @@ class Module:
     def to(self, dtype):
         """Converts every parameter and floating buffer to dtype in place: each keeps its
         identity, so an optimizer built before goes on updating it."""
-        for m in self.modules():
+        for _, m in self._tensor_owners():
             m._to(dtype)
         return self
 
