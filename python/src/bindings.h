@@ -32,6 +32,7 @@ void bind_nn(py::module_& m);  // nn.functional and the C++ modules, in ember._C
 void bind_nn_modules(py::module_& nn);  // Linear ... Transformer, called by bind_nn
 void bind_optim(py::module_& m);  // optimizers and schedules, in ember._C.optim
 void bind_io(py::module_& m);  // save and load
+void bind_runtime(py::module_& m);  // threads, the default generator's state, the allocator's counters
 void bind_watch(py::module_& m);  // the attention watch's statistics, ember._C.watch
 
 // A shape from PyTorch's two spellings: zeros(2, 3) and zeros((2, 3)) or zeros([2, 3]).

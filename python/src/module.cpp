@@ -48,6 +48,7 @@ PYBIND11_MODULE(_C, m) {
   bind_optim(m);
   bind_io(m);
   bind_watch(m);
+  bind_runtime(m);
   // the classes print as ember.Tensor, the name users import them by
   for (const char* name : {"Tensor", "dtype", "Generator", "Node", "RemovableHandle", "GradcheckReport"})
     m.attr(name).attr("__module__") = "ember";
