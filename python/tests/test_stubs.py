@@ -351,3 +351,12 @@ def test_layer_docstrings_read_as_pytorchs_and_their_examples_run(cls):
         runner.run(test)
     result = runner.summarize(verbose=False)
     assert result.attempted > 0 and result.failed == 0, f"{cls.__name__}: {result}"
+
+
+def test_module_docstring_examples_run():
+    finder = doctest.DocTestFinder()
+    runner = doctest.DocTestRunner(optionflags=doctest.NORMALIZE_WHITESPACE)
+    for test in finder.find(ember.nn.module, "ember.nn.module", globs={"ember": ember, "nn": ember.nn}):
+        runner.run(test)
+    result = runner.summarize(verbose=False)
+    assert result.attempted > 0 and result.failed == 0, result
