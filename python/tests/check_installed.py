@@ -1,7 +1,9 @@
 """Run by the install tests (python/CMakeLists.txt) in a fresh interpreter whose only way
-to ember is the installed copy: `python check_installed.py <dir>` fails unless ember, with
-its extension, stubs and py.typed, is imported from <dir> and computes a gradient."""
+to ember is the installed copy: `python check_installed.py <dir> [pip]` fails unless ember,
+with its extension, stubs and py.typed, is imported from <dir> and computes a gradient;
+with pip, unless the installed distribution's version is ember.__version__."""
 
+import importlib.metadata
 import os
 import sys
 
@@ -13,6 +15,9 @@ assert package.startswith(where + os.sep), f"ember was imported from {package}, 
 assert os.path.realpath(ember._C.__file__).startswith(package + os.sep), ember._C.__file__
 for name in ("py.typed", "_C.pyi", "__init__.pyi", os.path.join("nn", "__init__.pyi")):
     assert os.path.exists(os.path.join(package, name)), f"{name} is not installed in {package}"
+
+if sys.argv[2:] == ["pip"]:
+    assert importlib.metadata.version("ember") == ember.__version__, importlib.metadata.version("ember")
 
 x = ember.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
 loss = (x @ x).sum()

@@ -31,7 +31,7 @@ elseif(EMBER_MODE STREQUAL "pip")
       ${EMBER_SCRATCH}/venv/bin/python -m pip install --quiet --no-index --no-build-isolation
       ${EMBER_SOURCE_DIR})
   run(${CMAKE_COMMAND} -E env --unset=PYTHONPATH PYTHONNOUSERSITE=1 PYTHONDONTWRITEBYTECODE=1
-      ${EMBER_SCRATCH}/venv/bin/python ${check} ${EMBER_SCRATCH}/venv)
+      ${EMBER_SCRATCH}/venv/bin/python ${check} ${EMBER_SCRATCH}/venv pip)
 else()
   message(FATAL_ERROR "python install test: EMBER_MODE must be cmake or pip, got '${EMBER_MODE}'")
 endif()
