@@ -425,8 +425,9 @@ class Tensor:
 # --- creation -------------------------------------------------------------------------
 
 def tensor(data: Any, *, dtype: Optional[_dtype] = None, requires_grad: builtins.bool = False) -> Tensor:
-    """A tensor holding a copy of data (numbers, nested lists, an array, a tensor): floats
-    give float32, ints int64 and bools bool unless dtype says otherwise."""
+    """A tensor holding a copy of data (numbers, nested lists, an array, a tensor): Python
+    floats give float32, ints int64 and bools bool, an array or tensor keeps its dtype,
+    unless dtype says otherwise."""
 def zeros(*size: _Size, dtype: Optional[_dtype] = None, requires_grad: builtins.bool = False) -> Tensor:
     """A tensor of zeros, zeros(2, 3) or zeros((2, 3)); float32 by default."""
 def ones(*size: _Size, dtype: Optional[_dtype] = None, requires_grad: builtins.bool = False) -> Tensor:
