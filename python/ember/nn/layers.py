@@ -103,7 +103,35 @@ class _CppSubModule(_CppModule):
 
 
 class Linear(_CppModule):
-    """Linear(in_features, out_features, bias=True, generator=None, dtype=ember.float32)"""
+    r"""Applies an affine transformation to the last dim: :math:`y = x W^T + b`.
+
+    Args:
+        in_features: size of each input sample.
+        out_features: size of each output sample.
+        bias: if ``False``, the layer learns no additive bias (``bias`` is ``None``).
+            Default: ``True``
+        generator: the :class:`ember.Generator` the initial values are drawn from (the
+            default generator when ``None``).
+        dtype: ``ember.float32`` (default) or ``ember.float64``.
+
+    Shape:
+        - Input: :math:`(*, H_{in})`, :math:`*` any number of dims, :math:`H_{in} =`
+          ``in_features``.
+        - Output: :math:`(*, H_{out})`, :math:`H_{out} =` ``out_features``.
+
+    Attributes:
+        weight: the learnable weights of shape ``(out_features, in_features)``, drawn
+            Kaiming-uniform as PyTorch's.
+        bias: the learnable bias of shape ``(out_features)``, from
+            :math:`\mathcal{U}(-1/\sqrt{in}, 1/\sqrt{in})`.
+
+    Example::
+
+        >>> m = nn.Linear(20, 30)
+        >>> output = m(ember.randn(128, 20))
+        >>> output.shape
+        (128, 30)
+    """
 
     _cpp = _nn.Linear
 
@@ -112,21 +140,90 @@ class Linear(_CppModule):
 
 
 class Embedding(_CppModule):
-    """Embedding(num_embeddings, embedding_dim, padding_idx=None, generator=None, dtype=...);
-    a negative padding_idx does not count from the end."""
+    r"""A lookup table of ``num_embeddings`` vectors of size ``embedding_dim``, indexed by
+    int64 ids of any shape.
+
+    Args:
+        num_embeddings: size of the dictionary of embeddings.
+        embedding_dim: the size of each embedding vector.
+        padding_idx: if given, that row starts at zero and never receives a gradient.
+            Unlike PyTorch's, a negative ``padding_idx`` does not count from the end.
+        generator: the :class:`ember.Generator` the initial values are drawn from (the
+            default generator when ``None``).
+        dtype: ``ember.float32`` (default) or ``ember.float64``.
+
+    Shape:
+        - Input: :math:`(*)`, int64 ids of any shape.
+        - Output: :math:`(*, H)`, :math:`H =` ``embedding_dim``.
+
+    Attributes:
+        weight: the learnable table of shape ``(num_embeddings, embedding_dim)``, drawn
+            from :math:`\mathcal{N}(0, 1)`.
+
+    Example::
+
+        >>> embedding = nn.Embedding(10, 3)
+        >>> ids = ember.tensor([[1, 2, 4, 5], [4, 3, 2, 9]])
+        >>> embedding(ids).shape
+        (2, 4, 3)
+    """
 
     _cpp = _nn.Embedding
 
 
 class Dropout(_CppModule):
-    """Dropout(p=0.5, generator=None): active in training mode only."""
+    r"""During training, zeroes each element with probability ``p`` and scales the others
+    by :math:`\frac{1}{1-p}`; in eval mode, returns its input.
+
+    Args:
+        p: probability of an element to be zeroed. Default: 0.5
+        generator: the :class:`ember.Generator` the masks are drawn from (the default
+            generator when ``None``).
+
+    Shape:
+        - Input: :math:`(*)`, any shape.
+        - Output: :math:`(*)`, the shape of the input.
+
+    Example::
+
+        >>> m = nn.Dropout(p=0.2)
+        >>> x = ember.ones(20, 16)
+        >>> m(x).shape
+        (20, 16)
+        >>> m.eval()(x).equal(x)
+        True
+    """
 
     _cpp = _nn.Dropout
 
 
 class LayerNorm(_CppModule):
-    """LayerNorm(normalized_shape, eps=1e-5, elementwise_affine=True, dtype=...): over the
-    last dim only (normalized_shape an int, or a one-element tuple)."""
+    r"""Applies Layer Normalization over the last dim:
+    :math:`y = \frac{x - \mathrm{E}[x]}{\sqrt{\mathrm{Var}[x] + \epsilon}} * \gamma + \beta`.
+
+    Unlike PyTorch's, only the last dim is normalised: ``normalized_shape`` is its size
+    (an int, or a one-element tuple).
+
+    Args:
+        normalized_shape: the size of the last dim of the input.
+        eps: a value added to the denominator for numerical stability. Default: 1e-5
+        elementwise_affine: if ``True``, learnable per-element ``weight`` (initialised to
+            ones) and ``bias`` (zeros). Default: ``True``
+        dtype: ``ember.float32`` (default) or ``ember.float64``.
+
+    Shape:
+        - Input: :math:`(*, N)`, :math:`N =` ``normalized_shape``.
+        - Output: :math:`(*, N)`, the shape of the input.
+
+    Example::
+
+        >>> layer_norm = nn.LayerNorm(10)
+        >>> y = layer_norm(ember.randn(20, 5, 10))
+        >>> y.shape
+        (20, 5, 10)
+        >>> y.mean(-1).abs().amax().item() < 1e-5
+        True
+    """
 
     _cpp = _nn.LayerNorm
 
@@ -145,14 +242,59 @@ def _batch_first(name, batch_first):
 
 
 class MultiheadAttention(_CppModule):
-    """MultiheadAttention(embed_dim, num_heads, dropout=0.0, bias=True, kdim=None, vdim=None,
-    batch_first=True, generator=None, dropout_generator=None, dtype=ember.float32).
+    r"""Allows the model to jointly attend to information from different representation
+    subspaces, as described in "Attention Is All You Need".
 
-    forward(query [B, L, E], key [B, S, kdim], value [B, S, vdim], key_padding_mask=None,
-    need_weights=True, attn_mask=None, average_attn_weights=True, is_causal=False) returns
-    (output [B, L, E], weights [B, L, S] averaged or [B, H, L, S] per head, or None). Masks
-    are bool, True = blocked; attn_mask is [L, S] or [B, L, S] (not PyTorch's [B*H, L, S]).
-    A query whose keys are all blocked gets out_proj.bias (PyTorch gives NaN)."""
+    .. math::
+        \text{MultiHead}(Q, K, V) = \text{Concat}(head_1,\dots,head_h)W^O
+        \text{ where } head_i = \text{Attention}(QW^Q_i, KW^K_i, VW^V_i).
+
+    ember's layers are batch-first. The projections are separate linear layers ``q_proj``,
+    ``k_proj``, ``v_proj`` and ``out_proj`` (not PyTorch's packed ``in_proj_weight``).
+
+    Args:
+        embed_dim: total dimension of the model.
+        num_heads: number of parallel attention heads; ``embed_dim`` is split across them
+            (each head has dimension ``embed_dim // num_heads``).
+        dropout: dropout probability on the attention weights. Default: ``0.0``
+        bias: if ``True``, the projections have biases. Default: ``True``
+        kdim: total number of features of the keys. Default: ``None`` (``embed_dim``)
+        vdim: total number of features of the values. Default: ``None`` (``embed_dim``)
+        batch_first: must be ``True`` (inputs are (batch, seq, feature)); ``False`` is a
+            ValueError.
+        generator: the :class:`ember.Generator` the initial values are drawn from.
+        dropout_generator: the :class:`ember.Generator` dropout masks are drawn from.
+        dtype: ``ember.float32`` (default) or ``ember.float64``.
+
+    forward(query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
+    average_attn_weights=True, is_causal=False) returns ``(attn_output, attn_weights)``:
+
+        - key_padding_mask: bool, ``True`` where a key is padding and may not be attended.
+        - need_weights: if ``False``, ``attn_weights`` is ``None``.
+        - attn_mask: bool, ``True`` = blocked; :math:`(L, S)` or :math:`(B, L, S)` (not
+          PyTorch's :math:`(B \cdot H, L, S)`; float masks do not exist).
+        - average_attn_weights: if ``True``, the weights are averaged over the heads.
+        - is_causal: blocks key :math:`j > i` for query :math:`i`.
+
+        A query whose keys are all blocked gets ``out_proj.bias`` (PyTorch gives NaN).
+
+    Shape:
+        - query: :math:`(B, L, E)`, :math:`E =` ``embed_dim``.
+        - key: :math:`(B, S, E_k)`, :math:`E_k =` ``kdim``.
+        - value: :math:`(B, S, E_v)`, :math:`E_v =` ``vdim``.
+        - key_padding_mask: :math:`(B, S)`.
+        - attn_output: :math:`(B, L, E)`.
+        - attn_weights: :math:`(B, L, S)` averaged, or :math:`(B, H, L, S)` per head.
+
+    Example::
+
+        >>> multihead_attn = nn.MultiheadAttention(16, 4)
+        >>> query = ember.randn(2, 5, 16)
+        >>> key = value = ember.randn(2, 7, 16)
+        >>> attn_output, attn_weights = multihead_attn(query, key, value)
+        >>> attn_output.shape, attn_weights.shape
+        ((2, 5, 16), (2, 5, 7))
+    """
 
     _cpp = _nn.MultiheadAttention
 
@@ -164,12 +306,43 @@ class MultiheadAttention(_CppModule):
 
 
 class TransformerEncoderLayer(_CppModule):
-    """TransformerEncoderLayer(d_model, nhead, dim_feedforward=2048, dropout=0.1,
-    activation="relu", layer_norm_eps=1e-5, batch_first=True, norm_first=False,
-    generator=None, dropout_generator=None, dtype=ember.float32).
+    r"""Self-attention and a feed-forward network, each with a residual connection, dropout
+    and layer norm: the encoder layer of "Attention Is All You Need", as PyTorch's.
 
-    forward(src [B, S, d_model], src_mask=None, src_key_padding_mask=None): bool masks,
-    True = blocked."""
+    Each sub-layer is ``LayerNorm(x + Dropout(sublayer(x)))``, or with ``norm_first``
+    ``x + Dropout(sublayer(LayerNorm(x)))``.
+
+    Args:
+        d_model: the number of expected features in the input.
+        nhead: the number of heads in the attention.
+        dim_feedforward: the dimension of the feed-forward network. Default: 2048
+        dropout: the dropout value. Default: 0.1
+        activation: the feed-forward network's activation, ``"relu"`` or ``"gelu"``.
+            Default: ``"relu"``
+        layer_norm_eps: the eps of the layer norms. Default: 1e-5
+        batch_first: must be ``True`` (inputs are (batch, seq, feature)); ``False`` is a
+            ValueError.
+        norm_first: if ``True``, layer norm comes before attention and feed-forward
+            (pre-norm). Default: ``False``
+        generator: the :class:`ember.Generator` the initial values are drawn from.
+        dropout_generator: the :class:`ember.Generator` dropout masks are drawn from.
+        dtype: ``ember.float32`` (default) or ``ember.float64``.
+
+    forward(src, src_mask=None, src_key_padding_mask=None): the masks are bool, ``True`` =
+    blocked; ``src_mask`` is :math:`(S, S)` or :math:`(B, S, S)`, ``src_key_padding_mask``
+    :math:`(B, S)`.
+
+    Shape:
+        - src: :math:`(B, S, E)`, :math:`E =` ``d_model``.
+        - Output: :math:`(B, S, E)`.
+
+    Example::
+
+        >>> encoder_layer = nn.TransformerEncoderLayer(d_model=32, nhead=4, dim_feedforward=64)
+        >>> src = ember.randn(2, 10, 32)
+        >>> encoder_layer(src).shape
+        (2, 10, 32)
+    """
 
     _cpp = _nn.TransformerEncoderLayer
 
@@ -182,11 +355,44 @@ class TransformerEncoderLayer(_CppModule):
 
 
 class TransformerDecoderLayer(_CppModule):
-    """TransformerDecoderLayer(same arguments as TransformerEncoderLayer).
+    r"""Self-attention, attention over the encoder's output (memory) and a feed-forward
+    network, each with a residual connection, dropout and layer norm: the decoder layer of
+    "Attention Is All You Need", as PyTorch's.
 
-    forward(tgt [B, T, d_model], memory [B, S, d_model], tgt_key_padding_mask=None,
-    memory_key_padding_mask=None, tgt_is_causal=False): the target's self-attention is
-    causal with tgt_is_causal; arbitrary tgt_mask and memory_mask do not exist."""
+    Args:
+        d_model: the number of expected features in the input.
+        nhead: the number of heads in the attentions.
+        dim_feedforward: the dimension of the feed-forward network. Default: 2048
+        dropout: the dropout value. Default: 0.1
+        activation: the feed-forward network's activation, ``"relu"`` or ``"gelu"``.
+            Default: ``"relu"``
+        layer_norm_eps: the eps of the layer norms. Default: 1e-5
+        batch_first: must be ``True`` (inputs are (batch, seq, feature)); ``False`` is a
+            ValueError.
+        norm_first: if ``True``, layer norm comes before each sub-layer (pre-norm).
+            Default: ``False``
+        generator: the :class:`ember.Generator` the initial values are drawn from.
+        dropout_generator: the :class:`ember.Generator` dropout masks are drawn from.
+        dtype: ``ember.float32`` (default) or ``ember.float64``.
+
+    forward(tgt, memory, tgt_key_padding_mask=None, memory_key_padding_mask=None,
+    tgt_is_causal=False): the padding masks are bool, ``True`` = padding; with
+    ``tgt_is_causal`` the target's self-attention is causal. PyTorch's arbitrary
+    ``tgt_mask`` and ``memory_mask`` do not exist.
+
+    Shape:
+        - tgt: :math:`(B, T, E)`, :math:`E =` ``d_model``.
+        - memory: :math:`(B, S, E)`.
+        - Output: :math:`(B, T, E)`.
+
+    Example::
+
+        >>> decoder_layer = nn.TransformerDecoderLayer(d_model=32, nhead=4, dim_feedforward=64)
+        >>> memory = ember.randn(2, 10, 32)
+        >>> tgt = ember.randn(2, 7, 32)
+        >>> decoder_layer(tgt, memory, tgt_is_causal=True).shape
+        (2, 7, 32)
+    """
 
     _cpp = _nn.TransformerDecoderLayer
 
@@ -199,12 +405,42 @@ class TransformerDecoderLayer(_CppModule):
 
 
 class Transformer(_CppModule):
-    """ember's encoder-decoder model on token ids (nn/transformer.h): Transformer(src_vocab,
-    tgt_vocab, d_model=128, nhead=4, num_encoder_layers=2, num_decoder_layers=2,
-    dim_feedforward=512, dropout=0.1, activation="relu", norm_first=False, max_len=512,
-    pad_id=0, generator=None, dtype=...); forward(src [B, S], tgt [B, T]) -> logits
-    [B, T, tgt_vocab]. Unlike torch.nn.Transformer it includes the embeddings and the
-    output projection."""
+    r"""ember's encoder-decoder model on token ids (nn/transformer.h): embeddings scaled by
+    :math:`\sqrt{d_{model}}` plus positional encoding, an encoder and a decoder stack, and
+    the projection to target-vocabulary logits. Unlike ``torch.nn.Transformer`` it includes
+    the embeddings and the output projection; the decoder's self-attention is causal.
+
+    Args:
+        src_vocab: the size of the source vocabulary.
+        tgt_vocab: the size of the target vocabulary.
+        d_model: the number of features of the embeddings and layers. Default: 128
+        nhead: the number of heads in the attentions. Default: 4
+        num_encoder_layers: the number of encoder layers. Default: 2
+        num_decoder_layers: the number of decoder layers. Default: 2
+        dim_feedforward: the dimension of the feed-forward networks. Default: 512
+        dropout: the dropout value. Default: 0.1
+        activation: ``"relu"`` or ``"gelu"``. Default: ``"relu"``
+        norm_first: if ``True``, pre-norm layers. Default: ``False``
+        max_len: the longest sequence the positional encoding covers. Default: 512
+        pad_id: the token id of padding, masked out of attention. Default: 0
+        generator: the :class:`ember.Generator` the initial values are drawn from.
+        dtype: ``ember.float32`` (default) or ``ember.float64``.
+
+    forward(src, tgt) returns the logits of each target position.
+
+    Shape:
+        - src: :math:`(B, S)`, int64 token ids.
+        - tgt: :math:`(B, T)`, int64 token ids (the decoder's input).
+        - Output: :math:`(B, T, V)`, :math:`V =` ``tgt_vocab``.
+
+    Example::
+
+        >>> model = nn.Transformer(src_vocab=100, tgt_vocab=120, d_model=32, nhead=4)
+        >>> src = ember.arange(18).view(2, 9) + 1
+        >>> tgt = ember.arange(14).view(2, 7) + 1
+        >>> model(src, tgt).shape
+        (2, 7, 120)
+    """
 
     _cpp = _nn.Transformer
 

@@ -36,8 +36,29 @@ class RemovableHandle:
 
 
 class Module:
-    """The base of every model: subclass, call super().__init__(), assign Parameters,
-    Modules and buffers (register_buffer) as attributes, and define forward."""
+    """The base of every model, as torch.nn.Module: subclass, call super().__init__(),
+    assign Parameters, Modules and buffers (register_buffer) as attributes, and define
+    forward. Calling the module runs forward, with the hooks around it.
+
+    Parameters are named by attribute, sub-modules' with dotted names, in registration
+    order; a layer of ember's C++ library lists its own tensors under the same names.
+
+    Example::
+
+        >>> class Model(nn.Module):
+        ...     def __init__(self):
+        ...         super().__init__()
+        ...         self.scale = nn.Parameter(ember.ones(3))
+        ...         self.linear = nn.Linear(4, 3)
+        ...
+        ...     def forward(self, x):
+        ...         return self.linear(x) * self.scale
+        >>> model = Model()
+        >>> [name for name, _ in model.named_parameters()]
+        ['scale', 'linear.weight', 'linear.bias']
+        >>> model(ember.randn(2, 4)).shape
+        (2, 3)
+    """
 
     def __init__(self):
         # set directly: __setattr__ below needs these to exist
