@@ -4,7 +4,7 @@
 # fails when these drift from the module.
 
 import builtins
-from typing import Any, Callable, List, Optional, Sequence, Tuple, Union, overload
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union, overload
 
 import numpy as _np
 
@@ -215,6 +215,10 @@ class Tensor:
         """Sets every element to 0, in place."""
     def copy_(self, src: Tensor) -> Tensor:
         """Copies src (broadcast to this shape) into self, in place."""
+    def __dlpack__(self, stream: Optional[int] = None) -> Any:
+        """A DLPack capsule over the tensor's memory (the DLPack protocol)."""
+    def __dlpack_device__(self) -> Tuple[int, int]:
+        """(1, 0): the CPU, in DLPack's terms."""
     def numpy(self) -> _np.ndarray[Any, Any]:
         """A NumPy array over the same memory (refused when requires_grad: detach first)."""
     def __array__(self, dtype: Any = None) -> _np.ndarray[Any, Any]: ...
@@ -460,8 +464,28 @@ def randint(*args: Union[int, Sequence[int]], generator: Optional[Generator] = N
     """randint(high, size) or randint(low, high, size): int64 values in [low, high)."""
 def from_numpy(ndarray: _np.ndarray[Any, Any]) -> Tensor:
     """A tensor over the array's memory, without a copy (float32, float64, int64, bool)."""
+def from_dlpack(ext_tensor: Any) -> Tensor:
+    """A tensor over the memory of anything with __dlpack__ (a PyTorch tensor, a NumPy
+    array) or of a DLPack capsule, without a copy."""
+def to_dlpack(tensor: Tensor) -> Any:
+    """A DLPack capsule over the tensor's memory (torch.utils.dlpack.from_dlpack takes it)."""
 def manual_seed(seed: int) -> Generator:
     """Seeds the default generator and returns it."""
+def set_num_threads(n: int) -> None:
+    """The number of threads ember's kernels use (results do not depend on it)."""
+def get_num_threads() -> int:
+    """The number of threads ember's kernels use."""
+def get_rng_state() -> List[int]:
+    """The default generator's state: [seed, draws so far]."""
+def set_rng_state(new_state: List[int]) -> None:
+    """Restores a state from get_rng_state: the same numbers follow."""
+def initial_seed() -> int:
+    """The default generator's seed."""
+def memory_stats() -> Dict[str, int]:
+    """The allocator's counters: live_storages, live_bytes, total_allocations,
+    system_allocations, system_bytes, cached_bytes."""
+def empty_cache() -> None:
+    """Returns the allocator's cached large blocks to the system."""
 def default_generator() -> Generator:
     """The generator random functions use when given none."""
 def set_printoptions(precision: Optional[int] = None, threshold: Optional[int] = None,

@@ -2,7 +2,7 @@
 # documented) and of the pure-Python modules, re-exported as __init__.py does.
 
 from . import autograd as autograd, grad_mode as grad_mode, nn as nn, optim as optim
-from . import serialization as serialization
+from . import serialization as serialization, watch as watch
 from ._C import (
     Tensor as Tensor, dtype as dtype, float32 as float32, float64 as float64, int64 as int64,
     bool as bool, float as float, double as double, long as long,
@@ -10,6 +10,9 @@ from ._C import (
     tensor as tensor, zeros as zeros, ones as ones, empty as empty, full as full,
     zeros_like as zeros_like, ones_like as ones_like, full_like as full_like, arange as arange,
     eye as eye, randn as randn, rand as rand, randint as randint, from_numpy as from_numpy,
+    from_dlpack as from_dlpack, to_dlpack as to_dlpack, set_num_threads as set_num_threads,
+    get_num_threads as get_num_threads, get_rng_state as get_rng_state, set_rng_state as set_rng_state,
+    initial_seed as initial_seed, memory_stats as memory_stats, empty_cache as empty_cache,
     add as add, sub as sub, mul as mul, div as div, pow as pow, maximum as maximum,
     minimum as minimum, neg as neg, exp as exp, log as log, sqrt as sqrt, rsqrt as rsqrt,
     abs as abs, tanh as tanh, sin as sin, cos as cos, sigmoid as sigmoid, relu as relu,

@@ -9,8 +9,8 @@ projections' gradient norms, which need the module's weights, are not among them
 from . import _C
 
 _PROJECTIONS = ("grad_q_proj_norm", "grad_k_proj_norm")
-quantities = [q for q in _C.watch.quantities if q not in _PROJECTIONS]
-meaning = _C.watch.meaning
+quantities = [q for q in _C._watch.quantities if q not in _PROJECTIONS]
+meaning = _C._watch.meaning
 
 
 def head_statistics(scores, weights, dscores=None, dweights=None, blocked=None, query_padding=None):
@@ -19,5 +19,5 @@ def head_statistics(scores, weights, dscores=None, dweights=None, blocked=None, 
     reaching each (None: zero), the blocked pairs (bool, broadcasting to [B, H, L, S]) and
     the padding queries (bool [B, L]). Queries that are padding or have fewer than two
     allowed keys are left out. Returns {quantity: [one float per head]}."""
-    stats = _C.watch.head_statistics(scores, weights, dscores, dweights, blocked, query_padding)
+    stats = _C._watch.head_statistics(scores, weights, dscores, dweights, blocked, query_padding)
     return {q: v for q, v in stats.items() if q not in _PROJECTIONS}

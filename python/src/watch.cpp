@@ -11,7 +11,7 @@
 namespace ember::python {
 
 void bind_watch(py::module_& m) {
-  py::module_ w = m.def_submodule("watch", "the attention watch's statistics");
+  py::module_ w = m.def_submodule("_watch", "the attention watch's statistics");
   w.attr("quantities") = ember::watch::kQuantities;
   w.def("meaning", &ember::watch::meaning, py::arg("quantity"));
   // quantity -> one value per head; None for a gradient or scores not at hand

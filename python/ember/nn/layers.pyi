@@ -1,10 +1,10 @@
 # Type stubs of ember.nn.layers (layers.py): ember's C++ layers as Modules. Their
 # attributes are read from the C++ layer; sub-layers such as MultiheadAttention.q_proj
-# are C++ layers with the same attributes and forward.
+# are Modules over the C++ sub-layer, with the same attributes and forward.
 
-from typing import Optional, Tuple, Union, Sequence
+from typing import Any, Callable, Optional, Tuple, Union, Sequence
 
-from .._C import Generator, Tensor, dtype
+from .._C import Generator, RemovableHandle, Tensor, dtype
 from .module import Module
 
 class Linear(Module):
@@ -63,6 +63,10 @@ class MultiheadAttention(Module):
     k_proj: Linear
     v_proj: Linear
     out_proj: Linear
+    def register_attention_hook(self, hook: Callable[[Any, Any], None]) -> RemovableHandle:
+        """hook(module, internals) inside every forward: internals.scores and .weights
+        [B, H, L, S] are tensors of the graph (the gradient reaching them can be read),
+        internals.blocked the blocked pairs or None."""
     def __init__(self, embed_dim: int, num_heads: int, dropout: float = 0.0, bias: bool = True,
                  kdim: Optional[int] = None, vdim: Optional[int] = None, batch_first: bool = True,
                  generator: Optional[Generator] = None, dropout_generator: Optional[Generator] = None,
@@ -77,6 +81,10 @@ class TransformerEncoderLayer(Module):
     """Self-attention and a feed-forward block, each with a residual and layer norm, as
     torch.nn.TransformerEncoderLayer (batch-first)."""
 
+    self_attn: MultiheadAttention
+    norm1: LayerNorm
+    norm2: LayerNorm
+
     def __init__(self, d_model: int, nhead: int, dim_feedforward: int = 2048, dropout: float = 0.1,
                  activation: str = "relu", layer_norm_eps: float = 1e-5, batch_first: bool = True,
                  norm_first: bool = False, generator: Optional[Generator] = None,
@@ -88,6 +96,13 @@ class TransformerEncoderLayer(Module):
 class TransformerDecoderLayer(Module):
     """Self-attention, cross-attention over memory and a feed-forward block, as
     torch.nn.TransformerDecoderLayer (batch-first)."""
+
+    self_attn: MultiheadAttention
+    multihead_attn: MultiheadAttention
+    cross_attn: MultiheadAttention
+    norm1: LayerNorm
+    norm2: LayerNorm
+    norm3: LayerNorm
 
     def __init__(self, d_model: int, nhead: int, dim_feedforward: int = 2048, dropout: float = 0.1,
                  activation: str = "relu", layer_norm_eps: float = 1e-5, batch_first: bool = True,
