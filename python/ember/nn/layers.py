@@ -4,6 +4,8 @@ sub-layers live there, under the C++ names (MultiheadAttention's q_proj, k_proj,
 and out_proj rather than PyTorch's in_proj_weight), and its attributes (weight,
 out_proj, embed_dim) are read from it."""
 
+import weakref
+
 from .. import _C
 from .module import Module
 
@@ -303,6 +305,19 @@ class MultiheadAttention(_CppModule):
         _batch_first("MultiheadAttention", batch_first)
         super().__init__(embed_dim, num_heads, dropout, bias, kdim, vdim, generator,
                          dropout_generator, dtype)
+
+    def register_attention_hook(self, hook):
+        """hook(module, internals) inside every forward: internals.scores and .weights
+        [B, H, L, S] are tensors of the graph (ember.autograd.grad reads the gradient
+        reaching them), internals.blocked the blocked pairs or None. With a hook the module
+        computes attention from primitive ops (the fused kernel's results, to rounding).
+        Returns a handle whose remove() takes the hook off."""
+        me = weakref.ref(self)  # the C++ module keeps the hook: no cycle through it
+
+        def call(impl, internals):
+            hook(me() or impl, internals)
+
+        return self._impl.register_attention_hook(call)
 
 
 class TransformerEncoderLayer(_CppModule):
