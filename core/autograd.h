@@ -195,4 +195,25 @@ Tensor sum_to(const Tensor& grad, const Shape& shape);
 // "file.cpp:42 (function)"
 std::string format_loc(const Loc& loc);
 
+// Where the current call came from in a program that drives ember from another language
+// (the Python module sets one per call): while a CallerLoc lives on a thread, the ops that
+// thread runs record its location in place of the C++ one, so anomaly reports and
+// backward errors name the caller's line in that language. The strings must outlive every
+// node recorded with them.
+class CallerLoc {
+ public:
+  explicit CallerLoc(const Loc& loc);  // Sets loc for this thread, until destroyed.
+  ~CallerLoc();  // Restores the location before.
+  CallerLoc(const CallerLoc&) = delete;
+  CallerLoc& operator=(const CallerLoc&) = delete;
+  static const Loc* current();  // The innermost on this thread, or null.
+  // A function asked for the location when no CallerLoc is set (null: none is asked; an
+  // empty Loc from it: the C++ location stands).
+  static void set_fallback(Loc (*fallback)());
+
+ private:
+  Loc loc_;
+  const Loc* prev_;
+};
+
 }  // namespace ember

@@ -56,8 +56,29 @@ bool wants_grad_list(const std::vector<Tensor>& inputs) {
   return false;
 }
 
-Tensor record(const char* op, const Loc& loc, Tensor out, const std::vector<Tensor>& inputs, BackwardFn backward,
+namespace {
+thread_local const Loc* t_caller_loc = nullptr;
+std::atomic<Loc (*)()> g_caller_fallback{nullptr};
+
+// The location a node records: the caller's in the driving language, when known.
+Loc where_called(const Loc& cpp) {
+  if (t_caller_loc) return *t_caller_loc;
+  if (auto* fallback = g_caller_fallback.load(std::memory_order_relaxed)) {
+    const Loc l = fallback();
+    if (l.file_name() && *l.file_name()) return l;
+  }
+  return cpp;
+}
+}  // namespace
+
+CallerLoc::CallerLoc(const Loc& loc) : loc_(loc), prev_(t_caller_loc) { t_caller_loc = &loc_; }
+CallerLoc::~CallerLoc() { t_caller_loc = prev_; }
+const Loc* CallerLoc::current() { return t_caller_loc; }
+void CallerLoc::set_fallback(Loc (*fallback)()) { g_caller_fallback.store(fallback); }
+
+Tensor record(const char* op, const Loc& caller_loc, Tensor out, const std::vector<Tensor>& inputs, BackwardFn backward,
               const std::vector<Tensor>& saved) {
+  const Loc loc = where_called(caller_loc);
   if (anomaly_enabled() && !t_in_backward && !kernel::all_finite(out)) {
     std::string shapes;
     for (size_t i = 0; i < inputs.size(); i++) shapes += (i ? ", " : "") + shape_str(inputs[i].shape());

@@ -8,6 +8,7 @@
 #include <optional>
 #include <vector>
 
+#include "core/autograd.h"
 #include "core/tensor.h"
 #include "nn/attention_mask.h"
 
@@ -48,6 +49,20 @@ py::object tensor_or_none(const Tensor& t);
 // array a tensor views) may be dropped on any thread, with or without the GIL (a graph
 // freed by backward, which runs without it).
 std::shared_ptr<py::object> hold(py::object obj);
+
+// The Python line that called into ember: the innermost frame outside ember's own package
+// (so that a layer's forward in ember/nn names the user's line that called it), as a Loc
+// whose strings live as long as the process; an empty Loc when there is no Python frame
+// or this thread does not hold the GIL.
+Loc python_caller();
+
+// A bound op's call, as pybind11's call_guard: the Python caller's line for the nodes it
+// records (core/autograd.h's CallerLoc), then the GIL released while it computes.
+struct OpCall {
+  CallerLoc loc{python_caller()};
+  py::gil_scoped_release nogil;
+};
+using NoGil = py::call_guard<OpCall>;
 
 // An attention mask from an optional bool tensor, true = blocked (none when absent).
 nn::AttentionMask blocked_mask(const std::optional<Tensor>& blocked);

@@ -2,7 +2,8 @@
 // as ember wrote it: an index or dim out of range is an IndexError, memory the system
 // refused a MemoryError, and every other Error (shapes, dtypes, values an op refuses) a
 // RuntimeError, as PyTorch's op errors are. Wrong argument types are TypeErrors already,
-// raised by pybind11 before any C++ runs.
+// raised by pybind11 before any C++ runs. Each message ends with the Python line that
+// made the call.
 #include <new>
 #include <string>
 
@@ -17,9 +18,14 @@ void bind_errors(py::module_&) {
     } catch (const OutOfMemory& e) {
       PyErr_SetString(PyExc_MemoryError, e.what());
     } catch (const Error& e) {
-      const std::string what = e.what();
-      PyErr_SetString(what.find(" is out of range") != std::string::npos ? PyExc_IndexError : PyExc_RuntimeError,
-                      e.what());
+      std::string what = e.what();
+      PyObject* type = what.find(" is out of range") != std::string::npos ? PyExc_IndexError : PyExc_RuntimeError;
+      // the Python line that made the call, as ember's own messages name a C++ caller's
+      // (a message that names one already - anomaly mode's, a backward's - keeps its own)
+      const Loc caller = python_caller();
+      if (what.find("called at ") == std::string::npos && *caller.file_name())
+        what += "; called at " + format_loc(caller);
+      PyErr_SetString(type, what.c_str());
     } catch (const std::bad_alloc&) {
       PyErr_SetString(PyExc_MemoryError, "out of memory");
     }

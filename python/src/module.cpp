@@ -4,6 +4,10 @@
 // returns tensors, so that signatures name it).
 #include "bindings.h"
 
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
 #include "core/version.h"
 
 namespace ember::python {
@@ -21,6 +25,61 @@ std::shared_ptr<py::object> hold(py::object obj) {
   });
 }
 
+namespace {
+
+// A Python str kept for good, as UTF-8 text whose pointer stays valid (the str is never
+// released), and whether it names a file of ember's package. Read with the GIL held.
+struct Interned {
+  const char* text;
+  bool ours;
+};
+
+const Interned& intern(PyObject* str) {
+  static auto* table = new std::unordered_map<PyObject*, Interned>();
+  static std::string package_dir;  // ember's package directory, with a trailing '/'
+  auto it = table->find(str);
+  if (it != table->end()) return it->second;
+  if (package_dir.empty()) {
+    PyObject* ember = PyImport_GetModule(py::str("ember").ptr());  // new reference, or null
+    if (ember) {
+      py::object pkg = py::reinterpret_steal<py::object>(ember);
+      if (py::hasattr(pkg, "__path__")) package_dir = py::str(pkg.attr("__path__")[py::int_(0)]).cast<std::string>() + "/";
+    }
+    PyErr_Clear();
+  }
+  Py_INCREF(str);
+  const char* text = PyUnicode_AsUTF8(str);
+  if (!text) {
+    PyErr_Clear();
+    text = "";
+  }
+  const bool ours = !package_dir.empty() && std::string_view(text).starts_with(package_dir);
+  return table->emplace(str, Interned{text, ours}).first->second;
+}
+
+}  // namespace
+
+Loc python_caller() {
+  if (!Py_IsInitialized() || !PyGILState_Check()) return Loc();
+  PyFrameObject* frame = PyEval_GetFrame();  // borrowed
+  Py_XINCREF(frame);
+  while (frame) {
+    PyCodeObject* code = PyFrame_GetCode(frame);  // new reference
+    const Interned& file = intern(code->co_filename);
+    if (!file.ours) {
+      const Loc loc = Loc::current(file.text, (unsigned)PyFrame_GetLineNumber(frame), intern(code->co_name).text);
+      Py_DECREF(code);
+      Py_DECREF(frame);
+      return loc;
+    }
+    PyFrameObject* back = PyFrame_GetBack(frame);  // new reference, or null
+    Py_DECREF(code);
+    Py_DECREF(frame);
+    frame = back;
+  }
+  return Loc();
+}
+
 py::object tensor_or_none(const Tensor& t) {
   if (!t.defined()) return py::none();
   return py::cast(t);
@@ -32,6 +91,8 @@ PYBIND11_MODULE(_C, m) {
   using namespace ember::python;
   m.doc() = "ember's C++ library; import ember rather than this module";
   m.attr("__version__") = ember::version();
+  // nodes recorded while the GIL is held name the Python line too (OpCall covers the rest)
+  ember::CallerLoc::set_fallback(&python_caller);
   bind_errors(m);
   bind_dtypes(m);
   TensorClass cls = bind_tensor(m);

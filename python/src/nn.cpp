@@ -12,7 +12,6 @@
 
 namespace ember::python {
 
-using NoGil = py::call_guard<py::gil_scoped_release>;
 
 nn::AttentionMask blocked_mask(const std::optional<Tensor>& blocked) {
   return blocked ? nn::AttentionMask::blocked(*blocked) : nn::AttentionMask();

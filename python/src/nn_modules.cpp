@@ -17,7 +17,6 @@ namespace ember::python {
 
 namespace {
 
-using NoGil = py::call_guard<py::gil_scoped_release>;
 using ModuleClass = py::class_<nn::Module, std::shared_ptr<nn::Module>>;
 
 py::list pairs(const nn::NamedTensors& named) {
@@ -110,7 +109,7 @@ void bind_attention(py::module_& m) {
             .is_causal = is_causal};
         nn::MultiHeadAttentionOutput r;
         {
-          py::gil_scoped_release nogil;
+          OpCall in_op;
           r = mha.forward(q, k, v, call);
         }
         return py::make_tuple(r.output, tensor_or_none(r.weights));
@@ -160,7 +159,7 @@ void bind_transformer(py::module_& m) {
       .def("forward", [](nn::EncoderLayer& layer, const Tensor& src, const std::optional<Tensor>& src_mask,
                          const std::optional<Tensor>& src_key_padding_mask) {
         const nn::AttentionMask pad = blocked_mask(src_key_padding_mask), mask = blocked_mask(src_mask);
-        py::gil_scoped_release nogil;
+        OpCall in_op;
         return layer.forward(src, pad, mask);
       }, py::arg("src"), py::arg("src_mask") = py::none(), py::arg("src_key_padding_mask") = py::none())
       .def_readonly("self_attn", &nn::EncoderLayer::self_attn)
@@ -182,7 +181,7 @@ void bind_transformer(py::module_& m) {
         const nn::DecoderLayerCall call{.tgt_key_padding_mask = blocked_mask(tgt_key_padding_mask),
                                         .memory_key_padding_mask = blocked_mask(memory_key_padding_mask),
                                         .causal = tgt_is_causal};
-        py::gil_scoped_release nogil;
+        OpCall in_op;
         return layer.forward(tgt, memory, call);
       }, py::arg("tgt"), py::arg("memory"), py::arg("tgt_key_padding_mask") = py::none(),
          py::arg("memory_key_padding_mask") = py::none(), py::arg("tgt_is_causal") = false)

@@ -10,7 +10,6 @@ namespace ember::python {
 
 namespace {
 
-using NoGil = py::call_guard<py::gil_scoped_release>;
 
 // Defines the operator for a tensor and for a number as the other operand.
 template <class FT, class FS>

@@ -16,7 +16,6 @@ namespace ember::python {
 
 namespace {
 
-using NoGil = py::call_guard<py::gil_scoped_release>;
 
 // dim as PyTorch takes it: None (every dim), an int, or a tuple or list of ints.
 Dims dims_of(const py::object& dim) {
@@ -46,7 +45,7 @@ py::object values_indices(const char* name, std::pair<Tensor, Tensor> r) {
 py::object extreme(const Tensor& a, const py::object& dim_or_other, bool keepdim, bool largest) {
   if (py::isinstance<Tensor>(dim_or_other)) {
     const Tensor& b = dim_or_other.cast<const Tensor&>();
-    py::gil_scoped_release nogil;
+    OpCall in_op;
     return py::cast(largest ? maximum(a, b) : minimum(a, b));
   }
   std::optional<int64_t> dim;
@@ -54,7 +53,7 @@ py::object extreme(const Tensor& a, const py::object& dim_or_other, bool keepdim
   std::pair<Tensor, Tensor> r;
   Tensor all;
   {
-    py::gil_scoped_release nogil;
+    OpCall in_op;
     if (!dim) {
       all = largest ? max(a) : amin(a);
     } else {
@@ -123,7 +122,7 @@ void bind_reductions(py::module_& m, TensorClass* cls) {
   for (const auto& [name, f] : reduce)
     def(m, cls, name, [f = f](const Tensor& a, const py::object& dim, bool keepdim) {
       const Dims dims = dims_of(dim);
-      py::gil_scoped_release nogil;
+      OpCall in_op;
       return f(a, dims, keepdim, Loc::current());
     }, py::arg("dim") = py::none(), py::arg("keepdim") = false);
 
@@ -138,7 +137,7 @@ void bind_reductions(py::module_& m, TensorClass* cls) {
   const std::pair<const char*, Arg> arg[] = {{"argmax", argmax}, {"argmin", argmin}};
   for (const auto& [name, f] : arg)
     def(m, cls, name, [f = f](const Tensor& a, std::optional<int64_t> dim, bool keepdim) {
-      py::gil_scoped_release nogil;
+      OpCall in_op;
       return dim ? f(a, *dim, keepdim) : f(a.reshape({-1}), 0, false);
     }, py::arg("dim") = py::none(), py::arg("keepdim") = false);
 
@@ -146,7 +145,7 @@ void bind_reductions(py::module_& m, TensorClass* cls) {
   auto variance = [](const Tensor& a, const py::object& dim, bool unbiased, bool keepdim,
                      std::optional<int64_t> correction, bool root) {
     const Dims dims = dims_of(dim);
-    py::gil_scoped_release nogil;
+    OpCall in_op;
     Tensor v = var(a, dims, correction.value_or(unbiased ? 1 : 0), keepdim);
     return root ? sqrt(v) : v;
   };
@@ -162,7 +161,7 @@ void bind_reductions(py::module_& m, TensorClass* cls) {
       py::kw_only(), py::arg("correction") = py::none());
   def(m, cls, "norm", [](const Tensor& a, double p, const py::object& dim, bool keepdim) {
     const Dims dims = dims_of(dim);
-    py::gil_scoped_release nogil;
+    OpCall in_op;
     return norm(a, p, dims, keepdim);
   }, py::arg("p") = 2.0, py::arg("dim") = py::none(), py::arg("keepdim") = false);
   def(m, cls, "cumsum", [](const Tensor& a, int64_t dim) { return cumsum(a, dim); },

@@ -18,7 +18,7 @@ void bind_watch(py::module_& m) {
   w.def("head_statistics", [](const std::optional<Tensor>& scores, const Tensor& weights, const std::optional<Tensor>& dscores,
                               const std::optional<Tensor>& dweights, const std::optional<Tensor>& blocked,
                               const std::optional<Tensor>& query_padding) {
-    py::gil_scoped_release nogil;
+    OpCall in_op;
     return ember::watch::head_statistics(scores.value_or(Tensor()), weights, dscores.value_or(Tensor()), dweights.value_or(Tensor()),
                                          blocked.value_or(Tensor()), query_padding.value_or(Tensor()));
   }, py::arg("scores"), py::arg("weights"), py::arg("dscores") = py::none(), py::arg("dweights") = py::none(),

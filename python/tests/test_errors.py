@@ -63,3 +63,39 @@ def test_integers_past_int64_are_overflow_errors():
         ember.ones(3)[10 ** 20]
     with pytest.raises(ValueError, match="does not fit int64"):
         ember.tensor(2 ** 70)
+
+
+def _line_of(marker):
+    """The line of this file holding marker (a comment at the call), as errors name it."""
+    import inspect
+    lines = inspect.getsource(inspect.getmodule(_line_of)).splitlines()
+    return next(i + 1 for i, text in enumerate(lines) if text.rstrip().endswith("# " + marker))
+
+
+def test_errors_name_the_python_line_that_called():
+    import re
+    a = ember.ones(2, 3)
+    with pytest.raises(RuntimeError) as e:
+        a @ a  # matmul-here
+    assert re.search(r"; called at .*test_errors\.py:%d \(test_errors_name_the_python_line_that_called\)$"
+                     % _line_of("matmul-here"), str(e.value)), str(e.value)
+    # through ember's own Python code, the user's line is named
+    import ember.nn.functional as F
+    with pytest.raises(RuntimeError) as e:
+        F.linear(a, ember.ones(5, 4))  # layer-norm-here
+    assert "test_errors.py:%d" % _line_of("layer-norm-here") in str(e.value)
+
+
+def test_anomaly_and_backward_errors_name_the_python_line():
+    x = ember.tensor([-1.0, 2.0], dtype=ember.float64, requires_grad=True)
+    with ember.autograd.detect_anomaly():
+        with pytest.raises(RuntimeError) as e:
+            ember.log(x)  # log-here
+    msg = str(e.value)
+    assert "produced NaN or Inf in its forward" in msg
+    assert "test_errors.py:%d" % _line_of("log-here") in msg and msg.count("called at") == 1
+    y = (x * x).sum()  # mul-here
+    y.backward()
+    with pytest.raises(RuntimeError) as e:
+        y.backward()
+    assert "test_errors.py:%d" % _line_of("mul-here") in str(e.value)
