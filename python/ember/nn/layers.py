@@ -66,9 +66,16 @@ class Embedding(_CppModule):
 
 
 class Dropout(_CppModule):
-    """Dropout(p=0.5, generator=None): active in training mode only."""
+    """Dropout(p=0.5, generator=None): active in training mode only. forward(rows,
+    packing=...) drops packed rows [N, C] with the masks of their places in the padded
+    batch."""
 
     _cpp = _nn.Dropout
+
+    def forward(self, input, packing=None):
+        if packing is not None:
+            return _nn._dropout_packed(self._impl, input, packing)
+        return self._impl.forward(input)
 
 
 class LayerNorm(_CppModule):
@@ -116,9 +123,18 @@ class TransformerEncoderLayer(_CppModule):
     generator=None, dropout_generator=None, dtype=ember.float32).
 
     forward(src [B, S, d_model], src_mask=None, src_key_padding_mask=None): bool masks,
-    True = blocked."""
+    True = blocked. forward(rows [N, d_model], packing=...): the same on the packed rows of
+    a padded batch (Packing), as nn::Transformer's encoder runs."""
 
     _cpp = _nn.TransformerEncoderLayer
+
+    def forward(self, src, src_mask=None, src_key_padding_mask=None, packing=None):
+        if packing is not None:
+            if src_mask is not None or src_key_padding_mask is not None:
+                raise ValueError("TransformerEncoderLayer.forward: packed rows carry their padding; "
+                                 "expected no src_mask and no src_key_padding_mask")
+            return _nn._encoder_layer_packed(self._impl, src, packing)
+        return self._impl.forward(src, src_mask, src_key_padding_mask)
 
     def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu",
                  layer_norm_eps=1e-5, batch_first=True, norm_first=False, generator=None,
@@ -133,9 +149,28 @@ class TransformerDecoderLayer(_CppModule):
 
     forward(tgt [B, T, d_model], memory [B, S, d_model], tgt_key_padding_mask=None,
     memory_key_padding_mask=None, tgt_is_causal=False): the target's self-attention is
-    causal with tgt_is_causal; arbitrary tgt_mask and memory_mask do not exist."""
+    causal with tgt_is_causal; arbitrary tgt_mask and memory_mask do not exist.
+
+    With memory_packing, memory is the packed rows [N, d_model] of a padded batch
+    (Packing), which carry its padding, and the target's self-attention is causal; with
+    tgt_packing too, tgt is packed rows of the target and so is the output (as
+    nn::Transformer runs its decoder on a target without padding)."""
 
     _cpp = _nn.TransformerDecoderLayer
+
+    def forward(self, tgt, memory, tgt_key_padding_mask=None, memory_key_padding_mask=None,
+                tgt_is_causal=False, memory_packing=None, tgt_packing=None):
+        if memory_packing is None:
+            if tgt_packing is not None:
+                raise ValueError("TransformerDecoderLayer.forward: tgt_packing needs memory_packing")
+            return self._impl.forward(tgt, memory, tgt_key_padding_mask, memory_key_padding_mask,
+                                      tgt_is_causal)
+        if memory_key_padding_mask is not None or not tgt_is_causal:
+            raise ValueError("TransformerDecoderLayer.forward: with memory_packing the memory carries its "
+                             "padding and the target is causal: expected no memory_key_padding_mask and "
+                             "tgt_is_causal=True")
+        return _nn._decoder_layer_packed(self._impl, tgt, memory, memory_packing, tgt_packing,
+                                         tgt_key_padding_mask)
 
     def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu",
                  layer_norm_eps=1e-5, batch_first=True, norm_first=False, generator=None,
@@ -155,6 +190,12 @@ class Transformer(_CppModule):
 
     _cpp = _nn.Transformer
 
+
+# The non-padding positions of int64 ids [B, S]: Packing.of(ids, pad_id); pack(padded
+# [B, S, ...]) -> rows [N, ...], unpack(rows) -> [B, S, ...] with zeros at padding; batch,
+# length, count, rows (b * S + s of each kept position), positions (s), padding ([B, S]
+# bool, True = padding). See nn/packing.h.
+Packing = _nn.Packing
 
 # ember's C++ names
 MultiHeadAttention = MultiheadAttention
