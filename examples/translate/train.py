@@ -365,7 +365,29 @@ class Run:
         return path
 
 
+def check_new_schedule(args):
+    """resume.cpp's check_new_schedule: a cosine decays after its warmup, to at most --lr."""
+    if args.schedule == "cosine":
+        if args.decay_steps <= args.warmup:
+            raise SystemExit(f"train.py: --decay-steps ({args.decay_steps}) must be larger than --warmup ({args.warmup})")
+        if args.min_lr > args.lr:
+            raise SystemExit(f"train.py: --min-lr ({args.min_lr}) must not exceed --lr ({args.lr})")
+
+
+def checkpoints_in(directory):
+    """The checkpoints CheckpointManager names in a directory, oldest first."""
+    if not os.path.isdir(directory):
+        return []
+    return sorted(os.path.join(directory, n) for n in os.listdir(directory)
+                  if n.startswith("ckpt-") and n.endswith(".h5") and n[5:-3].isdigit())
+
+
 def train(args):
+    if not args.resume:
+        check_new_schedule(args)
+        if checkpoints_in(args.out):
+            raise SystemExit(f"train.py: '{args.out}' already holds checkpoints ({checkpoints_in(args.out)[-1]}); "
+                             "continue with --resume, or choose another --out")
     run = Run(args)
     run.model.train()
     os.makedirs(args.out, exist_ok=True)
@@ -388,6 +410,8 @@ def train(args):
                 window, window_steps = 0.0, 0
         if run.step % args.save_every == 0 or run.step == args.steps:
             last = run.save(os.path.join(args.out, f"ckpt-{run.step:08d}.h5"))
+            for old in checkpoints_in(args.out)[:-args.keep]:  # the newest --keep stay
+                os.remove(old)
     print(f"done: {run.step} steps, {seconds:.1f} s of training")
     if last:
         print(f"checkpoint: {last}")
@@ -464,6 +488,7 @@ def parser():
     t.add_argument("--threads", type=int, default=0, help="threads (default: OMP_NUM_THREADS, else every core)")
     t.add_argument("--log-every", type=int, default=50, help="a progress line every N steps")
     t.add_argument("--save-every", type=int, default=500, help="a checkpoint every N steps, and at the end")
+    t.add_argument("--keep", type=int, default=3, help="keep the newest N checkpoints")
     d = sub.add_parser("decode", help="translate each TEXT (without TEXT: each line of stdin)")
     d.add_argument("--checkpoint", required=True)
     d.add_argument("--threads", type=int, default=0)

@@ -297,3 +297,56 @@ def test_padded_encoder_layer_agrees_with_the_packed_one_to_rounding():
     padded = model.encoder.layers[0](x, src_key_padding_mask=packing.padding)
     kept = packing.pack(padded).detach().numpy()
     np.testing.assert_allclose(kept, packed.detach().numpy(), rtol=0, atol=1e-5)
+
+
+def test_train_py_decodes_a_translate_checkpoint_as_translate_decode_does(runs):
+    with open(runs["valid"], encoding="utf-8") as f:
+        texts = [line.split("\t")[0] for line in f.readlines()[:5]]
+    ckpt = os.path.join(runs["cpp"], f"ckpt-{STEPS:08d}.h5")
+    theirs = subprocess.run([runs["translate"], "decode", "--checkpoint", ckpt, *texts], check=True,
+                            capture_output=True, text=True).stdout.splitlines()
+    t = translator()
+    model, src_vocab, tgt_vocab, _ = t.load(ckpt)
+    assert t.greedy_decode(model, src_vocab, tgt_vocab, texts) == theirs
+
+
+# ------------------------------------------------------------------ checkpoints from Python
+
+def test_save_checkpoint_writes_what_read_checkpoint_reads(tmp_path):
+    lin = nn.Linear(3, 2, generator=ember.Generator(1))
+    opt = ember.optim.Adam(lin.named_parameters(), lr=0.1)
+    sched = ember.optim.WarmupCosineSchedule(0.1, 2, 10, 0.01)
+    sched.step(opt)
+    lin(ember.ones(4, 3)).sum().backward()
+    opt.step()
+    gen = ember.Generator(7)
+    init.next_u64(gen)
+    path = tmp_path / "c.h5"
+    ember.serialization.save_checkpoint(path, lin.state_dict(), optimizer=opt, schedule=sched,
+                                        generators={"data": gen}, progress={"step": 1, "epoch": 0, "position": 4},
+                                        config={"d_model": 3, "dropout": 0.5, "activation": "relu"},
+                                        vocab={"source": ["<pad>", "a", "é"]},
+                                        extra={"order": ember.tensor([2, 0, 1], dtype=ember.int64)})
+    c = ember.serialization.read_checkpoint(path)
+    assert sorted(c["model"]) == ["bias", "weight"]
+    assert same_bits(c["model"]["weight"].numpy(), lin.weight.detach().numpy())
+    assert c["optimizer"].kind == "Adam" and c["optimizer"].params["weight"].step == 1
+    assert same_bits(c["optimizer"].params["bias"].slots["exp_avg"].numpy(),
+                     opt.state_dict()["state"]["bias"]["exp_avg"].numpy())
+    assert c["schedule"] == {"kind": "WarmupCosine", "last_step": 1,
+                             "settings": {"peak_lr": 0.1, "warmup": 2.0, "total": 10.0, "min_lr": 0.01}}
+    assert c["generators"] == {"data": [7, 1]}
+    assert c["progress"] == {"step": 1, "epoch": 0, "position": 4}
+    assert c["config"] == {"d_model": 3, "dropout": 0.5, "activation": "relu"}
+    assert c["vocab"] == {"source": ["<pad>", "a", "é"]}
+    assert c["extra"]["order"].tolist() == [2, 0, 1]
+
+
+def test_read_checkpoint_refuses_a_damaged_file(tmp_path):
+    path = tmp_path / "c.h5"
+    ember.serialization.save_checkpoint(path, {"w": ember.ones(3)})
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with pytest.raises(Exception, match="c.h5"):
+        ember.serialization.read_checkpoint(path)
