@@ -4,12 +4,15 @@ The model is an ember.nn.Module composed the way nn::Transformer composes itself
 (nn/transformer.h): source and target embeddings scaled by sqrt(d_model), the sinusoidal
 positional table, dropout, a stack of TransformerEncoderLayers on the source's packed
 rows (ember.nn.Packing), a stack of causal TransformerDecoderLayers and a Linear to the
-target vocabulary. Everything around it is
-the translator's (train.cpp, lib/seq2seq, lib/text): the character vocabularies, the
-padded batches, the three generators and the order of their draws, the initialisation,
-the loss, Adam with betas (0.9, 0.98) and eps 1e-9, the warm-up schedules and the data
-order. With the same options and seed it trains to the same bits as `translate train`:
-the same loss at every step and the same parameters after the last one.
+target vocabulary. Everything around it is the translator's (train.cpp, lib/seq2seq,
+lib/text): the character vocabularies, the padded batches, the three generators and the
+order of their draws, the initialisation, the loss, Adam with betas (0.9, 0.98) and eps
+1e-9, the warm-up schedules and the data order. With the same options and seed it trains
+to the same bits as `translate train`: the same loss at every step and the same
+parameters after the last one.
+
+ember is imported once the command line is read, so that --threads can set the size of
+its thread pool first; the model's classes are defined then (_modules).
 
 Its checkpoints are the translator's (docs/checkpoint-format.md): `translate decode`,
 `translate eval` and `translate train --resume` read what this script writes, and this
@@ -264,7 +267,6 @@ class Run:
 
     def __init__(self, args):
         import ember
-        from ember.nn import init
         self.args = args
         self.train_pairs = read_pairs(args.train)
         resume = None
@@ -300,8 +302,13 @@ class Run:
         self.loss_history, self.valid_history = [], []
         if resume:
             self.model.load_state_dict(resume["model"])
-            self.opt._impl.load_state(resume["optimizer"])
-            self.dropout_gen.set_state(resume["generators"]["dropout"])
+            saved = resume["optimizer"]
+            self.opt.load_state_dict({
+                "kind": saved.kind, "param_groups": [dict(saved.hyper)],
+                "state": {name: dict(state.slots, step=state.step) for name, state in saved.params.items()}})
+            # older checkpoints drew dropout from the default stream, saved as "default"
+            generators = resume["generators"]
+            self.dropout_gen.set_state(generators["dropout"] if "dropout" in generators else generators["default"])
             self.data_gen.set_state(resume["generators"]["data"])
             p = resume["progress"]
             self.step, self.epoch, self.position = p["step"], p["epoch"], p["position"]
