@@ -31,6 +31,9 @@ void bind_nn(py::module_& m);  // nn.functional and the C++ modules, in ember._C
 void bind_nn_modules(py::module_& nn);  // Linear ... Transformer, called by bind_nn
 void bind_optim(py::module_& m);  // optimizers and schedules, in ember._C.optim
 void bind_io(py::module_& m);  // save and load
+// Packing and the layers' packed forwards, in ember._C._nn (after bind_nn); called by
+// bind_io until module.cpp calls it after bind_nn.
+void bind_packing(py::module_& m);
 
 // A shape from PyTorch's two spellings: zeros(2, 3) and zeros((2, 3)) or zeros([2, 3]).
 Shape shape_from_args(const py::args& args, const char* op);

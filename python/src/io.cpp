@@ -48,10 +48,8 @@ py::dict checkpoint_dict(const io::Checkpoint& c) {
 
 }  // namespace
 
-void bind_packing(py::module_& m);  // packing.cpp (module.cpp is where it belongs, after bind_nn)
-
 void bind_io(py::module_& m) {
-  bind_packing(m);
+  bind_packing(m);  // see bindings.h
   m.def("_save_tensor", [](const std::string& path, const Tensor& t) { io::save(path, t); },
         py::arg("path"), py::arg("tensor"), py::call_guard<py::gil_scoped_release>());
   m.def("_save_named", [](const std::string& path, const io::NamedTensors& named) { io::save(path, named); },
