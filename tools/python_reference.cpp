@@ -61,7 +61,8 @@ int main(int argc, char** argv) {
     io::NamedTensors out;
     {
       Generator init(21), drop(22), data(23);
-      nn::MultiHeadAttention mha({.embed_dim = 16, .num_heads = 4, .dropout_p = 0.1, .gen = &init, .dropout_gen = &drop});
+      nn::MultiHeadAttention mha(
+          {.embed_dim = 16, .num_heads = 4, .dropout_p = 0.1, .gen = &init, .dropout_gen = &drop});
       mha.train();
       Tensor q = normal_input({2, 5, 16}, data), k = normal_input({2, 7, 16}, data), v = normal_input({2, 7, 16}, data);
       Tensor up = randn({2, 5, 16}, kFloat32, &data);
@@ -97,7 +98,8 @@ int main(int argc, char** argv) {
                              {.tgt_key_padding_mask = nn::AttentionMask::blocked(padding(4, {0, 1, 0})),
                               .memory_key_padding_mask = nn::AttentionMask::blocked(padding(6, {2, 0, 1}))});
       y.backward(up);
-      out.insert(out.end(), {{"decoder.output", y}, {"decoder.grad.tgt", x.grad()}, {"decoder.grad.memory", memory.grad()}});
+      out.insert(out.end(),
+                 {{"decoder.output", y}, {"decoder.grad.tgt", x.grad()}, {"decoder.grad.memory", memory.grad()}});
       add_grads(out, "decoder", dec);
     }
     {

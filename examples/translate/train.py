@@ -254,7 +254,8 @@ def schedule_of(state):
     elif state["kind"] == "InverseSqrt":
         sched = ember.optim.InverseSqrtSchedule(int(s["d_model"]), int(s["warmup"]), s["factor"])
     else:
-        raise SystemExit(f"train.py: the checkpoint's schedule is {state['kind']}; expected WarmupCosine or InverseSqrt")
+        raise SystemExit(f"train.py: the checkpoint's schedule is {state['kind']}; "
+                         "expected WarmupCosine or InverseSqrt")
     sched.last_step = state["last_step"]
     return sched
 
@@ -376,7 +377,8 @@ def check_new_schedule(args):
     """resume.cpp's check_new_schedule: a cosine decays after its warmup, to at most --lr."""
     if args.schedule == "cosine":
         if args.decay_steps <= args.warmup:
-            raise SystemExit(f"train.py: --decay-steps ({args.decay_steps}) must be larger than --warmup ({args.warmup})")
+            raise SystemExit(f"train.py: --decay-steps ({args.decay_steps}) must be larger than "
+                             f"--warmup ({args.warmup})")
         if args.min_lr > args.lr:
             raise SystemExit(f"train.py: --min-lr ({args.min_lr}) must not exceed --lr ({args.lr})")
 
@@ -489,7 +491,8 @@ def parser():
     t.add_argument("--lr", type=float, default=3e-3, help="Adam's peak learning rate")
     t.add_argument("--warmup", type=int, default=150, help="warmup steps")
     t.add_argument("--schedule", choices=["cosine", "inverse-sqrt"], default="cosine")
-    t.add_argument("--decay-steps", type=int, default=700, help="with cosine: the step at which the rate reaches --min-lr")
+    t.add_argument("--decay-steps", type=int, default=700,
+                   help="with cosine: the step at which the rate reaches --min-lr")
     t.add_argument("--min-lr", type=float, default=-1, help="with cosine: the final rate (default --lr / 20)")
     t.add_argument("--seed", type=int, default=1, help="initialisation, dropout and data order")
     t.add_argument("--threads", type=int, default=0, help="threads (default: OMP_NUM_THREADS, else every core)")

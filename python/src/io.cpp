@@ -77,7 +77,8 @@ void bind_io(py::module_& m) {
           io::save_checkpoint(path, c);
         },
         py::arg("path"), py::arg("model"), py::arg("optimizer") = py::none(), py::arg("schedule") = py::none(),
-        py::arg("generators") = std::map<std::string, Generator*>{}, py::arg("progress") = std::map<std::string, int64_t>{},
+        py::arg("generators") = std::map<std::string, Generator*>{},
+        py::arg("progress") = std::map<std::string, int64_t>{},
         py::arg("config") = io::Config{}, py::arg("vocab") = std::map<std::string, std::vector<std::string>>{},
         py::arg("extra") = std::map<std::string, Tensor>{});
   m.def("_read_checkpoint", [](const std::string& path) {
