@@ -10,7 +10,9 @@
 # ../shared/bench/torch_mha_bench.py, alternating, 5 times each); LayerNorm, softmax and
 # cross-entropy forward+backward, attention time and memory for L = 64 .. 1024, one translator training
 # step (with 2 threads and 1, and the GFLOP/s of its matrix products) and greedy decoding
-# (bench_suite against bench/torch_suite.py, alternating, 3 and 5 times); peak resident memory of a 300-step training
+# (bench_suite against bench/torch_suite.py, alternating, 3 and 5 times); what driving ember from Python costs
+# (bench/python_overhead.py: a small op against PyTorch's, the training step from Python against
+# C++'s); peak resident memory of a 300-step training
 # run and the large-buffer allocation counter (translate against
 # ../shared/bench/torch_translate_ref.py); and, unless --quick, the main job's time to
 # 99.5% validation exact match with the same recipe in PyTorch (bench/translate_vs_torch.sh,
@@ -36,7 +38,7 @@ shared=${EMBER_SHARED_BENCH:-../shared/bench}
 # here on the pthread build (ember links the OpenMP build by path, whatever they say)
 bash scripts/install_deps.sh python3-torch python3-h5py time libopenblas0-pthread
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build -j"$(nproc)" --target bench_matmul bench_mha bench_suite translate >/dev/null
+cmake --build build -j"$(nproc)" --target bench_matmul bench_mha bench_suite translate ember_python >/dev/null
 
 unset OMP_WAIT_POLICY
 export OMP_NUM_THREADS=2
@@ -74,6 +76,9 @@ for r in $(seq "$train_rounds"); do
   $py bench/torch_suite.py train --data data/dates --ref "$shared/torch_translate_ref.py" \
     --json "$work/torch_train.$r.json" 2>/dev/null
 done
+echo "== Python's overhead: a small op and its backward against PyTorch's, the training step from Python against C++'s"
+PYTHONPATH=build/python /usr/bin/python3 bench/python_overhead.py --bench-suite build/bench/bench_suite --data data/dates \
+  --json "$work/python_overhead.json"
 echo "== the same training step with the allocator's System policy (plain malloc, no caching)"
 EMBER_ALLOCATOR=system build/bench/bench_suite train --data data/dates --json "$work/train_system.json"
 echo "== peak memory of a 300-step training run: ember, then PyTorch"

@@ -27,3 +27,28 @@ def load(f):
     if len(named) == 1 and named[0][0] in ("tensor", "arr_0"):
         return named[0][1]
     return dict(named)
+
+
+def save_checkpoint(f, model, optimizer=None, schedule=None, generators=None, progress=None,
+                    config=None, vocab=None, extra=None):
+    """Writes a training checkpoint in ember's format (docs/checkpoint-format.md), the file
+    the C++ programs write and resume from: model is a state_dict (name -> tensor);
+    optimizer and schedule are ember.optim's; generators maps names to ember.Generator;
+    progress holds step, epoch and position; config maps names to int, float or str;
+    vocab maps names to lists of tokens; extra maps names to tensors. Written atomically:
+    a failure leaves any previous file at f as it was."""
+    _C._save_checkpoint(
+        str(f), {str(k): v.detach() for k, v in model.items()},
+        optimizer._impl if optimizer is not None else None,
+        schedule._impl if schedule is not None else None,
+        dict(generators or {}), dict(progress or {}), dict(config or {}),
+        {k: list(v) for k, v in (vocab or {}).items()}, dict(extra or {}))
+
+
+def read_checkpoint(f):
+    """A checkpoint, checked (header, checksum, layout), as a dict: "model" (name ->
+    tensor), "optimizer" (its state, for an optimizer's _impl.load_state, or None),
+    "schedule" (kind, settings, last_step, or None), "progress" (step, epoch, position),
+    "generators" (name -> [seed, counter], for Generator.set_state), "config", "vocab"
+    (name -> tokens) and "extra" (name -> tensor)."""
+    return _C._read_checkpoint(str(f))

@@ -106,6 +106,7 @@ PYBIND11_MODULE(_C, m) {
   bind_function(m);
   bind_functional(m);
   bind_nn(m);
+  bind_packing(m);
   bind_optim(m);
   bind_io(m);
   bind_watch(m);

@@ -4,6 +4,6 @@ C++ library as modules, and functional."""
 from .module import Module, Parameter, ModuleList, Sequential  # noqa: F401
 from .layers import (  # noqa: F401
     Linear, Embedding, Dropout, LayerNorm, MultiheadAttention, MultiHeadAttention,
-    TransformerEncoderLayer, TransformerDecoderLayer, EncoderLayer, DecoderLayer, Transformer,
+    TransformerEncoderLayer, TransformerDecoderLayer, EncoderLayer, DecoderLayer, Transformer, Packing,
 )
-from . import functional  # noqa: F401
+from . import functional, init  # noqa: F401

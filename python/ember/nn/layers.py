@@ -182,6 +182,9 @@ class Dropout(_CppModule):
         generator: the :class:`ember.Generator` the masks are drawn from (the default
             generator when ``None``).
 
+    forward(rows, packing=...) drops packed rows :math:`(N, C)` with the masks of their
+    places in the padded batch (:class:`ember.nn.Packing`).
+
     Shape:
         - Input: :math:`(*)`, any shape.
         - Output: :math:`(*)`, the shape of the input.
@@ -197,6 +200,11 @@ class Dropout(_CppModule):
     """
 
     _cpp = _nn.Dropout
+
+    def forward(self, input, packing=None):
+        if packing is not None:
+            return _nn._dropout_packed(self._impl, input, packing)
+        return self._impl.forward(input)
 
 
 class LayerNorm(_CppModule):
@@ -345,7 +353,9 @@ class TransformerEncoderLayer(_CppModule):
 
     forward(src, src_mask=None, src_key_padding_mask=None): the masks are bool, ``True`` =
     blocked; ``src_mask`` is :math:`(S, S)` or :math:`(B, S, S)`, ``src_key_padding_mask``
-    :math:`(B, S)`.
+    :math:`(B, S)`. forward(rows, packing=...) does the same on the packed rows
+    :math:`(N, E)` of a padded batch (:class:`ember.nn.Packing`), as ember's Transformer
+    runs its encoder.
 
     Shape:
         - src: :math:`(B, S, E)`, :math:`E =` ``d_model``.
@@ -360,6 +370,14 @@ class TransformerEncoderLayer(_CppModule):
     """
 
     _cpp = _nn.TransformerEncoderLayer
+
+    def forward(self, src, src_mask=None, src_key_padding_mask=None, packing=None):
+        if packing is not None:
+            if src_mask is not None or src_key_padding_mask is not None:
+                raise ValueError("TransformerEncoderLayer.forward: packed rows carry their padding; "
+                                 "expected no src_mask and no src_key_padding_mask")
+            return _nn._encoder_layer_packed(self._impl, src, packing)
+        return self._impl.forward(src, src_mask, src_key_padding_mask)
 
     def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu",
                  layer_norm_eps=1e-5, batch_first=True, norm_first=False, generator=None,
@@ -393,7 +411,10 @@ class TransformerDecoderLayer(_CppModule):
     forward(tgt, memory, tgt_key_padding_mask=None, memory_key_padding_mask=None,
     tgt_is_causal=False): the padding masks are bool, ``True`` = padding; with
     ``tgt_is_causal`` the target's self-attention is causal. PyTorch's arbitrary
-    ``tgt_mask`` and ``memory_mask`` do not exist.
+    ``tgt_mask`` and ``memory_mask`` do not exist. With ``memory_packing``, memory is the
+    packed rows :math:`(N, E)` of a padded batch (:class:`ember.nn.Packing`), which carry its
+    padding, and the target's self-attention is causal; with ``tgt_packing`` too, tgt and
+    the output are packed rows of the target.
 
     Shape:
         - tgt: :math:`(B, T, E)`, :math:`E =` ``d_model``.
@@ -410,6 +431,20 @@ class TransformerDecoderLayer(_CppModule):
     """
 
     _cpp = _nn.TransformerDecoderLayer
+
+    def forward(self, tgt, memory, tgt_key_padding_mask=None, memory_key_padding_mask=None,
+                tgt_is_causal=False, memory_packing=None, tgt_packing=None):
+        if memory_packing is None:
+            if tgt_packing is not None:
+                raise ValueError("TransformerDecoderLayer.forward: tgt_packing needs memory_packing")
+            return self._impl.forward(tgt, memory, tgt_key_padding_mask, memory_key_padding_mask,
+                                      tgt_is_causal)
+        if memory_key_padding_mask is not None or not tgt_is_causal:
+            raise ValueError("TransformerDecoderLayer.forward: with memory_packing the memory carries its "
+                             "padding and the target is causal: expected no memory_key_padding_mask and "
+                             "tgt_is_causal=True")
+        return _nn._decoder_layer_packed(self._impl, tgt, memory, memory_packing, tgt_packing,
+                                         tgt_key_padding_mask)
 
     def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu",
                  layer_norm_eps=1e-5, batch_first=True, norm_first=False, generator=None,
@@ -459,6 +494,12 @@ class Transformer(_CppModule):
 
     _cpp = _nn.Transformer
 
+
+# The non-padding positions of int64 ids [B, S]: Packing.of(ids, pad_id); pack(padded
+# [B, S, ...]) -> rows [N, ...], unpack(rows) -> [B, S, ...] with zeros at padding; batch,
+# length, count, rows (b * S + s of each kept position), positions (s), padding ([B, S]
+# bool, True = padding). See nn/packing.h.
+Packing = _nn.Packing
 
 # ember's C++ names
 MultiHeadAttention = MultiheadAttention

@@ -7,6 +7,35 @@ from typing import Any, Callable, Optional, Tuple, Union, Sequence
 from .._C import Generator, RemovableHandle, Tensor, dtype
 from .module import Module
 
+class Packing:
+    """The non-padding positions of a batch of token ids [B, S] (nn/packing.h)."""
+
+    @property
+    def batch(self) -> int:
+        """B."""
+    @property
+    def length(self) -> int:
+        """S."""
+    @property
+    def count(self) -> int:
+        """N, the positions kept."""
+    @property
+    def rows(self) -> Tensor:
+        """b * S + s of each kept position, int64 [N]."""
+    @property
+    def positions(self) -> Tensor:
+        """s of each kept position, int64 [N]."""
+    @property
+    def padding(self) -> Optional[Tensor]:
+        """bool [B, S], True at padding (None: none)."""
+    @staticmethod
+    def of(ids: Tensor, pad_id: int) -> Packing:
+        """The packing of ids [B, S]: every position whose id is not pad_id."""
+    def pack(self, padded: Tensor) -> Tensor:
+        """[B, S, ...] -> the kept rows [N, ...]."""
+    def unpack(self, packed: Tensor) -> Tensor:
+        """[N, ...] -> [B, S, ...], zeros at padding."""
+
 class Linear(Module):
     """y = x W^T + b, as torch.nn.Linear."""
 
@@ -35,8 +64,9 @@ class Dropout(Module):
 
     p: float
     def __init__(self, p: float = 0.5, generator: Optional[Generator] = None) -> None: ...
-    def forward(self, input: Tensor) -> Tensor:
-        """input with dropout applied (itself in eval mode)."""
+    def forward(self, input: Tensor, packing: Optional[Packing] = None) -> Tensor:
+        """input with dropout applied (itself in eval mode); with packing, input is the packed
+        rows of a padded batch, dropped with the masks of their places in it."""
 
 class LayerNorm(Module):
     """Layer normalisation over the last dim, as torch.nn.LayerNorm."""
@@ -90,8 +120,9 @@ class TransformerEncoderLayer(Module):
                  norm_first: bool = False, generator: Optional[Generator] = None,
                  dropout_generator: Optional[Generator] = None, dtype: dtype = ...) -> None: ...
     def forward(self, src: Tensor, src_mask: Optional[Tensor] = None,
-                src_key_padding_mask: Optional[Tensor] = None) -> Tensor:
-        """src [B, S, d_model] -> [B, S, d_model]; masks are bool, True = blocked."""
+                src_key_padding_mask: Optional[Tensor] = None, packing: Optional[Packing] = None) -> Tensor:
+        """src [B, S, d_model] -> [B, S, d_model]; masks are bool, True = blocked. With packing,
+        src is the packed rows [N, d_model] of a padded batch, and so is the output."""
 
 class TransformerDecoderLayer(Module):
     """Self-attention, cross-attention over memory and a feed-forward block, as
@@ -109,8 +140,11 @@ class TransformerDecoderLayer(Module):
                  norm_first: bool = False, generator: Optional[Generator] = None,
                  dropout_generator: Optional[Generator] = None, dtype: dtype = ...) -> None: ...
     def forward(self, tgt: Tensor, memory: Tensor, tgt_key_padding_mask: Optional[Tensor] = None,
-                memory_key_padding_mask: Optional[Tensor] = None, tgt_is_causal: bool = False) -> Tensor:
-        """tgt [B, T, d_model] attending to memory [B, S, d_model] -> [B, T, d_model]."""
+                memory_key_padding_mask: Optional[Tensor] = None, tgt_is_causal: bool = False,
+                memory_packing: Optional[Packing] = None, tgt_packing: Optional[Packing] = None) -> Tensor:
+        """tgt [B, T, d_model] attending to memory [B, S, d_model] -> [B, T, d_model]; with
+        memory_packing, memory is packed rows (and the self-attention causal); with
+        tgt_packing too, tgt and the output are packed rows."""
 
 class Transformer(Module):
     """ember's encoder-decoder model on token ids, embeddings and output projection included."""
