@@ -4,10 +4,13 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, Union
 
 from ._C import Tensor
 
-_Params = Union[Iterable[Tensor], Iterable[Tuple[str, Tensor]]]
+_Params = Union[Iterable[Tensor], Iterable[Tuple[str, Tensor]], Iterable[Dict[str, Any]]]
 
 class Optimizer:
-    """What SGD, Adam and AdamW share: step(), zero_grad(), state_dict(), param_groups."""
+    """What SGD, Adam and AdamW share: step(), zero_grad(), state_dict(), param_groups,
+    add_param_group()."""
+
+    defaults: Dict[str, Any]
 
     def step(self, closure: Optional[Callable[[], Any]] = None) -> Any:
         """Updates every parameter from its .grad (after calling closure, whose loss it returns)."""
@@ -15,7 +18,9 @@ class Optimizer:
         """Sets each parameter's .grad to None (or to zeros with set_to_none=False)."""
     @property
     def param_groups(self) -> List[Dict[str, Any]]:
-        """The one group: its hyper-parameters and "params"; param_groups[0]["lr"] = ... sets the rate."""
+        """The groups: each one's hyper-parameters and "params"; param_groups[i]["lr"] = ... sets a rate."""
+    def add_param_group(self, param_group: Dict[str, Any]) -> None:
+        """Adds a group: a dict with "params" and the hyper-parameters it sets differently."""
     def state_dict(self) -> Dict[str, Any]:
         """{"state": {name: {"step": n, slot: tensor}}, "param_groups": [...]}, keyed by
         parameter name (the names given, or positions)."""
@@ -28,14 +33,14 @@ class SGD(Optimizer):
 
     def __init__(self, params: _Params, lr: float = 1e-3, momentum: float = 0.0, dampening: float = 0.0,
                  weight_decay: float = 0.0, nesterov: bool = False) -> None:
-        """params: model.parameters() or model.named_parameters()."""
+        """params: model.parameters(), model.named_parameters(), or parameter groups (dicts)."""
 
 class Adam(Optimizer):
     """Adam (Kingma and Ba, 2015), with L2 weight decay and amsgrad, as torch.optim.Adam."""
 
     def __init__(self, params: _Params, lr: float = 1e-3, betas: Tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 0.0, amsgrad: bool = False) -> None:
-        """params: model.parameters() or model.named_parameters()."""
+        """params: model.parameters(), model.named_parameters(), or parameter groups (dicts)."""
 
 class AdamW(Adam):
     """Adam with decoupled weight decay (Loshchilov and Hutter), as torch.optim.AdamW."""

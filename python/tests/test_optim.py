@@ -119,8 +119,62 @@ def test_zero_grad_and_errors():
     assert all(p.grad is None for p in model.parameters())
     with pytest.raises(ValueError, match="empty"):
         ember.optim.SGD([], lr=0.1)
-    with pytest.raises(TypeError, match="parameter groups"):
-        ember.optim.SGD([{"params": list(model.parameters())}], lr=0.1)
+    with pytest.raises(TypeError, match="unknown option 'betas'; the options are lr, momentum"):
+        ember.optim.SGD([{"params": list(model.parameters()), "betas": (0.9, 0.9)}], lr=0.1)
+    with pytest.raises(ValueError, match="appear in more than one parameter group"):
+        ember.optim.SGD([{"params": [model.temp]}, {"params": [model.temp]}], lr=0.1)
+    with pytest.raises(TypeError, match="params must be an iterable"):
+        ember.optim.SGD(3, lr=0.1)
+    with pytest.raises(TypeError, match="parameter '1' is a int, not a Tensor"):
+        ember.optim.SGD([model.temp, 1], lr=0.1)
+
+
+@needs_torch
+@pytest.mark.parametrize("kind,defaults,override", [
+    ("Adam", dict(lr=0.1, betas=(0.8, 0.99)), dict(lr=0.01, betas=(0.5, 0.9), weight_decay=0.1)),
+    ("SGD", dict(lr=0.1, momentum=0.9), dict(lr=0.3, nesterov=True, momentum=0.5)),
+    ("AdamW", dict(lr=0.1), dict(weight_decay=0.5, amsgrad=True)),
+])
+def test_parameter_groups_match_pytorch(kind, defaults, override):
+    model = Net()
+    t, temp = torch_twin(model)
+    opt = getattr(ember.optim, kind)([{"params": model.lin.parameters()},
+                                      dict(override, params=[model.temp])], **defaults)
+    topt = getattr(torch.optim, kind)([{"params": t.parameters()}, dict(override, params=[temp])], **defaults)
+    assert len(opt.param_groups) == 2 and opt.param_groups[1]["lr"] == topt.param_groups[1]["lr"]
+    train(model, opt, 2)
+    train_torch(t, temp, topt, 2)
+    opt.param_groups[0]["lr"] = topt.param_groups[0]["lr"] = 0.05  # a rate set per group
+    train(model, opt, 2)
+    train_torch(t, temp, topt, 2)
+    assert_same(model, t, temp)
+    # its state, groups included, restores into a new optimizer that goes on the same
+    state = opt.state_dict()
+    assert [g["params"] for g in state["param_groups"]] == [["0", "1"], ["2"]]
+    other = Net()
+    with ember.no_grad():
+        for (_, a), (_, b) in zip(other.named_parameters(), model.named_parameters()):
+            a.copy_(b)
+    opt2 = getattr(ember.optim, kind)([{"params": other.lin.parameters()},
+                                       dict(override, params=[other.temp])], **defaults)
+    opt2.load_state_dict(state)
+    train(model, opt, 1)
+    train(other, opt2, 1)
+    assert ember.equal(model.temp, other.temp) and ember.equal(model.lin.weight, other.lin.weight)
+    with pytest.raises(ValueError, match="the state has 2 parameter groups, this optimizer 1"):
+        getattr(ember.optim, kind)(other.parameters(), **defaults).load_state_dict(state)
+
+
+def test_add_param_group_and_schedules_over_groups():
+    model = Net()
+    opt = ember.optim.SGD(model.lin.parameters(), lr=0.1)
+    opt.add_param_group({"params": model.temp, "lr": 0.7})
+    assert [g["lr"] for g in opt.param_groups] == [0.1, 0.7]
+    sched = ember.optim.ConstantSchedule(0.2)
+    assert sched.step(opt) == 0.2
+    assert [g["lr"] for g in opt.param_groups] == [0.2, 0.2]
+    with pytest.raises(RuntimeError, match="has 2 parameter groups"):
+        opt._impl
 
 
 def test_a_schedule_sets_the_rate_before_the_step():
