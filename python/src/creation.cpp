@@ -170,7 +170,12 @@ void bind_creation(py::module_& m) {
   random("randn", &randn);
   random("rand", &rand);
   // randint(high, size) or randint(low, high, size), as torch.randint
-  m.def("randint", [](py::args args, Generator* gen) {
+  m.def("randint", [](py::args args, const py::object& generator) {
+    // (a Generator* argument after *args refuses an omitted generator in pybind11 2.10)
+    if (!generator.is_none() && !py::isinstance<Generator>(generator))
+      throw py::type_error("randint: generator must be an ember.Generator or None, got " +
+                           std::string(py::str(py::type::of(generator).attr("__name__"))));
+    Generator* gen = generator.is_none() ? nullptr : generator.cast<Generator*>();
     if (args.size() != 2 && args.size() != 3)
       throw py::type_error("randint: expected (high, size) or (low, high, size)");
     const int64_t low = args.size() == 3 ? args[0].cast<int64_t>() : 0;

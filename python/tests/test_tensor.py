@@ -69,6 +69,12 @@ def test_random_tensors_follow_their_generator():
     assert ember.randn(3, 4, generator=g, dtype=ember.float64).tolist() == a.tolist()
     r = ember.randint(2, 5, (100,), generator=ember.Generator(1))
     assert r.dtype == ember.int64 and 2 <= r.min().item() and r.max().item() < 5
+    ember.manual_seed(4)  # the default generator, as randn's
+    d = ember.randint(10, (6,))
+    ember.manual_seed(4)
+    assert ember.randint(10, (6,), generator=None).tolist() == d.tolist()
+    with pytest.raises(TypeError, match="randint: generator must be an ember.Generator or None, got int"):
+        ember.randint(10, (6,), generator=3)
 
 
 def test_repr_is_the_cpp_printer():
