@@ -87,6 +87,11 @@ TEST_CASE("outer, tril and triu give torch's values") {
   CHECK(values(tril(x, INT64_MAX)) == values(x));
   CHECK(values(triu(x, INT64_MAX)) == std::vector<double>(12, 0));
   CHECK(tril(zeros({2, 3, 4}, kInt64)).dtype() == kInt64);
+  // bool too, as torch.triu(torch.ones(3, 3, dtype=torch.bool), 1): the look-ahead mask
+  const Tensor causal = triu(ones({2, 3, 3}, kBool), 1);
+  CHECK(causal.dtype() == kBool);
+  CHECK(values(causal.select(0, 1)) == std::vector<double>{0, 1, 1, 0, 0, 1, 0, 0, 0});
+  CHECK(values(tril(ones({2, 3}, kBool), -1)) == std::vector<double>{0, 0, 0, 1, 0, 0});
   CHECK_THAT(error_of([] { (void)outer(zeros({2, 2}), zeros({2})); }), StartsWith("outer: expected two 1-D tensors"));
   CHECK_THAT(error_of([] { (void)tril(zeros({3})); }), StartsWith("tril: expected a tensor of at least 2 dims"));
 }

@@ -174,6 +174,7 @@ Tensor triangle(const Tensor& a, int64_t k, bool lower, const char* op) {
   const Tensor diff = sub(j, i);  // int64, exact
   // k far outside the matrix keeps all or nothing; as a double it compares exactly enough
   const Tensor drop = lower ? gt(diff, (double)k) : lt(diff, (double)k);
+  if (a.dtype() == kBool) return logical_and(a, logical_not(drop));  // false is a bool's zero
   return masked_fill(a, drop, 0.0);
 }
 }  // namespace
