@@ -675,3 +675,43 @@ TEST_CASE("each unary op's derivative as a kernel equals its derivative written 
     }
   }
 }
+
+namespace {
+ember::Loc fallback_loc() { return ember::Loc::current("script.py", 7, "<module>"); }
+ember::Loc empty_loc() { return ember::Loc(); }
+}  // namespace
+
+TEST_CASE("a CallerLoc names the driving language's line in the nodes recorded under it, and errors") {
+  Tensor x = randn64({3}, 93).requires_grad_();
+  Tensor y;
+  {
+    const CallerLoc caller(Loc::current("train.py", 42, "step"));
+    REQUIRE(CallerLoc::current() != nullptr);
+    y = mul(x, x);
+    {
+      const CallerLoc inner(Loc::current("inner.py", 3, "f"));
+      CHECK(CallerLoc::current()->line() == 3);
+    }
+    CHECK(CallerLoc::current()->line() == 42);  // the outer one restored
+  }
+  CHECK(CallerLoc::current() == nullptr);
+  CHECK(std::string(y.grad_fn()->where.file_name()) == "train.py");
+  CHECK(y.grad_fn()->where.line() == 42);
+  Tensor z = mul(x, x);  // none set: the C++ caller, this file
+  CHECK_THAT(std::string(z.grad_fn()->where.file_name()), Contains("test_higher_order.cpp"));
+  sum(y).backward();
+  CHECK_THAT(error_of([&] { sum(y).backward(); }), Contains("train.py:42 (step)"));
+  // the fallback is asked when none is set; an empty answer leaves the C++ location
+  CallerLoc::set_fallback(&fallback_loc);
+  Tensor w = mul(x, x);
+  CallerLoc::set_fallback(&empty_loc);
+  Tensor v = mul(x, x);
+  CallerLoc::set_fallback(nullptr);
+  CHECK(std::string(w.grad_fn()->where.file_name()) == "script.py");
+  CHECK_THAT(std::string(v.grad_fn()->where.file_name()), Contains("test_higher_order.cpp"));
+  {
+    AnomalyGuard anomaly;
+    const CallerLoc caller(Loc::current("nan.py", 5, "g"));
+    CHECK_THAT(error_of([&] { (void)log(sub(x, 1000.0)); }), Contains("called at nan.py:5 (g)"));
+  }
+}
