@@ -34,7 +34,8 @@ done
 shared=${EMBER_SHARED_BENCH:-../shared/bench}
 [ -f "$shared/torch_mha_bench.py" ] || { echo "no PyTorch references in $shared (set EMBER_SHARED_BENCH)" >&2; exit 2; }
 
-# pybind11-dev ... python3-numpy: the Python module python_overhead.py drives. libopenblas0-pthread: PyTorch finds its BLAS through Debian's alternatives, and runs fastest
+# pybind11-dev ... python3-numpy: the Python module python_overhead.py drives;
+# libopenblas0-pthread: PyTorch finds its BLAS through Debian's alternatives, and runs fastest
 # here on the pthread build (ember links the OpenMP build by path, whatever they say)
 bash scripts/install_deps.sh python3-torch python3-h5py time libopenblas0-pthread pybind11-dev libdlpack-dev python3-dev python3-numpy
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
