@@ -130,6 +130,11 @@ GradcheckReport check_derivatives(const char* op, const MultiFn& f, const std::v
     for (int64_t k = 0; k < x.numel(); k++) {
       double& v = base[offs[k]];
       const double saved = v;
+      struct Restore {  // the input as it was, also when f throws
+        double& v;
+        double saved;
+        ~Restore() { v = saved; }
+      } restore{v, saved};
       v = saved + opt.eps;
       double fp = weighted(f(inputs));
       v = saved - opt.eps;

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "core/autograd.h"
+#include "core/autograd/state.h"
 #include "core/kernels/dispatch.h"
 
 namespace ember {
@@ -165,7 +166,12 @@ bool Tensor::is_leaf() const { return live("is_leaf").grad_fn == nullptr; }
 
 Tensor Tensor::grad() const {
   const TensorImpl& p = live("grad");
-  if (p.grad) return Tensor(p.grad);
+  std::shared_ptr<TensorImpl> g;
+  {
+    const std::lock_guard<std::mutex> lock(autograd_detail::grad_mutex());
+    g = p.grad;
+  }
+  if (g) return Tensor(std::move(g));
   if (!p.requires_grad) return undefined(why::kNoGrad);
   if (p.grad_fn) return undefined(retains_grad() ? why::kRetainedNotReached : why::kNonLeaf);
   return undefined(p.grad_cleared ? why::kCleared : why::kNoBackwardYet);
@@ -173,15 +179,18 @@ Tensor Tensor::grad() const {
 
 void Tensor::set_grad(const Tensor& g) {
   live("set_grad");
-  impl_->grad_cleared = !g.defined();
   if (g.defined() && (g.shape() != shape() || g.dtype() != dtype()))
     fail("set_grad", "expected a gradient of shape ", shape(), " and dtype ", dtype_name(dtype()),
          ", got shape ", g.shape(), " and dtype ", dtype_name(g.dtype()));
+  const std::lock_guard<std::mutex> lock(autograd_detail::grad_mutex());
+  impl_->grad_cleared = !g.defined();
   impl_->grad = g.impl_ptr();
 }
 
 void Tensor::zero_grad() {
-  live("zero_grad").grad.reset();
+  live("zero_grad");
+  const std::lock_guard<std::mutex> lock(autograd_detail::grad_mutex());
+  impl_->grad.reset();
   impl_->grad_cleared = true;
 }
 

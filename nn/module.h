@@ -10,6 +10,7 @@
 #include <initializer_list>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -31,33 +32,47 @@ class HookList {
  public:
   // Appends fn; the handle's remove() takes it out again.
   HookHandle add(Fn fn) {
-    if (!hooks_) hooks_ = std::make_shared<List>();
+    if (!hooks_) hooks_ = std::make_shared<List>();  // moved from
+    const std::lock_guard<std::mutex> lock(hooks_->mutex);
     const int64_t id = hooks_->next_id++;
     hooks_->list.emplace_back(id, std::move(fn));
     return HookHandle([weak = std::weak_ptr<List>(hooks_), id] {
-      if (auto h = weak.lock())
+      if (auto h = weak.lock()) {
+        const std::lock_guard<std::mutex> lock(h->mutex);
         for (auto it = h->list.begin(); it != h->list.end(); ++it)
           if (it->first == id) {
             h->list.erase(it);
             break;
           }
+      }
     });
   }
-  bool any() const { return hooks_ && !hooks_->list.empty(); }  // whether any function is registered
-  // Calls every function with args, in registration order; a function may remove itself.
+  bool any() const {  // whether any function is registered
+    if (!hooks_) return false;
+    const std::lock_guard<std::mutex> lock(hooks_->mutex);
+    return !hooks_->list.empty();
+  }
+  // Calls every function with args, in registration order; a function may remove itself
+  // (and another thread add or remove one meanwhile: the calls are of the list as it was).
   template <class... Args>
   void run(Args&&... args) const {
-    if (!any()) return;
-    const auto copy = hooks_->list;  // a hook may remove itself
+    std::vector<std::pair<int64_t, Fn>> copy;
+    if (!hooks_) return;
+    {
+      const std::lock_guard<std::mutex> lock(hooks_->mutex);
+      if (hooks_->list.empty()) return;
+      copy = hooks_->list;
+    }
     for (const auto& entry : copy) entry.second(args...);
   }
 
  private:
   struct List {
+    std::mutex mutex;
     std::vector<std::pair<int64_t, Fn>> list;
     int64_t next_id = 0;
   };
-  std::shared_ptr<List> hooks_;
+  std::shared_ptr<List> hooks_ = std::make_shared<List>();
 };
 
 // Converts t's values to dtype in place, held by t itself: every handle to it (an

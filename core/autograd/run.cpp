@@ -18,6 +18,10 @@ namespace ember {
 namespace autograd_detail {
 thread_local constinit bool t_in_backward = false;
 thread_local constinit const std::shared_ptr<Node>* t_current_node = nullptr;
+std::mutex& grad_mutex() {
+  static std::mutex m;
+  return m;
+}
 }  // namespace autograd_detail
 
 using autograd_detail::t_current_node;
@@ -103,6 +107,7 @@ void sum_into(Tensor& sum, const Tensor& g, bool create_graph) {
 // Adds g to the gradient kept in *slot. A recorded gradient (create_graph), or one
 // already holding a graph, is summed out of place so that its graph stays right.
 void accumulate(std::shared_ptr<TensorImpl>& slot, Tensor g, bool create_graph) {
+  const std::lock_guard<std::mutex> lock(autograd_detail::grad_mutex());
   if (!slot) {
     // g itself when nothing else can see its memory and it is dense, else a dense copy (an
     // expanded gradient, such as sum's, would make every element one memory location)

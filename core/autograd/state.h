@@ -3,6 +3,7 @@
 // reads it. Both are per thread and constant-initialised, so reading them costs no call.
 #pragma once
 #include <memory>
+#include <mutex>
 
 #include "core/autograd.h"
 
@@ -13,5 +14,9 @@ namespace ember::autograd_detail {
 extern thread_local constinit bool t_in_backward;
 // The node whose backward runs (what SavedTensor::get reattaches an op's output to).
 extern thread_local constinit const std::shared_ptr<Node>* t_current_node;
+
+// Guards every tensor's .grad slot: backward passes on several threads may accumulate into
+// one leaf, while another thread reads or clears its .grad.
+std::mutex& grad_mutex();
 
 }  // namespace ember::autograd_detail

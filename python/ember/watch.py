@@ -19,5 +19,13 @@ def head_statistics(scores, weights, dscores=None, dweights=None, blocked=None, 
     reaching each (None: zero), the blocked pairs (bool, broadcasting to [B, H, L, S]) and
     the padding queries (bool [B, L]). Queries that are padding or have fewer than two
     allowed keys are left out. Returns {quantity: [one float per head]}."""
+    for name, t in (("scores", scores), ("weights", weights), ("dscores", dscores), ("dweights", dweights)):
+        if t is not None and (not isinstance(t, _C.Tensor) or not t.is_floating_point()):
+            raise TypeError(f"head_statistics: {name} must be a float32 or float64 Tensor, got "
+                            + (str(t.dtype) if isinstance(t, _C.Tensor) else type(t).__name__))
+    for name, t in (("blocked", blocked), ("query_padding", query_padding)):
+        if t is not None and (not isinstance(t, _C.Tensor) or t.dtype != _C.bool):
+            raise TypeError(f"head_statistics: {name} must be a bool Tensor, got "
+                            + (str(t.dtype) if isinstance(t, _C.Tensor) else type(t).__name__))
     stats = _C._watch.head_statistics(scores, weights, dscores, dweights, blocked, query_padding)
     return {q: v for q, v in stats.items() if q not in _PROJECTIONS}

@@ -53,7 +53,7 @@ void bind_autograd(py::module_& m, TensorClass& cls) {
 
   cls.def("backward", [](const Tensor& t, std::optional<Tensor> gradient, std::optional<bool> retain_graph,
                          bool create_graph) {
-    py::gil_scoped_release nogil;
+    GilRelease nogil;
     t.backward(gradient.value_or(Tensor()), retain_graph, create_graph);
   }, py::arg("gradient") = py::none(), py::arg("retain_graph") = py::none(), py::arg("create_graph") = false);
   cls.def("retain_grad", &Tensor::retain_grad)
@@ -76,7 +76,7 @@ void bind_autograd(py::module_& m, TensorClass& cls) {
     if (!grad_outputs.is_none()) gouts = tensors_of(grad_outputs, "grad_outputs");
     std::vector<Tensor> grads;
     {
-      py::gil_scoped_release nogil;
+      GilRelease nogil;
       grads = grad(outs, ins, gouts, {.retain_graph = retain_graph, .create_graph = create_graph,
                                       .allow_unused = allow_unused});
     }

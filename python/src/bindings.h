@@ -57,11 +57,26 @@ std::shared_ptr<py::object> hold(py::object obj);
 // or this thread does not hold the GIL.
 Loc python_caller();
 
+// The GIL let go while ember computes, as pybind11's gil_scoped_release, except that a
+// thread taking it back while the interpreter shuts down (a daemon thread at exit) waits
+// there for the process to end: CPython would end the thread by unwinding it through C++
+// frames that cannot unwind, which aborts the process.
+class GilRelease {
+ public:
+  GilRelease() : state_(PyEval_SaveThread()) {}
+  ~GilRelease();
+  GilRelease(const GilRelease&) = delete;
+  GilRelease& operator=(const GilRelease&) = delete;
+
+ private:
+  PyThreadState* state_;
+};
+
 // A bound op's call, as pybind11's call_guard: the Python caller's line for the nodes it
 // records (core/autograd.h's CallerLoc), then the GIL released while it computes.
 struct OpCall {
   CallerLoc loc{python_caller()};
-  py::gil_scoped_release nogil;
+  GilRelease nogil;
 };
 using NoGil = py::call_guard<OpCall>;
 

@@ -14,17 +14,25 @@
 
 namespace ember::python {
 
-Tensor tensor_from_numpy(const py::array& a);  // numpy.cpp
+// A tensor over the array's memory (numpy.cpp); for_copy: the caller copies it at once (no
+// copy of a read-only array first)
+Tensor tensor_from_numpy(const py::array& a, bool for_copy);
 
 namespace {
 
 // The numbers of nested sequences, row-major, and the sizes of their levels.
 struct Literal {
-  std::vector<py::handle> values;
+  std::vector<py::object> values;  // owned: a sequence's items may be made as it is read
   Shape shape;
   bool any_float = false, any_int = false;
 
-  void add(py::handle v, size_t level) {
+  void add(const py::object& v, size_t level) {
+    if (level > 64) throw py::value_error("tensor: the data is nested more than 64 deep");
+    if (py::isinstance<Tensor>(v)) {  // a tensor among the data: its values (a 0-dim one is a number)
+      const Tensor& t = v.cast<const Tensor&>();
+      if (t.dim() > 0) return add(v.attr("tolist")(), level);
+      return add(v.attr("item")(), level);
+    }
     const bool is_sequence = py::isinstance<py::sequence>(v) && !py::isinstance<py::str>(v) &&
                              !py::isinstance<py::bytes>(v);
     if (is_sequence) {
@@ -39,7 +47,7 @@ struct Literal {
                               std::to_string(level < shape.size() ? shape[level] : 0) + " at dim " +
                               std::to_string(level) + " (got " + std::to_string(n) + ")");
       }
-      for (py::handle e : s) add(e, level + 1);
+      for (py::object e : s) add(e, level + 1);  // an object: it owns the item while add reads it
       return;
     }
     if (level != shape.size())
@@ -55,7 +63,7 @@ struct Literal {
       throw py::type_error("tensor: could not convert an object of type " +
                            std::string(py::str(py::type::of(v).attr("__name__"))) + " to a number");
     }
-    values.push_back(v);
+    values.push_back(v);  // a new reference
   }
 
   // PyTorch's default for these literals: float32 for reals, int64 for integers, bool.
@@ -67,14 +75,14 @@ struct Literal {
   Tensor make(DType dtype) const {
     if (dtype == kBool) {
       std::vector<bool> bits;
-      for (py::handle v : values) bits.push_back(py::cast<bool>(py::bool_(py::reinterpret_borrow<py::object>(v))));
+      for (const py::object& v : values) bits.push_back(py::cast<bool>(py::bool_(v)));
       return from_bools(bits, shape);
     }
     if (dtype == kInt64 && !any_float) {
       std::vector<int64_t> ints;
-      for (py::handle v : values) {
+      for (const py::object& v : values) {
         int overflow = 0;
-        const py::int_ i(py::reinterpret_borrow<py::object>(v));
+        const py::int_ i(v);
         const long long x = PyLong_AsLongLongAndOverflow(i.ptr(), &overflow);
         if (overflow) throw py::value_error("tensor: an integer does not fit int64");
         ints.push_back(x);
@@ -82,7 +90,7 @@ struct Literal {
       return from_vector(ints, shape);
     }
     std::vector<double> reals;
-    for (py::handle v : values) reals.push_back(py::cast<double>(py::float_(py::reinterpret_borrow<py::object>(v))));
+    for (const py::object& v : values) reals.push_back(py::cast<double>(py::float_(v)));
     return from_vector(reals, shape, dtype);
   }
 };
@@ -98,7 +106,7 @@ Tensor tensor(const py::object& data, std::optional<DType> dtype, bool requires_
   if (py::isinstance<Tensor>(data)) {
     t = data.cast<const Tensor&>().detach().clone();
   } else if (py::isinstance<py::array>(data)) {
-    t = tensor_from_numpy(data.cast<py::array>()).clone();
+    t = tensor_from_numpy(data.cast<py::array>(), true).clone();
   } else {
     Literal lit;
     lit.add(data, 0);

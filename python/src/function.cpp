@@ -24,18 +24,35 @@ namespace {
 
 using PyHeld = std::shared_ptr<py::object>;
 
-// pyctx._c = ctx while a Python forward or backward runs, None after (also on an exception)
+// The C++ context as Python reaches it: usable while the forward or backward that made it
+// runs, an error after (the FunctionCtx lives as long as the node, which Python does not
+// control), so that a reference kept past the call cannot touch freed memory.
+struct CtxRef {
+  FunctionCtx* ctx;
+  std::shared_ptr<bool> live;
+  FunctionCtx& get() const {
+    if (!*live) throw std::runtime_error("Function ctx: used after the forward or backward it was made for returned");
+    return *ctx;
+  }
+};
+
+// pyctx._c = a CtxRef while a Python forward or backward runs, None after (also on an
+// exception), the CtxRef then dead
 class CtxBinding {
  public:
-  CtxBinding(py::object pyctx, FunctionCtx& ctx) : pyctx_(std::move(pyctx)) {
-    pyctx_.attr("_c") = py::cast(&ctx, py::return_value_policy::reference);
+  CtxBinding(py::object pyctx, FunctionCtx& ctx) : pyctx_(std::move(pyctx)), live_(std::make_shared<bool>(true)) {
+    pyctx_.attr("_c") = CtxRef{&ctx, live_};
   }
-  ~CtxBinding() { pyctx_.attr("_c") = py::none(); }
+  ~CtxBinding() {
+    *live_ = false;
+    pyctx_.attr("_c") = py::none();
+  }
   CtxBinding(const CtxBinding&) = delete;
   CtxBinding& operator=(const CtxBinding&) = delete;
 
  private:
   py::object pyctx_;
+  std::shared_ptr<bool> live_;
 };
 
 std::string type_name(py::handle h) { return py::str(py::type::of(h).attr("__name__")); }
@@ -43,19 +60,20 @@ std::string type_name(py::handle h) { return py::str(py::type::of(h).attr("__nam
 }  // namespace
 
 void bind_function(py::module_& m) {
-  py::class_<FunctionCtx>(m, "_FunctionCtx")
-      .def("save_for_backward", [](FunctionCtx& ctx, const py::iterable& tensors) {
+  py::class_<CtxRef>(m, "_FunctionCtx")
+      .def("save_for_backward", [](const CtxRef& ref, const py::iterable& tensors) {
         std::vector<Tensor> list;  // None saves an undefined tensor, as PyTorch allows
         for (py::handle t : tensors) list.push_back(t.is_none() ? Tensor() : t.cast<Tensor>());
-        ctx.save_for_backward(std::move(list));
+        ref.get().save_for_backward(std::move(list));
       }, py::arg("tensors"))
-      .def("saved_tensors", [](const FunctionCtx& ctx) {
-        const std::vector<Tensor> saved = ctx.saved_tensors();
+      .def("saved_tensors", [](const CtxRef& ref) {
+        const std::vector<Tensor> saved = ref.get().saved_tensors();
         py::tuple out(saved.size());
         for (size_t i = 0; i < saved.size(); i++) out[i] = tensor_or_none(saved[i]);
         return out;
       })
-      .def("needs_input_grad", &FunctionCtx::needs_input_grad, py::arg("i"));
+      .def("needs_input_grad", [](const CtxRef& ref, size_t i) { return ref.get().needs_input_grad(i); },
+           py::arg("i"));
 
   // forward(pyctx, tensors) -> Tensor and backward(pyctx, grad) -> list of Tensor or None,
   // one per tensor input: the Python side maps them from and to the user's arguments.

@@ -73,77 +73,115 @@ struct Advanced {
   Tensor index;
 };
 
-// t[adv...]: the indices broadcast to B, checked against their dims' sizes (negative ones
-// counting from the end), and the elements picked, B in place of the indexed dims when
-// they are adjacent and first otherwise.
-Tensor pick(const Tensor& t, const std::vector<Advanced>& adv) {
-  Shape B = adv[0].index.shape();
+// The advanced indices broadcast together: their shape B, and for each element of B the
+// position it picks along each indexed dim (checked against the dim's size, negative ones
+// counted from the end).
+struct Broadcast {
+  Shape B;
+  int64_t count = 1;
+  std::vector<std::vector<int64_t>> at;  // per advanced index, count positions
+};
+
+Broadcast broadcast(const Tensor& t, const std::vector<Advanced>& adv) {
+  Broadcast r;
+  r.B = adv[0].index.shape();
   for (size_t j = 1; j < adv.size(); j++) {
     try {
-      B = broadcast_shapes(B, adv[j].index.shape(), "index");
+      r.B = broadcast_shapes(r.B, adv[j].index.shape(), "index");
     } catch (const std::exception&) {
       std::string shapes;
       for (const auto& a : adv) shapes += (shapes.empty() ? "" : ", ") + shape_str(a.index.shape());
       throw py::index_error("shape mismatch: indexing tensors could not be broadcast together with shapes " + shapes);
     }
   }
-  int64_t count = 1;
-  for (int64_t s : B) count *= s;
-  // the row-major position of each picked element among the indexed dims
-  std::vector<int64_t> linear((size_t)count, 0);
+  for (int64_t s : r.B) r.count *= s;
   for (const auto& a : adv) {
     const int64_t size = t.size(a.dim);
-    const Tensor idx = a.index.expand(B).contiguous();
+    const Tensor idx = a.index.expand(r.B).contiguous();
     const int64_t* p = idx.data<int64_t>();
-    for (int64_t n = 0; n < count; n++) {
-      int64_t i = p[n];
+    std::vector<int64_t> at((size_t)r.count);
+    for (int64_t n = 0; n < r.count; n++) {
+      const int64_t i = p[n];
       if (i < -size || i >= size)
         throw py::index_error("index " + std::to_string(i) + " is out of bounds for dimension " +
                               std::to_string(a.dim) + " with size " + std::to_string(size));
-      linear[(size_t)n] = linear[(size_t)n] * size + (i < 0 ? i + size : i);
+      at[(size_t)n] = i < 0 ? i + size : i;
     }
+    r.at.push_back(std::move(at));
   }
-  const Tensor flat_index = from_vector(linear, {count});
+  return r;
+}
+
+// The dims of t no advanced index applies to, in order.
+std::vector<int64_t> rest_dims(const Tensor& t, const std::vector<Advanced>& adv) {
+  std::vector<bool> indexed((size_t)t.dim(), false);
+  for (const auto& a : adv) indexed[(size_t)a.dim] = true;
+  std::vector<int64_t> rest;
+  for (int64_t d = 0; d < t.dim(); d++)
+    if (!indexed[(size_t)d]) rest.push_back(d);
+  return rest;
+}
+
+// Where B goes in the result: in place of the indexed dims when they are adjacent (after
+// the first `first` of the other dims), first otherwise.
+int64_t b_position(const std::vector<Advanced>& adv) {
+  for (size_t j = 1; j < adv.size(); j++)
+    if (adv[j].dim != adv[j - 1].dim + 1) return 0;
+  return adv[0].dim;
+}
+
+// The permutation taking [B..., rest...] to the result's order.
+std::vector<int64_t> result_order(int64_t b_dims, int64_t rest, int64_t first) {
+  std::vector<int64_t> order;
+  for (int64_t d = 0; d < first; d++) order.push_back(b_dims + d);
+  for (int64_t d = 0; d < b_dims; d++) order.push_back(d);
+  for (int64_t d = b_dims + first; d < b_dims + rest; d++) order.push_back(d);
+  return order;
+}
+
+// t[adv...]: the elements picked, with index_select (so that gradients flow).
+Tensor pick(const Tensor& t, const std::vector<Advanced>& adv) {
+  const Broadcast b = broadcast(t, adv);
+  // the row-major position of each picked element among the indexed dims
+  std::vector<int64_t> linear((size_t)b.count, 0);
+  for (size_t j = 0; j < adv.size(); j++)
+    for (int64_t n = 0; n < b.count; n++)
+      linear[(size_t)n] = linear[(size_t)n] * t.size(adv[j].dim) + b.at[j][(size_t)n];
+  const Tensor flat_index = from_vector(linear, {b.count});
   if (adv.size() == 1) {  // along its own dim, with no copy of t
     const int64_t d = adv[0].dim;
     Shape shape(t.shape().begin(), t.shape().begin() + d);
-    shape.insert(shape.end(), B.begin(), B.end());
+    shape.insert(shape.end(), b.B.begin(), b.B.end());
     shape.insert(shape.end(), t.shape().begin() + d + 1, t.shape().end());
     return index_select(t, d, flat_index).reshape(shape);
   }
   // the indexed dims first, flattened into one, then the rest
   std::vector<int64_t> perm;
-  std::vector<bool> indexed((size_t)t.dim(), false);
   int64_t rows = 1;
   for (const auto& a : adv) {
     perm.push_back(a.dim);
-    indexed[(size_t)a.dim] = true;
     rows *= t.size(a.dim);
   }
-  Shape rest;
-  for (int64_t d = 0; d < t.dim(); d++)
-    if (!indexed[(size_t)d]) {
-      perm.push_back(d);
-      rest.push_back(t.size(d));
-    }
-  Shape flat_shape{rows};
-  flat_shape.insert(flat_shape.end(), rest.begin(), rest.end());
-  Shape shape = B;
-  shape.insert(shape.end(), rest.begin(), rest.end());
+  const std::vector<int64_t> rest = rest_dims(t, adv);
+  Shape flat_shape{rows}, shape = b.B;
+  for (int64_t d : rest) {
+    perm.push_back(d);
+    flat_shape.push_back(t.size(d));
+    shape.push_back(t.size(d));
+  }
   Tensor out = index_select(t.permute(perm).reshape(flat_shape), 0, flat_index).reshape(shape);
-  bool adjacent = true;
-  for (size_t j = 1; j < adv.size(); j++) adjacent = adjacent && adv[j].dim == adv[j - 1].dim + 1;
-  const auto first = adv[0].dim, b = (int64_t)B.size();
-  if (!adjacent || first == 0) return out;
-  // B moves to where the indexed dims were: after the first `first` of the rest
-  std::vector<int64_t> order;
-  for (int64_t d = 0; d < first; d++) order.push_back(b + d);
-  for (int64_t d = 0; d < b; d++) order.push_back(d);
-  for (int64_t d = b + first; d < out.dim(); d++) order.push_back(d);
-  return out.permute(order);
+  const int64_t first = b_position(adv);
+  if (first == 0) return out;
+  return out.permute(result_order((int64_t)b.B.size(), (int64_t)rest.size(), first));
 }
 
-Tensor get(const Tensor& self, const py::object& index, bool* advanced = nullptr) {
+// One index, applied: the view the basic items select, and the advanced ones left.
+struct Indexed {
+  Tensor view;
+  std::vector<Advanced> adv;
+};
+
+Indexed basic(const Tensor& self, const py::object& index) {
   std::vector<py::object> items = items_of(index);
   // lists become tensors; find whether any item is a tensor, and how many dims they name
   int64_t named = 0;
@@ -202,50 +240,88 @@ Tensor get(const Tensor& self, const py::object& index, bool* advanced = nullptr
       unsupported("an object of type " + std::string(py::str(py::type::of(it).attr("__name__"))));
     }
   }
-  if (advanced) *advanced = !adv.empty();
-  return adv.empty() ? t : pick(t, adv);
+  return {t, std::move(adv)};
 }
 
-// An int64 tensor of t's shape holding each element's offset from t's first element.
-Tensor element_offsets(const Tensor& t) {
-  std::vector<int64_t> offsets((size_t)t.numel());
-  std::vector<int64_t> at((size_t)t.dim(), 0);
-  int64_t off = 0;
-  for (auto& o : offsets) {
-    o = off;
-    for (int64_t d = t.dim() - 1; d >= 0; d--) {
-      off += t.stride(d);
-      if (++at[(size_t)d] < t.size(d)) break;
-      off -= t.size(d) * t.stride(d);
-      at[(size_t)d] = 0;
-    }
-  }
-  return from_vector(offsets, t.shape());
+Tensor get(const Tensor& self, const py::object& index) {
+  Indexed ix = basic(self, index);
+  return ix.adv.empty() ? ix.view : pick(ix.view, ix.adv);
 }
 
 template <class T>
-void scatter(const Tensor& dst, const Tensor& offsets, const Tensor& src) {
-  T* base = dst.data<T>();
-  const int64_t* o = offsets.data<int64_t>();
+void scatter(const Tensor& view, const std::vector<int64_t>& offsets, const Tensor& src) {
+  T* base = view.data<T>();
   const T* s = src.data<T>();
-  for (int64_t i = 0, n = offsets.numel(); i < n; i++) base[o[i]] = s[i];
+  for (size_t i = 0; i < offsets.size(); i++) base[offsets[i]] = s[i];
+}
+
+// What an assignment writes: a tensor, a Python number, or what ember.tensor takes (a
+// list, an array), converted to dtype.
+Tensor value_of(const py::object& value, DType dtype) {
+  if (py::isinstance<Tensor>(value)) return value.cast<Tensor>();
+  if (py::isinstance<py::str>(value) || py::isinstance<py::bytes>(value) || value.is_none())
+    throw py::type_error("__setitem__: can't assign a " + std::string(py::str(py::type::of(value).attr("__name__"))) +
+                         " to a tensor; expected a Tensor, a number or a sequence of numbers");
+  if (py::isinstance<py::bool_>(value) || py::isinstance<py::int_>(value) || py::isinstance<py::float_>(value))
+    return full({}, value.cast<double>(), dtype);
+  return py::module_::import("ember").attr("tensor")(value, py::arg("dtype") = dtype).cast<Tensor>();
 }
 
 // t[index] = value for an advanced index: the picked elements written in place (with
-// repeated indices, the last write wins).
-void put(const Tensor& t, const py::object& index, const py::object& value) {
+// repeated indices, the last write wins), computing the offsets of those elements only.
+void put(const Tensor& t, const Indexed& ix, const py::object& value) {
   if (grad_enabled() && t.requires_grad())
     throw std::runtime_error("__setitem__: a tensor that requires grad (shape " + shape_str(t.shape()) +
                              ") cannot be changed in place while grad mode is on; do it under ember.no_grad()");
-  const Tensor offsets = get(element_offsets(t), index).contiguous();
-  Tensor src = empty(offsets.shape(), t.dtype());
-  if (py::isinstance<Tensor>(value)) src.copy_(value.cast<const Tensor&>());
-  else src.fill_(value.cast<double>());
+  const Tensor& v = ix.view;
+  for (int64_t d = 0; d < v.dim(); d++)
+    if (v.stride(d) == 0 && v.size(d) > 1)
+      throw std::runtime_error("__setitem__: several elements of the tensor (shape " + shape_str(v.shape()) +
+                               ") are one memory location (an expanded view); clone() it first");
+  const Broadcast b = broadcast(v, ix.adv);
+  const std::vector<int64_t> rest = rest_dims(v, ix.adv);
+  // the offsets, in the order [B..., rest...]
+  Shape rest_shape;
+  int64_t rest_count = 1;
+  for (int64_t d : rest) {
+    rest_shape.push_back(v.size(d));
+    rest_count *= v.size(d);
+  }
+  std::vector<int64_t> offsets;
+  offsets.reserve((size_t)(b.count * rest_count));
+  std::vector<int64_t> at(rest.size(), 0);
+  for (int64_t n = 0; n < b.count; n++) {
+    int64_t base = 0;
+    for (size_t j = 0; j < ix.adv.size(); j++) base += b.at[j][(size_t)n] * v.stride(ix.adv[j].dim);
+    std::fill(at.begin(), at.end(), 0);
+    for (int64_t r = 0; r < rest_count; r++) {
+      int64_t off = base;
+      for (size_t k = 0; k < rest.size(); k++) off += at[k] * v.stride(rest[k]);
+      offsets.push_back(off);
+      for (int64_t k = (int64_t)rest.size() - 1; k >= 0 && ++at[(size_t)k] == rest_shape[(size_t)k]; k--)
+        at[(size_t)k] = 0;
+    }
+  }
+  // the value, broadcast to the result's shape, then laid out as [B..., rest...]
+  Shape canonical = b.B;
+  canonical.insert(canonical.end(), rest_shape.begin(), rest_shape.end());
+  const int64_t first = b_position(ix.adv);
+  const std::vector<int64_t> order = result_order((int64_t)b.B.size(), (int64_t)rest.size(), first);
+  Shape result((size_t)canonical.size());
+  for (size_t i = 0; i < order.size(); i++) result[i] = canonical[(size_t)order[i]];
+  Tensor src = empty(result, t.dtype());
+  src.copy_(value_of(value, t.dtype()));  // broadcasting, dtype and grad checks as copy_'s
+  if (first != 0) {
+    std::vector<int64_t> inverse(order.size());
+    for (size_t i = 0; i < order.size(); i++) inverse[(size_t)order[i]] = (int64_t)i;
+    src = src.permute(inverse);
+  }
+  src = src.contiguous();
   switch (t.dtype()) {
-    case DType::Float32: scatter<float>(t, offsets, src); break;
-    case DType::Float64: scatter<double>(t, offsets, src); break;
-    case DType::Int64: scatter<int64_t>(t, offsets, src); break;
-    case DType::Bool: scatter<bool>(t, offsets, src); break;
+    case DType::Float32: scatter<float>(v, offsets, src); break;
+    case DType::Float64: scatter<double>(v, offsets, src); break;
+    case DType::Int64: scatter<int64_t>(v, offsets, src); break;
+    case DType::Bool: scatter<bool>(v, offsets, src); break;
   }
   t.storage()->version++;  // as every in-place write: a tensor saved for backward is now stale
 }
@@ -257,11 +333,13 @@ void bind_indexing(TensorClass& cls) {
   // t[index] = value writes into the view the index selects, or the elements an advanced
   // index picks (not recorded by autograd)
   cls.def("__setitem__", [](const Tensor& t, const py::object& index, const py::object& value) {
-    bool advanced = false;
-    Tensor view = get(t, index, &advanced);
-    if (advanced) return put(t, index, value);
-    if (py::isinstance<Tensor>(value)) view.copy_(value.cast<const Tensor&>());
-    else view.fill_(value.cast<double>());
+    const Indexed ix = basic(t, index);
+    if (!ix.adv.empty()) return put(t, ix, value);
+    Tensor view = ix.view;
+    if (py::isinstance<py::bool_>(value) || py::isinstance<py::int_>(value) || py::isinstance<py::float_>(value))
+      view.fill_(value.cast<double>());
+    else
+      view.copy_(value_of(value, t.dtype()));
   });
 }
 

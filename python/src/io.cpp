@@ -50,10 +50,10 @@ py::dict checkpoint_dict(const io::Checkpoint& c) {
 
 void bind_io(py::module_& m) {
   m.def("_save_tensor", [](const std::string& path, const Tensor& t) { io::save(path, t); },
-        py::arg("path"), py::arg("tensor"), py::call_guard<py::gil_scoped_release>());
+        py::arg("path"), py::arg("tensor"), py::call_guard<GilRelease>());
   m.def("_save_named", [](const std::string& path, const io::NamedTensors& named) { io::save(path, named); },
-        py::arg("path"), py::arg("tensors"), py::call_guard<py::gil_scoped_release>());
-  m.def("_load_named", &io::load_named, py::arg("path"), py::call_guard<py::gil_scoped_release>());
+        py::arg("path"), py::arg("tensors"), py::call_guard<GilRelease>());
+  m.def("_load_named", &io::load_named, py::arg("path"), py::call_guard<GilRelease>());
 
   // The optimizer and schedule are the C++ objects of ember.optim's (their _impl); the
   // generators are ember.Generator objects, saved as their {seed, counter}.
@@ -69,7 +69,7 @@ void bind_io(py::module_& m) {
             else if (key == "position") p.position = value;
             else throw py::value_error("save_checkpoint: progress has step, epoch and position, got '" + key + "'");
           }
-          py::gil_scoped_release nogil;
+          GilRelease nogil;
           io::Checkpoint c = io::make_checkpoint(model, optimizer, schedule, generators, p, config);
           c.vocab = vocab;
           c.extra = extra;
@@ -83,7 +83,7 @@ void bind_io(py::module_& m) {
   m.def("_read_checkpoint", [](const std::string& path) {
     io::Checkpoint c;
     {
-      py::gil_scoped_release nogil;
+      GilRelease nogil;
       c = io::read_checkpoint(path);
     }
     return checkpoint_dict(c);

@@ -4,6 +4,8 @@
 // returns tensors, so that signatures name it).
 #include "bindings.h"
 
+#include <unistd.h>
+
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -58,6 +60,17 @@ const Interned& intern(PyObject* str) {
 }
 
 }  // namespace
+
+GilRelease::~GilRelease() {
+#if PY_VERSION_HEX >= 0x030D0000
+  const bool finalizing = Py_IsFinalizing();
+#else
+  const bool finalizing = _Py_IsFinalizing();
+#endif
+  if (finalizing)
+    for (;;) pause();  // the process is ending; this thread must not run Python again
+  PyEval_RestoreThread(state_);
+}
 
 Loc python_caller() {
   if (!Py_IsInitialized() || !PyGILState_Check()) return Loc();

@@ -127,11 +127,15 @@ void bind_attention(py::module_& m) {
       .def_readonly("out_proj", &nn::MultiHeadAttention::out_proj)
       // hook(module, internals) inside every forward, with the scores and weights as
       // tensors of the graph; the module then computes attention from primitive ops
-      .def("register_attention_hook", [](nn::MultiHeadAttention& mha, py::function fn) {
-        return mha.register_attention_hook(
-            [fn = hold(std::move(fn))](nn::MultiHeadAttention& module, const nn::AttentionInternals& internals) {
+      // (the hook gets an owning handle to the module, which it may keep; the hook does not
+      // keep the module alive)
+      .def("register_attention_hook", [](const std::shared_ptr<nn::MultiHeadAttention>& mha, py::function fn) {
+        return mha->register_attention_hook(
+            [fn = hold(std::move(fn)), self = std::weak_ptr<nn::MultiHeadAttention>(mha)](
+                nn::MultiHeadAttention&, const nn::AttentionInternals& internals) {
               py::gil_scoped_acquire gil;
-              (*fn)(py::cast(module, py::return_value_policy::reference), py::cast(internals));
+              const auto owner = self.lock();
+              (*fn)(owner ? py::cast(owner) : py::none(), py::cast(internals));
             });
       }, py::arg("hook"));
 

@@ -45,7 +45,7 @@ DType ember_dtype(const py::array& a) {
 
 }  // namespace
 
-Tensor tensor_from_numpy(const py::array& a) {
+Tensor tensor_from_numpy(const py::array& a, bool for_copy) {
   const DType dtype = ember_dtype(a);
   const auto itemsize = (int64_t)dtype_size(dtype);
   Shape shape, strides;
@@ -64,9 +64,14 @@ Tensor tensor_from_numpy(const py::array& a) {
     if (size == 0) empty = true;
     else extent += (size - 1) * stride;
   }
-  if (!a.writeable())  // as PyTorch: shared anyway, but writing through the tensor is the caller's risk
-    PyErr_WarnEx(PyExc_UserWarning,
-                 "from_numpy: the given NumPy array is not writable; writing to the tensor is undefined", 1);
+  if (!a.writeable() && !for_copy) {
+    // PyTorch shares it and calls writing undefined; memory mapped read-only would then
+    // crash the process at the first write, so ember copies it
+    if (PyErr_WarnEx(PyExc_UserWarning,
+                     "from_numpy: the given NumPy array is not writable; the tensor is a copy of it", 1) < 0)
+      throw py::error_already_set();
+    return tensor_from_numpy(a.attr("copy")().cast<py::array>(), false);
+  }
   if (reinterpret_cast<uintptr_t>(a.data()) % itemsize)
     throw py::value_error("from_numpy: the array's data is not aligned to its element size");
   auto impl = std::make_shared<TensorImpl>();
@@ -93,7 +98,7 @@ py::array to_numpy(const Tensor& t) {
 }
 
 void bind_numpy(py::module_& m, TensorClass& cls) {
-  m.def("from_numpy", &tensor_from_numpy, py::arg("ndarray"));
+  m.def("from_numpy", [](const py::array& a) { return tensor_from_numpy(a, false); }, py::arg("ndarray"));
   cls.def("numpy", &to_numpy);
   // np.asarray(t) and NumPy ufuncs on tensors: the same array as numpy(), converted
   // (a copy) only when another dtype is asked for

@@ -18,18 +18,19 @@ void both(TensorClass& cls, const char* name, FT with_tensor, FS with_number) {
   cls.def(name, with_number, py::is_operator(), NoGil());
 }
 
-// self op= other: the result written into self, which is returned.
-template <class F>
-void in_place(TensorClass& cls, const char* name, F op) {
-  auto apply = [op](py::object self, const Tensor& other_or_number_as_tensor) {
+// self op= other: the result of the out-of-place op (the same checks: int64 += 1.5 is
+// refused as int64 + 1.5 is) written into self, which is returned.
+template <class FT, class FS>
+void in_place(TensorClass& cls, const char* name, FT with_tensor, FS with_number) {
+  cls.def(name, [with_tensor](py::object self, const Tensor& other) {
     Tensor& t = self.cast<Tensor&>();
-    t.copy_(op(t, other_or_number_as_tensor));
+    t.copy_(with_tensor(t, other));
     return self;
-  };
-  cls.def(name, apply, py::is_operator());
-  cls.def(name, [apply](py::object self, double s) {
-    const Tensor& t = self.cast<const Tensor&>();
-    return apply(self, full({}, s, t.dtype()));
+  }, py::is_operator());
+  cls.def(name, [with_number](py::object self, double s) {
+    Tensor& t = self.cast<Tensor&>();
+    t.copy_(with_number(t, s));
+    return self;
   }, py::is_operator());
 }
 
@@ -72,10 +73,14 @@ void bind_operators(TensorClass& cls) {
   both(cls, "__gt__", (Compare)gt, (CompareScalar)gt);
   both(cls, "__ge__", (Compare)ge, (CompareScalar)ge);
 
-  in_place(cls, "__iadd__", [](const Tensor& a, const Tensor& b) { return add(a, b); });
-  in_place(cls, "__isub__", [](const Tensor& a, const Tensor& b) { return sub(a, b); });
-  in_place(cls, "__imul__", [](const Tensor& a, const Tensor& b) { return mul(a, b); });
-  in_place(cls, "__itruediv__", [](const Tensor& a, const Tensor& b) { return div(a, b); });
+  in_place(cls, "__iadd__", [](const Tensor& a, const Tensor& b) { return add(a, b); },
+           [](const Tensor& a, double s) { return add(a, s); });
+  in_place(cls, "__isub__", [](const Tensor& a, const Tensor& b) { return sub(a, b); },
+           [](const Tensor& a, double s) { return sub(a, s); });
+  in_place(cls, "__imul__", [](const Tensor& a, const Tensor& b) { return mul(a, b); },
+           [](const Tensor& a, double s) { return mul(a, s); });
+  in_place(cls, "__itruediv__", [](const Tensor& a, const Tensor& b) { return div(a, b); },
+           [](const Tensor& a, double s) { return div(a, s); });
 }
 
 }  // namespace ember::python

@@ -28,7 +28,9 @@ void bind_optim(py::module_& m) {
       .def_readwrite("params", &optim::OptimizerState::params);
 
   py::class_<Optimizer, std::shared_ptr<Optimizer>>(o, "Optimizer")
-      .def("step", &Optimizer::step, py::call_guard<py::gil_scoped_release>())
+      // with the GIL held: another Python thread may not clear a .grad or read the state
+      // in the middle of an update
+      .def("step", &Optimizer::step)
       .def("zero_grad", &Optimizer::zero_grad)
       .def("kind", &Optimizer::kind)
       .def("hyper", &Optimizer::hyper)

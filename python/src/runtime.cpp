@@ -34,7 +34,7 @@ void bind_runtime(py::module_& m) {
         {"total_allocations", Storage::total_allocations()}, {"system_allocations", Storage::system_allocations()},
         {"system_bytes", Storage::system_bytes()},     {"cached_bytes", Storage::cached_bytes()}};
   });
-  m.def("empty_cache", &Storage::empty_cache, py::call_guard<py::gil_scoped_release>());
+  m.def("empty_cache", &Storage::empty_cache, py::call_guard<GilRelease>());
 }
 
 }  // namespace ember::python

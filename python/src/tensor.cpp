@@ -31,7 +31,7 @@ Shape shape_from_args(const py::args& args, const char* op) {
   if (args.size() == 1 && !py::isinstance<py::int_>(args[0]) && py::isinstance<py::sequence>(args[0]))
     sizes = args[0];
   Shape shape;
-  for (py::handle s : sizes) {
+  for (py::object s : sizes) {  // an object: it owns the item (a range makes them as it goes)
     if (!py::hasattr(s, "__index__") || py::isinstance<py::bool_>(s))
       throw py::type_error(std::string(op) + ": sizes must be integers, got " +
                            std::string(py::str(py::type::of(s).attr("__name__"))));

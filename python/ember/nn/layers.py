@@ -57,6 +57,13 @@ class _CppModule(Module):
             return self._sub_layer(name, value) if isinstance(value, _nn.Module) else value
         return super().__getattr__(name)
 
+    def __setattr__(self, name, value):
+        impl = self.__dict__.get("_impl")
+        if impl is not None and hasattr(impl, name) and name not in self.__dict__:
+            raise AttributeError(f"{type(self).__name__}.{name} is the C++ layer's and cannot be replaced; change "
+                                 f"its values in place (with ember.no_grad(): layer.{name}.copy_(value))")
+        super().__setattr__(name, value)
+
     def named_children(self):
         yield from super().named_children()
         for name, impl in self._impl.named_children():
@@ -320,6 +327,8 @@ class MultiheadAttention(_CppModule):
         reaching them), internals.blocked the blocked pairs or None. With a hook the module
         computes attention from primitive ops (the fused kernel's results, to rounding).
         Returns a handle whose remove() takes the hook off."""
+        if not callable(hook):
+            raise TypeError(f"register_attention_hook: the hook must be callable, got {type(hook).__name__}")
         me = weakref.ref(self)  # the C++ module keeps the hook: no cycle through it
 
         def call(impl, internals):

@@ -21,6 +21,19 @@ class Parameter(_C.Tensor):
         self.requires_grad_(requires_grad)
 
 
+def _check_name(what, name):
+    """A name a tensor or module can be registered under, as PyTorch's rules."""
+    if not isinstance(name, str):
+        raise TypeError(f"{what}: the name must be a str, got {type(name).__name__}")
+    if not name or "." in name:
+        raise KeyError(f"{what}: the name must be non-empty and hold no '.', got {name!r}")
+
+
+def _check_callable(what, hook):
+    if not callable(hook):
+        raise TypeError(f"{what}: the hook must be callable, got {type(hook).__name__}")
+
+
 class RemovableHandle:
     """Removes a hook from the dict it was added to (harmless when done twice)."""
 
@@ -135,6 +148,7 @@ class Module:
         return found
 
     def register_parameter(self, name, param):
+        _check_name("register_parameter", name)
         if param is not None and not isinstance(param, Parameter):
             raise TypeError(f"register_parameter: '{name}' must be an ember.nn.Parameter or None")
         self._forget(name)
@@ -142,12 +156,18 @@ class Module:
 
     def register_buffer(self, name, tensor, persistent=True):
         """A tensor the module keeps but does not train; in state_dict when persistent."""
+        _check_name("register_buffer", name)
+        if tensor is not None and not isinstance(tensor, _C.Tensor):
+            raise TypeError(f"register_buffer: '{name}' must be a Tensor or None, got {type(tensor).__name__}")
         self._forget(name)
         self._buffers[name] = tensor
         if not persistent:
             self._non_persistent.add(name)
 
     def add_module(self, name, module):
+        _check_name("add_module", name)
+        if module is not None and not isinstance(module, Module):
+            raise TypeError(f"add_module: '{name}' must be a Module or None, got {type(module).__name__}")
         self._forget(name)
         self._modules[name] = module
 
@@ -312,12 +332,14 @@ class Module:
 
     def register_forward_hook(self, hook):
         """hook(module, args, output) after every forward; a value it returns replaces the output."""
+        _check_callable("register_forward_hook", hook)
         handle = RemovableHandle(self._forward_hooks)
         self._forward_hooks[handle.id] = hook
         return handle
 
     def register_forward_pre_hook(self, hook):
         """hook(module, args) before every forward; a value it returns replaces the arguments."""
+        _check_callable("register_forward_pre_hook", hook)
         handle = RemovableHandle(self._forward_pre_hooks)
         self._forward_pre_hooks[handle.id] = hook
         return handle
