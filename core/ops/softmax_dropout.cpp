@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "core/forward_ad.h"
 #include "core/kernels/dispatch.h"
 #include "core/kernels/dropout.h"
 #include "core/kernels/reduce_softmax.h"
@@ -30,7 +31,9 @@ static RowsAlong rows_along(const Tensor& t, int64_t dim) {
 
 static Tensor softmax_impl(const char* name, const Tensor& a, int64_t dim, const Loc& loc, bool log) {
   need_float(name, a);
-  if (a.dim() == 0) return record(name, loc, log ? zeros_like(a) : ones_like(a), {a}, nullptr);
+  if (a.dim() == 0)  // a constant: a zero tangent
+    return record(name, loc, log ? zeros_like(a) : ones_like(a), {a}, nullptr, {},
+                  [](const std::vector<Tensor>&) { return Tensor(); });
   dim = wrap_dim(dim, a.dim(), name);
   const RowsAlong r = rows_along(a, dim);
   Tensor x = a.detach().contiguous();
@@ -42,7 +45,13 @@ static Tensor softmax_impl(const char* name, const Tensor& a, int64_t dim, const
       return std::vector<Tensor>{softmax_backward(g, y.get(), dim, log)};
     };
   }
-  return record(name, loc, out, {a}, std::move(bw), {out});
+  // softmax: y (t - sum(y t)); log_softmax: t - sum(exp(y) t), sums along dim
+  auto jvp = [&](const std::vector<Tensor>& t) {
+    const Tensor p = log ? exp(out) : out;
+    const Tensor centred = sub(t[0], sum(mul(p, t[0]), {dim}, true));
+    return log ? centred : mul(out, centred);
+  };
+  return record(name, loc, out, {a}, std::move(bw), {out}, jvp);
 }
 
 // The gradient through softmax (or log_softmax) as an op of its own, given the output y
