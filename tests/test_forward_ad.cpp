@@ -302,6 +302,10 @@ TEST_CASE("forward mode through softmax, masking, joining and indexing equals re
       {"softmax", [](const Inputs& in) { return softmax(in[0], -1); }, {s3}},
       {"softmax dim 0", [](const Inputs& in) { return softmax(in[0], 0); }, {s3}},
       {"log_softmax", [](const Inputs& in) { return log_softmax(in[0], 1); }, {s3}},
+      {"softmax_backward", [](const Inputs& in) { return softmax_backward(in[0], in[1], -1); }, {s3, s3}},
+      {"softmax_backward of softmax", [](const Inputs& in) { return softmax_backward(in[0], softmax(in[1], 1), 1); },
+       {s3, s3}},
+      {"log_softmax_backward", [](const Inputs& in) { return softmax_backward(in[0], in[1], 0, true); }, {s3, s3}},
       {"masked_fill", [mask](const Inputs& in) { return masked_fill(in[0], mask, -3.0); }, {kM}},
       {"masked_fill broadcast", [mask](const Inputs& in) { return masked_fill(in[0], mask.select(0, 0), 2.0); }, {kM}},
       {"where", [mask](const Inputs& in) { return where(mask, in[0], in[1]); }, {kM, kM}},
@@ -382,14 +386,14 @@ TEST_CASE("an op without a forward rule fails by name when a tangent reaches it"
   DualLevel level;
   const Tensor x = make_dual(randn({2, 3}, kFloat64), randn({2, 3}, kFloat64));
   CHECK(error_of([&] { dropout(x, 0.5); }) == "dropout: forward-mode differentiation (a tangent) is not supported yet");
-  CHECK(error_of([&] { softmax_backward(x, softmax(x, 1), 1); }) ==
-        "softmax_backward: forward-mode differentiation (a tangent) is not supported yet");
+  CHECK(error_of([&] { relu_dropout(x, 0.5); }) ==
+        "relu_dropout: forward-mode differentiation (a tangent) is not supported yet");
   CHECK(error_of([&] { dropout(x.detach(), 0.5); }) == ember::testing::no_error);  // no tangent: no rule needed
   Tensor y = zeros({2, 3}, kFloat64);
   CHECK(error_of([&] { y.copy_(x); }) == "copy_: forward-mode differentiation (a tangent) is not supported yet");
 }
 
-TEST_CASE("a Function without a jvp fails by name under forward mode; with one, its tangent is used") {
+TEST_CASE("a Function without a jvp fails by name under forward mode, and one with a jvp gives its tangent") {
   const Function cube{.name = "cube",
                       .forward = [](FunctionCtx&, const Inputs& in) { return mul(square(in[0]), in[0]); },
                       .backward = [](FunctionCtx&, const Tensor& g) { return Inputs{g}; }};
@@ -405,6 +409,13 @@ TEST_CASE("a Function without a jvp fails by name under forward mode; with one, 
   CHECK(unpack_dual(cube_jvp.apply({d})).tangent.to_vector<double>() == std::vector<double>{3.0, 6.0});
   CHECK(error_of([&] { wrong.apply({d}); }).rfind("cube: jvp returned a tangent of shape []", 0) == 0);
   CHECK_FALSE(unpack_dual(cube.apply({x})).tangent.defined());  // no tangent in: no rule needed
+}
+
+TEST_CASE("softmax of a 0-dim dual tensor has a zero tangent") {
+  DualLevel level;
+  const Tensor x = make_dual(tensor(0.7, kFloat64), tensor(2.0, kFloat64));
+  CHECK_FALSE(unpack_dual(softmax(x, 0)).tangent.defined());
+  CHECK_FALSE(unpack_dual(log_softmax(x, 0)).tangent.defined());
 }
 
 TEST_CASE("a tangent is an ordinary tensor: reverse mode differentiates it") {

@@ -71,7 +71,8 @@ Tensor softmax_backward(const Tensor& g, const Tensor& y, int64_t dim, bool log,
   need_float(name, y);
   if (g.shape() != y.shape())
     fail(name, "expected a gradient of the output's shape ", y.shape(), ", got ", g.shape());
-  if (y.dim() == 0) return record(name, loc, zeros_like(y), {g, y}, nullptr);
+  if (y.dim() == 0)  // a constant: a zero tangent
+    return record(name, loc, zeros_like(y), {g, y}, nullptr, {}, [](const std::vector<Tensor>&) { return Tensor(); });
   dim = wrap_dim(dim, y.dim(), name);
   const RowsAlong r = rows_along(y, dim);
   Tensor yc = y.detach().contiguous();
@@ -96,7 +97,21 @@ Tensor softmax_backward(const Tensor& g, const Tensor& y, int64_t dim, bool log,
       return std::vector<Tensor>{dg, dy};
     };
   }
-  return record(name, loc, dx, {g, y}, std::move(bw), {g, y});
+  // bilinear in (g, y): the tangent is the map of tg at y, plus the derivative in y along ty
+  //   softmax:      y (tg - sum(tg y)) + ty (g - sum(g y)) - y sum(g ty)
+  //   log_softmax:  tg - exp(y) sum(tg) - exp(y) ty sum(g)
+  auto jvp = [&](const std::vector<Tensor>& t) {
+    Tensor by_g = t[0].defined() ? softmax_backward(t[0], y, dim, log) : Tensor(), by_y;
+    if (t[1].defined()) {
+      if (log) {
+        by_y = neg(mul(mul(exp(y), t[1]), sum(g, {dim}, true)));
+      } else {
+        by_y = sub(mul(t[1], sub(g, sum(mul(g, y), {dim}, true))), mul(y, sum(mul(g, t[1]), {dim}, true)));
+      }
+    }
+    return forward_detail::add_tangents(by_g, by_y);
+  };
+  return record(name, loc, dx, {g, y}, std::move(bw), {g, y}, jvp);
 }
 Tensor softmax(const Tensor& a, int64_t dim, Loc loc) {
   check_defined(a, "softmax", "the input");
