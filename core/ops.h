@@ -65,8 +65,8 @@
 // | views (tensor.h)       | sizes                  | the inverse view; narrow/select put g into zeros     |
 //
 // Forward mode (core/forward_ad.h): every op above has a forward rule, written with ops
-// next to its backward, except dropout, relu_dropout and dropout_keyed, which fail by name
-// when a tangent reaches them (so do the fused ops of nn/ not listed here).
+// next to its backward (dropout's tangent goes through the same mask). The fused ops of
+// nn/, not listed here, have none yet: a tangent reaching one is an Error naming it.
 //
 // Binary ops broadcast as NumPy and PyTorch do and require both operands to have the same
 // dtype. Scalars keep the tensor's dtype. Every op takes an optional source location,

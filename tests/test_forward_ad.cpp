@@ -319,6 +319,15 @@ TEST_CASE("forward mode through softmax, masking, joining and indexing equals re
       {"index_select", [rows](const Inputs& in) { return index_select(in[0], 0, rows); }, {kM}},
       {"index_select dim 1", [rows](const Inputs& in) { return index_select(in[0], 1, rows); }, {s3}},
       {"gather", [idx](const Inputs& in) { return gather(in[0], 1, idx); }, {s3}},
+      {"dropout (the same mask)", [](const Inputs& in) {
+         Generator g(5);
+         return dropout(in[0], 0.4, true, &g);
+       }, {s3}},
+      {"relu_dropout (the same mask)", [](const Inputs& in) {
+         Generator g(6);
+         return relu_dropout(in[0], 0.4, true, &g);
+       }, {s3}, Domain::AwayFromZero},
+      {"dropout, not training", [](const Inputs& in) { return dropout(in[0], 0.4, false); }, {s3}},
       {"embedding_lookup", [idx](const Inputs& in) { return embedding_lookup(in[0], idx.select(2, 0)); }, {{3, 4}}},
   };
   check_all(cases, 6);
@@ -385,10 +394,19 @@ TEST_CASE("make_dual refuses a closed level, undefined tensors and a tangent of 
 TEST_CASE("an op without a forward rule fails by name when a tangent reaches it") {
   DualLevel level;
   const Tensor x = make_dual(randn({2, 3}, kFloat64), randn({2, 3}, kFloat64));
-  CHECK(error_of([&] { dropout(x, 0.5); }) == "dropout: forward-mode differentiation (a tangent) is not supported yet");
-  CHECK(error_of([&] { relu_dropout(x, 0.5); }) ==
-        "relu_dropout: forward-mode differentiation (a tangent) is not supported yet");
-  CHECK(error_of([&] { dropout(x.detach(), 0.5); }) == ember::testing::no_error);  // no tangent: no rule needed
+  // a rule-less op as nn's fused ones are
+  const Function opaque{.name = "opaque",
+                        .forward = [](FunctionCtx&, const Inputs& in) { return in[0].clone(); },
+                        .backward = [](FunctionCtx&, const Tensor& g) { return Inputs{g}; }};
+  auto rule_less = [](const Tensor& in) {
+    return record("fused_thing", Loc::current(), in.detach().clone(), {in},
+                  wants_grad(in) ? BackwardFn([](const Tensor& g) { return Inputs{g}; }) : nullptr);
+  };
+  CHECK(error_of([&] { rule_less(x); }) == "fused_thing: forward-mode differentiation (a tangent) is not supported yet");
+  CHECK(error_of([&] { rule_less(exp(x)); }) ==
+        "fused_thing: forward-mode differentiation (a tangent) is not supported yet");
+  CHECK(error_of([&] { rule_less(x.detach()); }) == ember::testing::no_error);  // no tangent: no rule needed
+  CHECK(error_of([&] { opaque.apply({x}); }).rfind("opaque: forward-mode differentiation", 0) == 0);
   Tensor y = zeros({2, 3}, kFloat64);
   CHECK(error_of([&] { y.copy_(x); }) == "copy_: forward-mode differentiation (a tangent) is not supported yet");
 }

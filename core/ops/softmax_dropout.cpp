@@ -174,7 +174,13 @@ Tensor dropout_with(const Tensor& a, const DropoutDraws& draws, const RowKeys& k
       });
       return std::vector<Tensor>{dx};
     };
-  return record(relu ? "relu_dropout" : "dropout", loc, out, {a}, std::move(bw), {relu ? out : Tensor()});
+  // the tangent through the same mask: the same decisions again (or the kept ones), and
+  // with relu, times 1/(1-p) where the output is positive
+  auto jvp = [&](const std::vector<Tensor>& t) {
+    if (relu) return mul(t[0], mul(gt(out.detach(), 0.0).to(out.dtype()), draws.scale));
+    return dropout_with(t[0], draws, keys, false, loc, kept);
+  };
+  return record(relu ? "relu_dropout" : "dropout", loc, out, {a}, std::move(bw), {relu ? out : Tensor()}, jvp);
 }
 
 // The draws and every row's key for dropout of a (rows: every dim but the last).
