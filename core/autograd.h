@@ -88,6 +88,10 @@ struct Node {
   bool released = false;  // backward already ran and freed what it had saved
   std::shared_ptr<GradHooks> hooks;  // the output tensor's hooks (Tensor::register_hook)
   std::weak_ptr<TensorImpl> retained;  // the output tensor, when it retains its gradient
+  // Forward mode: the dual level whose tangent passed through this op (0: none). Its
+  // backward is refused while that level is open (forward-over-reverse is not supported
+  // yet: the gradients' tangents would be missing).
+  uint64_t tangent_level = 0;
 
   Node() = default;
   Node(const Node&) = delete;

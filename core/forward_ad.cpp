@@ -129,6 +129,12 @@ void propagate(const char* op, const Tensor& out, const std::vector<Tensor>& inp
          dtype_name(out.dtype()));
   if (t.shape() != out.shape()) t = t.expand(out.shape());  // a tangent broadcast over the output
   set_tangent(out, t);
+  if (out.grad_fn()) out.grad_fn()->tangent_level = out.impl()->tangent_level;
+}
+
+void fail_backward_in_level(const char* op) {
+  fail(op, "a backward pass through the tangents of the open dual level (forward-over-reverse) is not supported "
+       "yet; close the level first");
 }
 
 Tensor add_tangents(const Tensor& a, const Tensor& b) {

@@ -80,6 +80,9 @@ void set_tangent(const Tensor& out, const Tensor& tangent);
 void propagate(const char* op, const Tensor& out, const std::vector<Tensor>& inputs, const JvpRule& jvp);
 // "<op>: forward-mode differentiation (a tangent) is not supported yet".
 [[noreturn]] void fail_unsupported(const char* op);
+// The Error of a backward run through a node of the open level (Node::tangent_level), or
+// from upstream gradients that carry tangents.
+[[noreturn]] void fail_backward_in_level(const char* op);
 
 // Suspends propagation on this thread for a scope.
 class Suspend {

@@ -1,11 +1,11 @@
 // User-defined differentiable ops (see function.h).
 #include "core/function.h"
 
-#include "core/forward_ad.h"
-
 #include <memory>
 #include <mutex>
 #include <set>
+
+#include "core/forward_ad.h"
 
 namespace ember {
 

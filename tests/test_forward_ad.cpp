@@ -450,6 +450,28 @@ TEST_CASE("a tangent is an ordinary tensor: reverse mode differentiates it") {
   CHECK(max_abs_diff(g[1], cos(x.detach())) < 1e-15);
 }
 
+TEST_CASE("a backward through tangents of the open level is refused by name, and runs once it is closed") {
+  const Tensor x = tensor({1.0, -2.0}, kFloat64).requires_grad_();
+  const Tensor v = tensor({0.5, 3.0}, kFloat64);
+  Tensor y;
+  {
+    DualLevel level;
+    y = sum(square(make_dual(x, v)));
+    CHECK(error_of([&] { y.backward(Tensor(), true); }) ==
+          "sum: a backward pass through the tangents of the open dual level (forward-over-reverse) is not supported "
+          "yet; close the level first");
+    const Tensor z = mul(x, 2.0);  // no tangent on the way: allowed
+    CHECK(grad({sum(z)}, {x})[0].to_vector<double>() == std::vector<double>{2.0, 2.0});
+    const Tensor g = make_dual(ones({2}, kFloat64), v);
+    CHECK(error_of([&] { grad({z}, {x}, {g}); }).rfind("grad: a backward pass through the tangents", 0) == 0);
+    // reverse over forward, inside the level: the tangent's own graph carries no tangent
+    const Tensor t = unpack_dual(sin(make_dual(x, v))).tangent;
+    CHECK(max_abs_diff(grad({sum(t)}, {x})[0], neg(mul(sin(x.detach()), v))) < 1e-15);
+  }
+  y.backward();
+  CHECK(x.grad().to_vector<double>() == std::vector<double>{2.0, -4.0});
+}
+
 TEST_CASE("with no level open, or an open level and no dual inputs, every result is bitwise the same") {
   Generator gen(11);
   const Tensor x = randn({4, 5}, kFloat64, &gen), w = randn({3, 5}, kFloat64, &gen);
