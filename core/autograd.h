@@ -21,6 +21,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "core/tensor.h"
@@ -87,6 +88,10 @@ struct Node {
   bool released = false;  // backward already ran and freed what it had saved
   std::shared_ptr<GradHooks> hooks;  // the output tensor's hooks (Tensor::register_hook)
   std::weak_ptr<TensorImpl> retained;  // the output tensor, when it retains its gradient
+  // Forward mode: the dual level whose tangent passed through this op (0: none). Its
+  // backward is refused while that level is open (forward-over-reverse is not supported
+  // yet: the gradients' tangents would be missing).
+  uint64_t tangent_level = 0;
 
   Node() = default;
   Node(const Node&) = delete;
@@ -147,12 +152,39 @@ bool wants_grad(const T&... inputs) {
 }
 bool wants_grad_list(const std::vector<Tensor>& inputs);  // wants_grad for a list of inputs.
 
+// An op's forward-mode rule (core/forward_ad.h): the tangents of its inputs, in the order
+// of record's `inputs` (undefined where an input has none; at least one is defined), to
+// the tangent of its output (undefined: zero; of a shape that broadcasts to the output's).
+// Written with ops on the primals (as captured by the op) and the tangents, so that a
+// tangent can itself be differentiated backward. It refers to a callable without owning
+// or copying it (nothing is allocated): record calls it at once, or not at all.
+class JvpRule {
+ public:
+  JvpRule() = default;  // no rule: a tangent reaching the op is an Error naming it
+  // Refers to f, which must outlive the call of record it is passed to.
+  template <class F>
+    requires(!std::is_same_v<std::remove_cvref_t<F>, JvpRule>)
+  JvpRule(const F& f)  // NOLINT: implicit on purpose
+      : fn_(&f), call_([](const void* fn, const std::vector<Tensor>& tangents) {
+          return (*static_cast<const F*>(fn))(tangents);
+        }) {}
+  explicit operator bool() const { return call_ != nullptr; }  // Whether a rule is given.
+  // The output's tangent from the inputs' tangents.
+  Tensor operator()(const std::vector<Tensor>& tangents) const { return call_(fn_, tangents); }
+
+ private:
+  const void* fn_ = nullptr;
+  Tensor (*call_)(const void*, const std::vector<Tensor>&) = nullptr;
+};
+
 // Finishes an op: runs the anomaly check on its output and, when backward is given,
 // records the node that makes `out` differentiable with respect to `inputs`. `saved`
 // lists the tensors the backward reads (inputs, or the output itself): modifying one in
-// place before the backward runs makes that backward an error naming the op.
+// place before the backward runs makes that backward an error naming the op. While a
+// dual level is open and some input has a tangent, `jvp` gives the output's tangent (no
+// rule: an Error naming the op); otherwise it is not called, and costs one relaxed load.
 Tensor record(const char* op, const Loc& loc, Tensor out, const std::vector<Tensor>& inputs,
-              BackwardFn backward, const std::vector<Tensor>& saved = {});
+              BackwardFn backward, const std::vector<Tensor>& saved = {}, JvpRule jvp = {});
 
 // Runs backward from `roots`, each with its upstream gradient (undefined: ones, for a
 // one-element root), accumulating into the .grad of every leaf reached.

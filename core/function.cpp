@@ -5,6 +5,8 @@
 #include <mutex>
 #include <set>
 
+#include "core/forward_ad.h"
+
 namespace ember {
 
 namespace {
@@ -38,6 +40,7 @@ Tensor Function::apply(const std::vector<Tensor>& inputs, Loc loc) const {
   Tensor out;
   {
     NoGradGuard no_grad;
+    forward_detail::Suspend primals_only;  // the output's tangent comes from jvp
     out = forward(*ctx, inputs);
   }
   if (!out.defined()) fail(op, "forward returned an undefined tensor");
@@ -45,7 +48,20 @@ Tensor Function::apply(const std::vector<Tensor>& inputs, Loc loc) const {
   // input's own history is left alone
   for (const Tensor& t : inputs)
     if (t.defined() && out.same(t)) out = out.detach();
-  if (!record_node) return record(op, loc, out, inputs, nullptr);
+  // forward mode: the rule, or an Error naming the Function when a tangent comes without one
+  auto rule = [&](const std::vector<Tensor>& tangents) {
+    Tensor t = jvp(*ctx, inputs, tangents);
+    if (t.defined() && (t.shape() != out.shape() || t.dtype() != out.dtype()))
+      fail(op, "jvp returned a tangent of shape ", t.shape(), " and dtype ", dtype_name(t.dtype()),
+           "; expected shape ", out.shape(), " and dtype ", dtype_name(out.dtype()), " (the output's)");
+    return t;
+  };
+  if (!jvp && forward_detail::active())
+    for (const Tensor& t : inputs)
+      if (forward_detail::tangent_of(t).defined())
+        fail(op, "forward-mode differentiation (a tangent) is not supported yet: the Function has no jvp rule");
+  const JvpRule jvp_rule = jvp ? JvpRule(rule) : JvpRule();
+  if (!record_node) return record(op, loc, out, inputs, nullptr, {}, jvp_rule);
   std::vector<Tensor> versions;
   for (const Tensor& t : ctx->to_save_) {
     if (!t.defined()) {
@@ -86,7 +102,7 @@ Tensor Function::apply(const std::vector<Tensor>& inputs, Loc loc) const {
     }
     return grads;
   };
-  return record(op, loc, out, inputs, std::move(bw), versions);
+  return record(op, loc, out, inputs, std::move(bw), versions, jvp_rule);
 }
 
 }  // namespace ember

@@ -21,6 +21,11 @@
 // can itself be differentiated (gradgradcheck checks it). A saved intermediate comes back
 // as data only: nothing flows through it in a double backward, as in PyTorch.
 //
+// Forward mode (core/forward_ad.h) goes through a Function only by its optional jvp rule:
+// the tangents of the inputs to the output's, written with ops (the forward itself runs
+// on the primals and propagates nothing). Without one, a tangent reaching the Function is
+// an Error naming it.
+//
 // The conventions of built-in ops apply: errors name the function; anomaly mode checks
 // the forward's output and the backward's gradients for NaN and Inf and names the function
 // and the line that applied it; an input or output saved for the backward and modified in
@@ -64,11 +69,17 @@ struct Function {
   std::function<Tensor(FunctionCtx& ctx, const std::vector<Tensor>& inputs)> forward;
   // One gradient per input, of its shape and dtype; undefined where there is none.
   std::function<std::vector<Tensor>(FunctionCtx& ctx, const Tensor& grad_output)> backward;
+  // Optional, for forward mode: the output's tangent (of its shape and dtype; undefined
+  // for zero) from the inputs and their tangents (undefined where an input has none), with
+  // ctx.saved_data as forward left it. Run with grad mode as it is.
+  std::function<Tensor(FunctionCtx& ctx, const std::vector<Tensor>& inputs, const std::vector<Tensor>& tangents)>
+      jvp;
 
   // Runs forward on the inputs and, when grad mode is on and some input requires grad,
   // records a node whose backward is `backward`. An Error when forward or backward is
   // empty, forward returns an undefined tensor, or backward returns the wrong number of
-  // gradients or one whose shape or dtype differs from its input's.
+  // gradients or one whose shape or dtype differs from its input's, or jvp a tangent whose
+  // shape or dtype differs from the output's.
   Tensor apply(const std::vector<Tensor>& inputs, Loc loc = Loc::current()) const;
 };
 

@@ -64,6 +64,10 @@
 // | relu_dropout(a, p)     | out                    | da = g/(1-p) where out > 0, else 0                   |
 // | views (tensor.h)       | sizes                  | the inverse view; narrow/select put g into zeros     |
 //
+// Forward mode (core/forward_ad.h): every op above has a forward rule, written with ops
+// next to its backward (dropout's tangent goes through the same mask). The fused ops of
+// nn/, not listed here, have none yet: a tangent reaching one is an Error naming it.
+//
 // Binary ops broadcast as NumPy and PyTorch do and require both operands to have the same
 // dtype. Scalars keep the tensor's dtype. Every op takes an optional source location,
 // filled in by the compiler, that anomaly mode reports.

@@ -111,6 +111,10 @@ struct TensorImpl {
   std::shared_ptr<TensorImpl> grad;  // accumulated gradient of a leaf (or of a non-leaf that retains it)
   std::shared_ptr<Node> grad_fn;  // the op that produced this tensor, if recorded
   std::shared_ptr<GradHooks> hooks;  // a leaf's hooks, when any
+  // Forward mode (core/forward_ad.h): the tangent of this tensor, valid while the dual
+  // level it was set at (tangent_level) is open; read it with unpack_dual.
+  std::shared_ptr<TensorImpl> tangent;
+  uint64_t tangent_level = 0;  // the dual level the tangent belongs to (0: none)
 };
 
 // An n-dimensional array with autograd, as torch.Tensor (see the top of this file). A

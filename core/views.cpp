@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "core/autograd.h"
+#include "core/forward_ad.h"
 #include "core/kernels/dispatch.h"
 #include "core/kernels/elementwise.h"
 
@@ -95,7 +96,8 @@ Tensor Tensor::view(Shape shape) const {
                 wants_grad(*this) ? BackwardFn([in_shape](const Tensor& g) {
                   return std::vector<Tensor>{g.reshape(in_shape)};
                 })
-                                  : nullptr);
+                                  : nullptr,
+                {}, [&](const std::vector<Tensor>& t) { return t[0].reshape(shape); });
 }
 
 Tensor Tensor::reshape(Shape shape) const {
@@ -132,7 +134,8 @@ Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
                 wants_grad(*this) ? BackwardFn([d0, d1](const Tensor& g) {
                   return std::vector<Tensor>{g.transpose(d0, d1)};
                 })
-                                  : nullptr);
+                                  : nullptr,
+                {}, [&](const std::vector<Tensor>& t) { return t[0].transpose(d0, d1); });
 }
 
 Tensor Tensor::t() const {
@@ -168,7 +171,8 @@ Tensor Tensor::permute(std::vector<int64_t> dims) const {
                   for (size_t i = 0; i < dims.size(); i++) inv[dims[i]] = (int64_t)i;
                   return std::vector<Tensor>{g.permute(inv)};
                 })
-                                  : nullptr);
+                                  : nullptr,
+                {}, [&](const std::vector<Tensor>& t) { return t[0].permute(dims); });
 }
 
 // The gradient of narrow/slice/select/diagonal: g placed in a zero tensor of shape s at
@@ -179,7 +183,8 @@ static Tensor embed(const Tensor& g, const Shape& s, const std::function<Tensor(
   same_view(gx).copy_(g.detach());
   return record(name, kNoLoc, gx, {g},
                 wants_grad(g) ? BackwardFn([same_view](const Tensor& h) { return std::vector<Tensor>{same_view(h)}; })
-                              : nullptr);
+                              : nullptr,
+                {}, [&](const std::vector<Tensor>& t) { return embed(t[0], s, same_view, name); });
 }
 
 static BackwardFn embed_back(const Tensor& in, std::function<Tensor(const Tensor&)> same_view) {
@@ -203,7 +208,8 @@ Tensor Tensor::slice(int64_t d, const Slice& range) const {
   Tensor out = make_view(*this, s, st, offset() + start * stride(d));
   return record("slice", kNoLoc, out, {*this},
                 wants_grad(*this) ? embed_back(*this, [=](const Tensor& z) { return z.slice(d, {.start = start, .end = end, .step = step}); })
-                                  : nullptr);
+                                  : nullptr,
+                {}, [&](const std::vector<Tensor>& t) { return t[0].slice(d, {.start = start, .end = end, .step = step}); });
 }
 
 Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
@@ -230,7 +236,8 @@ Tensor Tensor::select(int64_t d, int64_t index) const {
   Tensor out = make_view(*this, s, st, offset() + index * stride(d));
   return record("select", kNoLoc, out, {*this},
                 wants_grad(*this) ? embed_back(*this, [=](const Tensor& z) { return z.select(d, index); })
-                                  : nullptr);
+                                  : nullptr,
+                {}, [&](const std::vector<Tensor>& t) { return t[0].select(d, index); });
 }
 
 Tensor Tensor::diagonal(int64_t offset, int64_t dim1, int64_t dim2) const {
@@ -252,7 +259,8 @@ Tensor Tensor::diagonal(int64_t offset, int64_t dim1, int64_t dim2) const {
   Tensor out = make_view(*this, s, st, start);
   return record("diagonal", kNoLoc, out, {*this},
                 wants_grad(*this) ? embed_back(*this, [=](const Tensor& z) { return z.diagonal(offset, dim1, dim2); })
-                                  : nullptr);
+                                  : nullptr,
+                {}, [&](const std::vector<Tensor>& t) { return t[0].diagonal(offset, dim1, dim2); });
 }
 
 Tensor diag_embed(const Tensor& a, int64_t offset, int64_t dim1, int64_t dim2) {
@@ -283,7 +291,8 @@ Tensor Tensor::unsqueeze(int64_t d) const {
                 wants_grad(*this) ? BackwardFn([in_shape](const Tensor& g) {
                   return std::vector<Tensor>{g.reshape(in_shape)};
                 })
-                                  : nullptr);
+                                  : nullptr,
+                {}, [&](const std::vector<Tensor>& t) { return t[0].unsqueeze(d); });
 }
 
 static Tensor squeeze_dims(const Tensor& t, const std::vector<bool>& drop) {
@@ -299,7 +308,8 @@ static Tensor squeeze_dims(const Tensor& t, const std::vector<bool>& drop) {
                 wants_grad(t) ? BackwardFn([in_shape](const Tensor& g) {
                   return std::vector<Tensor>{g.reshape(in_shape)};
                 })
-                              : nullptr);
+                              : nullptr,
+                {}, [&](const std::vector<Tensor>& tangent) { return tangent[0].reshape(s); });
 }
 
 Tensor Tensor::squeeze(int64_t d) const {
@@ -340,7 +350,8 @@ Tensor Tensor::expand(Shape shape) const {
   Tensor out = make_view(*this, shape, st, offset());
   // the engine sums the gradient back to the input shape
   return record("expand", kNoLoc, out, {*this},
-                wants_grad(*this) ? BackwardFn([](const Tensor& g) { return std::vector<Tensor>{g}; }) : nullptr);
+                wants_grad(*this) ? BackwardFn([](const Tensor& g) { return std::vector<Tensor>{g}; }) : nullptr,
+                {}, [&](const std::vector<Tensor>& t) { return t[0].expand(shape); });
 }
 
 Tensor Tensor::contiguous() const {
@@ -354,7 +365,8 @@ Tensor Tensor::clone() const {
   Tensor out = empty(shape(), dtype());
   kernel::copy(out, *this);
   return record("clone", kNoLoc, out, {*this},
-                wants_grad(*this) ? BackwardFn([](const Tensor& g) { return std::vector<Tensor>{g}; }) : nullptr);
+                wants_grad(*this) ? BackwardFn([](const Tensor& g) { return std::vector<Tensor>{g}; }) : nullptr, {},
+                [](const std::vector<Tensor>& t) { return t[0].clone(); });
 }
 
 Tensor Tensor::to(DType dt) const {
@@ -366,13 +378,17 @@ Tensor Tensor::to(DType dt) const {
   DType src = dtype();
   bool grad = wants_grad(*this) && is_floating(dt);
   return record("to", kNoLoc, out, {*this},
-                grad ? BackwardFn([src](const Tensor& g) { return std::vector<Tensor>{g.to(src)}; }) : nullptr);
+                grad ? BackwardFn([src](const Tensor& g) { return std::vector<Tensor>{g.to(src)}; }) : nullptr, {},
+                [&](const std::vector<Tensor>& t) { return is_floating(dt) ? t[0].to(dt) : Tensor(); });
 }
 
 // In-place ops are not recorded: on a tensor that requires grad, in grad mode, they would
 // change what the graph computed behind its back. Refused there, as PyTorch refuses them
 // on a leaf; under NoGradGuard (initialisers, optimizers, loading) they are allowed.
-static void check_in_place(const Tensor& t, const char* op) {
+static void check_in_place(const Tensor& t, const char* op, const Tensor& src = Tensor()) {
+  // a tangent would no longer match the values
+  if (forward_detail::active() && (forward_detail::tangent_of(t).defined() || forward_detail::tangent_of(src).defined()))
+    [[unlikely]] forward_detail::fail_unsupported(op);
   if (!grad_enabled() || !t.requires_grad()) return;
   if (t.is_leaf())
     fail(op, "a leaf tensor that requires grad (shape ", t.shape(),
@@ -394,7 +410,7 @@ Tensor& Tensor::fill_(double v) {
 Tensor& Tensor::copy_(const Tensor& src) {
   live("copy_");
   check_defined(src, "copy_", "the source");
-  check_in_place(*this, "copy_");
+  check_in_place(*this, "copy_", src);
   if (grad_enabled() && src.requires_grad())
     fail("copy_", "the source requires grad (shape ", src.shape(), ") and copy_ is not recorded in the graph, so its "
          "gradient would be lost; copy detach() of it, or under NoGradGuard, or use an op that returns a new tensor");

@@ -12,6 +12,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/file_io.h"
+#include "core/forward_ad.h"
 #include "core/function.h"
 #include "core/gradcheck.h"
 #include "core/ops.h"

@@ -15,6 +15,7 @@
 
 #include "core/autograd_functional.h"
 #include "core/error.h"
+#include "core/forward_ad.h"
 #include "core/function.h"
 #include "core/gradcheck.h"
 #include "core/ops.h"

@@ -5,6 +5,7 @@
 #include <atomic>
 
 #include "core/autograd/state.h"
+#include "core/forward_ad.h"
 #include "core/kernels/elementwise.h"
 
 namespace ember {
@@ -76,8 +77,10 @@ CallerLoc::~CallerLoc() { t_caller_loc = prev_; }
 const Loc* CallerLoc::current() { return t_caller_loc; }
 void CallerLoc::set_fallback(Loc (*fallback)()) { g_caller_fallback.store(fallback); }
 
-Tensor record(const char* op, const Loc& caller_loc, Tensor out, const std::vector<Tensor>& inputs, BackwardFn backward,
-              const std::vector<Tensor>& saved) {
+namespace {
+// record() without forward mode: the anomaly check and the node.
+Tensor attach(const char* op, const Loc& caller_loc, Tensor out, const std::vector<Tensor>& inputs,
+              BackwardFn backward, const std::vector<Tensor>& saved) {
   const Loc loc = where_called(caller_loc);
   if (anomaly_enabled() && !t_in_backward && !kernel::all_finite(out)) {
     std::string shapes;
@@ -110,6 +113,15 @@ Tensor record(const char* op, const Loc& caller_loc, Tensor out, const std::vect
   TensorImpl* o = out.impl();
   o->grad_fn = std::move(node);
   o->requires_grad = true;
+  return out;
+}
+}  // namespace
+
+Tensor record(const char* op, const Loc& loc, Tensor out, const std::vector<Tensor>& inputs, BackwardFn backward,
+              const std::vector<Tensor>& saved, JvpRule jvp) {
+  out = attach(op, loc, std::move(out), inputs, std::move(backward), saved);
+  // the output's tangent after its node: a rule reading the output is then differentiable
+  if (forward_detail::active()) [[unlikely]] forward_detail::propagate(op, out, inputs, jvp);
   return out;
 }
 

@@ -10,6 +10,7 @@
 #include <unordered_set>
 
 #include "core/autograd/state.h"
+#include "core/forward_ad.h"
 #include "core/kernels/elementwise.h"
 #include "core/ops.h"
 
@@ -421,6 +422,8 @@ class GraphTask {
         fail(op_, "a ", dtype_name(s.dtype), " tensor of shape ", s.shape, " that ", n->name, " (called at ",
              format_loc(n->where), ") saved for its backward was modified in place after it was saved (version ",
              s.version, ", now ", s.storage->version, "); compute the gradient first, or modify a clone()");
+    if (n->tangent_level != 0 && n->tangent_level == forward_detail::g_level.load(std::memory_order_relaxed))
+      forward_detail::fail_backward_in_level(n->name);
     std::vector<Tensor> in_grads;
     {
       const std::shared_ptr<Node>* prev = t_current_node;
@@ -506,8 +509,18 @@ void queue_callback(std::function<void()> fn) {
   t_current_task->queue_callback(std::move(fn));
 }
 
+namespace {
+// Upstream gradients with tangents would need forward-over-reverse, not supported yet.
+void check_upstream_tangents(const char* op, const std::vector<Tensor>& grads) {
+  if (!forward_detail::active()) return;
+  for (const Tensor& g : grads)
+    if (forward_detail::tangent_of(g).defined()) forward_detail::fail_backward_in_level(op);
+}
+}  // namespace
+
 void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph,
                   bool create_graph) {
+  check_upstream_tangents("backward", grads);
   GraphTask task("backward", retain_graph, create_graph);
   task.run(roots, grads);
 }
@@ -517,6 +530,7 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
   const char* op = "grad";
   if (outputs.empty()) fail(op, "expected at least one output");
   if (inputs.empty()) fail(op, "expected at least one input");
+  check_upstream_tangents(op, grad_outputs);
   GraphTask task(op, options.retain_graph.value_or(options.create_graph), options.create_graph);
   task.set_targets(inputs);
   task.run(outputs, grad_outputs);

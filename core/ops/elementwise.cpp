@@ -7,12 +7,14 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/forward_ad.h"
 #include "core/kernels/dispatch.h"
 #include "core/kernels/elementwise.h"
 #include "core/ops/helpers.h"
 
 namespace ember {
 
+using forward_detail::add_tangents;
 using ops_detail::need_float;
 using ops_detail::same_dtype;
 
@@ -82,7 +84,14 @@ Tensor unary_op(const char* name, const Tensor& a, const Loc& loc, Save save, F 
       return std::vector<Tensor>{zip_grad(name, g, s.data(), df)};
     };
   }
-  return record(name, loc, out, {a}, std::move(bw), {save == Save::Input ? x : out});
+  // the Jacobian is diagonal: the tangent goes through the same derivative as the gradient
+  auto jvp = [&](const std::vector<Tensor>& t) { return dt(t[0], save == Save::Input ? a : out); };
+  return record(name, loc, out, {a}, std::move(bw), {save == Save::Input ? x : out}, jvp);
+}
+
+// The forward-mode rule of an op linear in its one input: the tangent times scale.
+auto scaled_tangent(double scale) {
+  return [scale](const std::vector<Tensor>& t) { return scale == 1.0 ? t[0] : mul(t[0], scale); };
 }
 
 }  // namespace
@@ -94,7 +103,7 @@ Tensor add(const Tensor& a, const Tensor& b, Loc loc) {
   Tensor out = binary_forward("add", a, b, false, [](auto x, auto y) { return wrapping_add(x, y); });
   return record("add", loc, out, {a, b}, wants_grad(a, b) ? BackwardFn([](const Tensor& g) {
     return std::vector<Tensor>{g, g};
-  }) : nullptr);
+  }) : nullptr, {}, [](const std::vector<Tensor>& t) { return add_tangents(t[0], t[1]); });
 }
 
 Tensor sub(const Tensor& a, const Tensor& b, Loc loc) {
@@ -104,7 +113,7 @@ Tensor sub(const Tensor& a, const Tensor& b, Loc loc) {
   bool gb = b.requires_grad();
   return record("sub", loc, out, {a, b}, wants_grad(a, b) ? BackwardFn([gb](const Tensor& g) {
     return std::vector<Tensor>{g, gb ? neg(g) : Tensor()};
-  }) : nullptr);
+  }) : nullptr, {}, [](const std::vector<Tensor>& t) { return t[1].defined() ? add_tangents(t[0], neg(t[1])) : t[0]; });
 }
 
 Tensor mul(const Tensor& a, const Tensor& b, Loc loc) {
@@ -121,7 +130,10 @@ Tensor mul(const Tensor& a, const Tensor& b, Loc loc) {
                                  xa.defined() ? mul(g, xa.get()) : Tensor()};
     };
   }
-  return record("mul", loc, out, {a, b}, std::move(bw), {sa, sb});
+  auto jvp = [&](const std::vector<Tensor>& t) {  // ta b + a tb
+    return add_tangents(t[0].defined() ? mul(t[0], b) : Tensor(), t[1].defined() ? mul(a, t[1]) : Tensor());
+  };
+  return record("mul", loc, out, {a, b}, std::move(bw), {sa, sb}, jvp);
 }
 
 Tensor div(const Tensor& a, const Tensor& b, Loc loc) {
@@ -136,7 +148,11 @@ Tensor div(const Tensor& a, const Tensor& b, Loc loc) {
       return std::vector<Tensor>{ga ? gq : Tensor(), gb ? neg(mul(gq, div(xa.get(), sb))) : Tensor()};
     };
   }
-  return record("div", loc, out, {a, b}, std::move(bw), {a, b});
+  auto jvp = [&](const std::vector<Tensor>& t) {  // ta / b - tb a / b^2 = (ta - out tb) / b
+    return add_tangents(t[0].defined() ? div(t[0], b) : Tensor(),
+                        t[1].defined() ? neg(div(mul(out, t[1]), b)) : Tensor());
+  };
+  return record("div", loc, out, {a, b}, std::move(bw), {a, b}, jvp);
 }
 
 Tensor pow(const Tensor& a, const Tensor& b, Loc loc) {
@@ -159,7 +175,17 @@ Tensor pow(const Tensor& a, const Tensor& b, Loc loc) {
       return std::vector<Tensor>{da, db};
     };
   }
-  return record("pow", loc, out, {a, b}, std::move(bw), {a, b, out});
+  auto jvp = [&](const std::vector<Tensor>& t) {  // ta b a^(b-1) + tb out log a (0 where a == 0)
+    Tensor ta, tb;
+    if (t[0].defined()) ta = mul(t[0], mul(b, pow(a, sub(b, 1.0))));
+    if (t[1].defined()) {
+      Tensor zero = eq(a.detach(), 0.0);
+      Tensor la = where(zero, zeros_like(a), log(where(zero, ones_like(a), a)));
+      tb = mul(t[1], mul(out, la));
+    }
+    return add_tangents(ta, tb);
+  };
+  return record("pow", loc, out, {a, b}, std::move(bw), {a, b, out}, jvp);
 }
 
 static Tensor extreme2(const char* name, const Tensor& a, const Tensor& b, const Loc& loc, bool is_max) {
@@ -180,7 +206,14 @@ static Tensor extreme2(const char* name, const Tensor& a, const Tensor& b, const
       return std::vector<Tensor>{ga, sub(g, ga)};
     };
   }
-  return record(name, loc, out, {a, b}, std::move(bw), {a, b});
+  auto jvp = [&](const std::vector<Tensor>& t) {  // the same weights as the gradient's
+    Tensor wa = binary_forward(name, a.detach(), b.detach(), true, [is_max](auto x, auto y) {
+      using T = decltype(x);
+      return x == y ? T(0.5) : ((is_max ? x > y : x < y) ? T(1) : T(0));
+    });
+    return add_tangents(t[0].defined() ? mul(t[0], wa) : Tensor(), t[1].defined() ? mul(t[1], rsub(1.0, wa)) : Tensor());
+  };
+  return record(name, loc, out, {a, b}, std::move(bw), {a, b}, jvp);
 }
 Tensor maximum(const Tensor& a, const Tensor& b, Loc loc) {
   check_defined(a, "maximum", "the first operand");
@@ -203,27 +236,27 @@ static BackwardFn pass_through(const Tensor& a, double scale) {
 Tensor add(const Tensor& a, double s, Loc loc) {
   check_defined(a, "add", "the input");
   Tensor out = scalar_forward("add", a, false, s, [](auto x, auto v) { return wrapping_add(x, v); });
-  return record("add", loc, out, {a}, pass_through(a, 1.0));
+  return record("add", loc, out, {a}, pass_through(a, 1.0), {}, scaled_tangent(1.0));
 }
 Tensor sub(const Tensor& a, double s, Loc loc) {
   check_defined(a, "sub", "the input");
   Tensor out = scalar_forward("sub", a, false, s, [](auto x, auto v) { return wrapping_sub(x, v); });
-  return record("sub", loc, out, {a}, pass_through(a, 1.0));
+  return record("sub", loc, out, {a}, pass_through(a, 1.0), {}, scaled_tangent(1.0));
 }
 Tensor rsub(double s, const Tensor& a, Loc loc) {
   check_defined(a, "rsub", "the input");
   Tensor out = scalar_forward("rsub", a, false, s, [](auto x, auto v) { return wrapping_sub(v, x); });
-  return record("rsub", loc, out, {a}, pass_through(a, -1.0));
+  return record("rsub", loc, out, {a}, pass_through(a, -1.0), {}, scaled_tangent(-1.0));
 }
 Tensor mul(const Tensor& a, double s, Loc loc) {
   check_defined(a, "mul", "the input");
   Tensor out = scalar_forward("mul", a, false, s, [](auto x, auto v) { return wrapping_mul(x, v); });
-  return record("mul", loc, out, {a}, pass_through(a, s));
+  return record("mul", loc, out, {a}, pass_through(a, s), {}, scaled_tangent(s));
 }
 Tensor div(const Tensor& a, double s, Loc loc) {
   check_defined(a, "div", "the input");
   Tensor out = scalar_forward("div", a, true, s, [](auto x, auto v) { return x / v; });
-  return record("div", loc, out, {a}, pass_through(a, 1.0 / s));
+  return record("div", loc, out, {a}, pass_through(a, 1.0 / s), {}, scaled_tangent(1.0 / s));
 }
 Tensor rdiv(double s, const Tensor& a, Loc loc) {
   check_defined(a, "rdiv", "the input");
@@ -237,7 +270,8 @@ Tensor rdiv(double s, const Tensor& a, Loc loc) {
       })};
     };
   }
-  return record("rdiv", loc, out, {a}, std::move(bw), {a});
+  auto jvp = [&](const std::vector<Tensor>& t) { return mul(t[0], rdiv(-s, square(a))); };
+  return record("rdiv", loc, out, {a}, std::move(bw), {a}, jvp);
 }
 Tensor pow(const Tensor& a, double p, Loc loc) {
   check_defined(a, "pow", "the input");
@@ -256,7 +290,7 @@ Tensor pow(const Tensor& a, double p, Loc loc) {
 Tensor neg(const Tensor& a, Loc loc) {
   check_defined(a, "neg", "the input");
   Tensor out = scalar_forward("neg", a, false, 0.0, [](auto x, auto zero) { return wrapping_sub(zero, x); });
-  return record("neg", loc, out, {a}, pass_through(a, -1.0));
+  return record("neg", loc, out, {a}, pass_through(a, -1.0), {}, scaled_tangent(-1.0));
 }
 Tensor exp(const Tensor& a, Loc loc) {
   check_defined(a, "exp", "the input");

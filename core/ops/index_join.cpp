@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "core/forward_ad.h"
 #include "core/kernels/dispatch.h"
 #include "core/kernels/elementwise.h"
 #include "core/kernels/index.h"
@@ -34,7 +35,8 @@ Tensor masked_fill(const Tensor& a, const Tensor& mask, double value, Loc loc) {
   });
   BackwardFn bw;
   if (wants_grad(a)) bw = [me](const Tensor& g) { return std::vector<Tensor>{masked_fill(g, me, 0.0)}; };
-  return record("masked_fill", loc, out, {a}, std::move(bw), {me});
+  return record("masked_fill", loc, out, {a}, std::move(bw), {me},
+                [&](const std::vector<Tensor>& t) { return masked_fill(t[0], me, 0.0); });
 }
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b, Loc loc) {
@@ -60,7 +62,11 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b, Loc loc) {
       return std::vector<Tensor>{Tensor(), ga ? where(ce, g, z) : Tensor(), gb ? where(ce, z, g) : Tensor()};
     };
   }
-  return record("where", loc, out, {cond, a, b}, std::move(bw), {ce});
+  auto jvp = [&](const std::vector<Tensor>& t) {
+    Tensor z = zeros({}, a.dtype());
+    return where(ce, t[1].defined() ? t[1] : z, t[2].defined() ? t[2] : z);
+  };
+  return record("where", loc, out, {cond, a, b}, std::move(bw), {ce}, jvp);
 }
 
 Tensor where(const Tensor& cond, const Tensor& a, double b, Loc loc) {
@@ -123,7 +129,12 @@ Tensor cat(const std::vector<Tensor>& ts, int64_t dim, Loc loc) {
       return r;
     };
   }
-  return record("cat", loc, out, ts, std::move(bw));
+  auto jvp = [&](const std::vector<Tensor>& t) {  // the tangents joined, zeros for the tensors without one
+    std::vector<Tensor> parts;
+    for (size_t i = 0; i < ts.size(); i++) parts.push_back(t[i].defined() ? t[i] : zeros(ts[i].shape(), ts[i].dtype()));
+    return cat(parts, dim);
+  };
+  return record("cat", loc, out, ts, std::move(bw), {}, jvp);
 }
 
 Tensor stack(const std::vector<Tensor>& ts, int64_t dim, Loc loc) {
@@ -200,7 +211,8 @@ static Tensor scatter_rows(const Tensor& g, const Shape& in, int64_t dim, const 
     bw = [idx, dim, elementwise](const Tensor& h) {
       return std::vector<Tensor>{elementwise ? gather(h, dim, idx) : index_select(h, dim, idx)};
     };
-  return record(elementwise ? "gather_backward" : "index_select_backward", Loc::current(), gx, {g}, std::move(bw));
+  return record(elementwise ? "gather_backward" : "index_select_backward", Loc::current(), gx, {g}, std::move(bw), {},
+                [&](const std::vector<Tensor>& t) { return scatter_rows(t[0], in, dim, idx, elementwise); });
 }
 
 Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index_in, Loc loc) {
@@ -220,7 +232,8 @@ Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index_in, Loc lo
     Tensor idx = index.detach();
     bw = [in, idx, dim](const Tensor& g) { return std::vector<Tensor>{scatter_rows(g, in, dim, idx, false)}; };
   }
-  return record("index_select", loc, out, {a}, std::move(bw), {index});
+  return record("index_select", loc, out, {a}, std::move(bw), {index},
+                [&](const std::vector<Tensor>& t) { return index_select(t[0], dim, index); });
 }
 
 Tensor gather(const Tensor& a, int64_t dim, const Tensor& index_in, Loc loc) {
@@ -243,7 +256,8 @@ Tensor gather(const Tensor& a, int64_t dim, const Tensor& index_in, Loc loc) {
     Tensor idx = index.detach();
     bw = [in, idx, dim](const Tensor& g) { return std::vector<Tensor>{scatter_rows(g, in, dim, idx, true)}; };
   }
-  return record("gather", loc, out, {a}, std::move(bw), {index});
+  return record("gather", loc, out, {a}, std::move(bw), {index},
+                [&](const std::vector<Tensor>& t) { return gather(t[0], dim, index); });
 }
 
 Tensor embedding_lookup(const Tensor& weight, const Tensor& ids, Loc loc) {

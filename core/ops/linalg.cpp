@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "core/forward_ad.h"
 #include "core/kernels/gemm.h"
 #include "core/kernels/reduce_softmax.h"
 #include "core/ops/helpers.h"
@@ -71,7 +72,11 @@ Tensor matmul(const Tensor& a, const Tensor& b, Loc loc) {
       return std::vector<Tensor>{ga, gb};
     };
   }
-  return record("matmul", loc, out, {a, b}, std::move(bw), {xa, xb});
+  auto jvp = [&](const std::vector<Tensor>& t) {  // ta @ b + a @ tb
+    return forward_detail::add_tangents(t[0].defined() ? matmul(t[0], b) : Tensor(),
+                                        t[1].defined() ? matmul(a, t[1]) : Tensor());
+  };
+  return record("matmul", loc, out, {a, b}, std::move(bw), {xa, xb}, jvp);
 }
 
 // ------------------------------------------------------------------ linear
@@ -139,7 +144,12 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Loc loc
       return std::vector<Tensor>{dx, dw, db};
     };
   }
-  return record(op, loc, y.view(out_shape), {x, weight, bias}, std::move(bw), {saved_x, saved_w});
+  auto jvp = [&](const std::vector<Tensor>& t) {  // tx @ w^T + x @ tw^T + tbias
+    Tensor tw = t[1].defined() ? linear(x, t[1], t[2]) : Tensor();
+    if (!tw.defined() && t[2].defined()) tw = t[2];
+    return forward_detail::add_tangents(t[0].defined() ? linear(t[0], weight) : Tensor(), tw);
+  };
+  return record(op, loc, y.view(out_shape), {x, weight, bias}, std::move(bw), {saved_x, saved_w}, jvp);
 }
 
 // ------------------------------------------------------------------ structure

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/forward_ad.h"
 #include "core/kernels/dispatch.h"
 #include "core/kernels/reduce_softmax.h"
 #include "core/ops/helpers.h"
@@ -54,7 +55,8 @@ Tensor sum(const Tensor& a, const Dims& dims, bool keepdim, Loc loc) {
     Shape in = a.shape();
     bw = [ks, in](const Tensor& g) { return std::vector<Tensor>{g.reshape(ks).expand(in)}; };
   }
-  return record("sum", loc, out, {a}, std::move(bw));
+  return record("sum", loc, out, {a}, std::move(bw), {},
+                [&](const std::vector<Tensor>& t) { return sum(t[0], dims, keepdim); });
 }
 
 Tensor mean(const Tensor& a, Loc loc) {
@@ -83,7 +85,8 @@ Tensor mean(const Tensor& a, const Dims& dims, bool keepdim, Loc loc) {
     Shape in = a.shape();
     bw = [ks, in, inv](const Tensor& g) { return std::vector<Tensor>{mul(g, inv).reshape(ks).expand(in)}; };
   }
-  return record("mean", loc, out, {a}, std::move(bw));
+  return record("mean", loc, out, {a}, std::move(bw), {},
+                [&](const std::vector<Tensor>& t) { return mean(t[0], dims, keepdim); });
 }
 
 static Tensor extreme(const char* name, const Tensor& a, const Dims& dims, bool keepdim, const Loc& loc, bool is_max) {
@@ -104,7 +107,16 @@ static Tensor extreme(const char* name, const Tensor& a, const Dims& dims, bool 
       return std::vector<Tensor>{mul(hit, div(g.reshape(ks), count))};
     };
   }
-  return record(name, loc, out, {a}, std::move(bw), {a, out});
+  // the tangent of the extreme elements, averaged over ties (the gradient's weights)
+  auto jvp = [&](const std::vector<Tensor>& t) {
+    Dims rd;
+    for (int64_t d = 0; d < (int64_t)m.size(); d++)
+      if (m[d]) rd.push_back(d);
+    if (rd.empty()) return t[0].reshape(out.shape());
+    Tensor hit = eq(a.detach(), out.detach().reshape(ks)).to(a.dtype());
+    return div(sum(mul(hit, t[0]), rd, true), sum(hit, rd, true)).reshape(out.shape());
+  };
+  return record(name, loc, out, {a}, std::move(bw), {a, out}, jvp);
 }
 Tensor amax(const Tensor& a, const Dims& dims, bool keepdim, Loc loc) {
   check_defined(a, "amax", "the input");
@@ -200,7 +212,22 @@ Tensor norm(const Tensor& a, double p, const Dims& dims, bool keepdim, Loc loc) 
       return std::vector<Tensor>{mul(mul(sign, power), scale)};
     };
   }
-  return record("norm", loc, out, {a}, std::move(bw), {a.detach(), out});
+  // the gradient's weights summed against the tangent: sum(sign(a) |a|^(p-1) t) / |a|_p^(p-1)
+  auto jvp = [&](const std::vector<Tensor>& t) {
+    const Tensor n = out.reshape(ks), zero = eq(n.detach(), 0.0), safe = masked_fill(n, zero, 1.0);
+    Tensor ratio;
+    if (p == 2) {
+      ratio = div(sum(mul(a, t[0]), dims, true), safe);
+    } else {
+      const Tensor x = a.detach();
+      const Tensor sign = sub(gt(x, 0.0).to(x.dtype()), lt(x, 0.0).to(x.dtype()));
+      const Tensor at_zero = eq(x, 0.0);
+      const Tensor power = masked_fill(pow(masked_fill(abs(a), at_zero, 1.0), p - 1), at_zero, 0.0);
+      ratio = div(sum(mul(mul(sign, power), t[0]), dims, true), pow(safe, p - 1));
+    }
+    return masked_fill(ratio, zero, 0.0).reshape(out.shape());
+  };
+  return record("norm", loc, out, {a}, std::move(bw), {a.detach(), out}, jvp);
 }
 
 Tensor logsumexp(const Tensor& a, const Dims& dims, bool keepdim, Loc loc) {
@@ -228,7 +255,7 @@ Tensor cumsum_along(const Tensor& a, int64_t dim, bool reverse, Loc loc) {
   if (a.dtype() == kBool) return cumsum_along(a.to(kInt64), dim, reverse, loc);
   if (a.dim() == 0) return record(op, loc, a.detach().clone(), {a}, wants_grad(a) ? BackwardFn([](const Tensor& g) {
     return std::vector<Tensor>{g};
-  }) : nullptr);
+  }) : nullptr, {}, [](const std::vector<Tensor>& t) { return t[0].clone(); });
   dim = wrap_dim(dim, a.dim(), "cumsum");
   const Tensor x = a.detach().contiguous();
   Tensor out = empty(a.shape(), a.dtype());
@@ -239,7 +266,7 @@ Tensor cumsum_along(const Tensor& a, int64_t dim, bool reverse, Loc loc) {
   // the gradient of a running sum is the running sum of g taken from the other end
   return record(op, loc, out, {a}, wants_grad(a) ? BackwardFn([dim, reverse, loc](const Tensor& g) {
     return std::vector<Tensor>{cumsum_along(g, dim, !reverse, loc)};
-  }) : nullptr);
+  }) : nullptr, {}, [&](const std::vector<Tensor>& t) { return cumsum_along(t[0], dim, reverse, loc); });
 }
 }  // namespace
 

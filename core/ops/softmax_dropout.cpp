@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "core/forward_ad.h"
 #include "core/kernels/dispatch.h"
 #include "core/kernels/dropout.h"
 #include "core/kernels/reduce_softmax.h"
@@ -30,7 +31,9 @@ static RowsAlong rows_along(const Tensor& t, int64_t dim) {
 
 static Tensor softmax_impl(const char* name, const Tensor& a, int64_t dim, const Loc& loc, bool log) {
   need_float(name, a);
-  if (a.dim() == 0) return record(name, loc, log ? zeros_like(a) : ones_like(a), {a}, nullptr);
+  if (a.dim() == 0)  // a constant: a zero tangent
+    return record(name, loc, log ? zeros_like(a) : ones_like(a), {a}, nullptr, {},
+                  [](const std::vector<Tensor>&) { return Tensor(); });
   dim = wrap_dim(dim, a.dim(), name);
   const RowsAlong r = rows_along(a, dim);
   Tensor x = a.detach().contiguous();
@@ -42,7 +45,13 @@ static Tensor softmax_impl(const char* name, const Tensor& a, int64_t dim, const
       return std::vector<Tensor>{softmax_backward(g, y.get(), dim, log)};
     };
   }
-  return record(name, loc, out, {a}, std::move(bw), {out});
+  // softmax: y (t - sum(y t)); log_softmax: t - sum(exp(y) t), sums along dim
+  auto jvp = [&](const std::vector<Tensor>& t) {
+    const Tensor p = log ? exp(out) : out;
+    const Tensor centred = sub(t[0], sum(mul(p, t[0]), {dim}, true));
+    return log ? centred : mul(out, centred);
+  };
+  return record(name, loc, out, {a}, std::move(bw), {out}, jvp);
 }
 
 // The gradient through softmax (or log_softmax) as an op of its own, given the output y
@@ -62,7 +71,8 @@ Tensor softmax_backward(const Tensor& g, const Tensor& y, int64_t dim, bool log,
   need_float(name, y);
   if (g.shape() != y.shape())
     fail(name, "expected a gradient of the output's shape ", y.shape(), ", got ", g.shape());
-  if (y.dim() == 0) return record(name, loc, zeros_like(y), {g, y}, nullptr);
+  if (y.dim() == 0)  // a constant: a zero tangent
+    return record(name, loc, zeros_like(y), {g, y}, nullptr, {}, [](const std::vector<Tensor>&) { return Tensor(); });
   dim = wrap_dim(dim, y.dim(), name);
   const RowsAlong r = rows_along(y, dim);
   Tensor yc = y.detach().contiguous();
@@ -87,7 +97,21 @@ Tensor softmax_backward(const Tensor& g, const Tensor& y, int64_t dim, bool log,
       return std::vector<Tensor>{dg, dy};
     };
   }
-  return record(name, loc, dx, {g, y}, std::move(bw), {g, y});
+  // bilinear in (g, y): the tangent is the map of tg at y, plus the derivative in y along ty
+  //   softmax:      y (tg - sum(tg y)) + ty (g - sum(g y)) - y sum(g ty)
+  //   log_softmax:  tg - exp(y) sum(tg) - exp(y) ty sum(g)
+  auto jvp = [&](const std::vector<Tensor>& t) {
+    Tensor by_g = t[0].defined() ? softmax_backward(t[0], y, dim, log) : Tensor(), by_y;
+    if (t[1].defined()) {
+      if (log) {
+        by_y = neg(mul(mul(exp(y), t[1]), sum(g, {dim}, true)));
+      } else {
+        by_y = sub(mul(t[1], sub(g, sum(mul(g, y), {dim}, true))), mul(y, sum(mul(g, t[1]), {dim}, true)));
+      }
+    }
+    return forward_detail::add_tangents(by_g, by_y);
+  };
+  return record(name, loc, dx, {g, y}, std::move(bw), {g, y}, jvp);
 }
 Tensor softmax(const Tensor& a, int64_t dim, Loc loc) {
   check_defined(a, "softmax", "the input");
@@ -150,7 +174,13 @@ Tensor dropout_with(const Tensor& a, const DropoutDraws& draws, const RowKeys& k
       });
       return std::vector<Tensor>{dx};
     };
-  return record(relu ? "relu_dropout" : "dropout", loc, out, {a}, std::move(bw), {relu ? out : Tensor()});
+  // the tangent through the same mask: the same decisions again (or the kept ones), and
+  // with relu, times 1/(1-p) where the output is positive
+  auto jvp = [&](const std::vector<Tensor>& t) {
+    if (relu) return mul(t[0], mul(gt(out.detach(), 0.0).to(out.dtype()), draws.scale));
+    return dropout_with(t[0], draws, keys, false, loc, kept);
+  };
+  return record(relu ? "relu_dropout" : "dropout", loc, out, {a}, std::move(bw), {relu ? out : Tensor()}, jvp);
 }
 
 // The draws and every row's key for dropout of a (rows: every dim but the last).
