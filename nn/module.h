@@ -47,7 +47,8 @@ class HookList {
       }
     });
   }
-  bool any() const {  // whether any function is registered
+  // Whether any function is registered.
+  bool any() const {
     if (!hooks_) return false;
     const std::lock_guard<std::mutex> lock(hooks_->mutex);
     return !hooks_->list.empty();
