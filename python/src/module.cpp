@@ -93,6 +93,34 @@ Loc python_caller() {
   return Loc();
 }
 
+namespace {
+
+// Python's __new__ alone (T.__new__(T), or copy.copy, with no __init__ after) would make a
+// pybind11 instance with no C++ object in it, which crashes the first method that reads
+// it. A class with a __new__ of its own - pybind11's, called through it - makes CPython
+// refuse that call with a TypeError ("not safe"), while T(...) constructs as before. Every
+// class of the module and its submodules gets one.
+PyObject* pybind11_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
+  return py::detail::pybind11_object_new(type, args, kwargs);
+}
+
+void guard_new(const py::module_& m) {
+  for (auto item : m.attr("__dict__").cast<py::dict>()) {
+    py::handle value = item.second;
+    if (py::isinstance<py::module_>(value)) {
+      guard_new(value.cast<py::module_>());
+    } else if (PyType_Check(value.ptr())) {
+      auto* type = reinterpret_cast<PyTypeObject*>(value.ptr());
+      if (type->tp_new == &py::detail::pybind11_object_new) {
+        type->tp_new = &pybind11_new;
+        PyType_Modified(type);
+      }
+    }
+  }
+}
+
+}  // namespace
+
 py::object tensor_or_none(const Tensor& t) {
   if (!t.defined()) return py::none();
   return py::cast(t);
@@ -123,6 +151,7 @@ PYBIND11_MODULE(_C, m) {
   bind_optim(m);
   bind_io(m);
   bind_watch(m);
+  guard_new(m);
   bind_runtime(m);
   // the classes print as ember.Tensor, the name users import them by
   for (const char* name : {"Tensor", "dtype", "Generator", "Node", "RemovableHandle", "GradcheckReport"})

@@ -210,3 +210,20 @@ def test_assignments_take_what_pytorch_takes_and_refuse_the_rest():
 def test_randint_without_a_generator():
     assert ember.randint(5, (3,)).shape == (3,)
     assert ember.randint(0, 5, (3,)).max().item() < 5
+
+
+def test_new_without_init_is_refused():
+    import copy
+
+    import ember.nn as nn
+
+    for cls in (ember.Tensor, ember.Generator, ember.dtype, nn.Parameter, ember._C._nn.Linear,
+                ember._C._optim.SGD, ember._C._nn.Packing):
+        with pytest.raises(TypeError, match="is not safe"):
+            cls.__new__(cls)
+    with pytest.raises(TypeError):
+        copy.copy(ember.ones(2))
+    # construction itself is as before
+    assert ember.Generator(5).get_state() == [5, 0] and ember.Tensor(ember.ones(2)).tolist() == [1.0, 1.0]
+    p = nn.Parameter(ember.ones(2))
+    assert p.requires_grad and isinstance(p, ember.Tensor)
