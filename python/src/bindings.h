@@ -64,7 +64,8 @@ Loc python_caller();
 class GilRelease {
  public:
   GilRelease() : state_(PyEval_SaveThread()) {}
-  ~GilRelease();
+  // may end the thread by unwinding (CPython's way for a thread shutdown catches waiting)
+  ~GilRelease() noexcept(false);
   GilRelease(const GilRelease&) = delete;
   GilRelease& operator=(const GilRelease&) = delete;
 

@@ -61,7 +61,7 @@ const Interned& intern(PyObject* str) {
 
 }  // namespace
 
-GilRelease::~GilRelease() {
+GilRelease::~GilRelease() noexcept(false) {
 #if PY_VERSION_HEX >= 0x030D0000
   const bool finalizing = Py_IsFinalizing();
 #else
