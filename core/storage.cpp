@@ -34,6 +34,15 @@ namespace ember {
 
 namespace {
 std::atomic<int64_t> g_live{0}, g_bytes{0}, g_total{0}, g_system{0};
+std::atomic<int64_t> g_peak{0};  // the most g_bytes has been since the last reset
+
+// Counts n more live bytes, raising the peak when they pass it.
+void count_bytes(size_t n) {
+  const int64_t now = g_bytes.fetch_add((int64_t)n, std::memory_order_relaxed) + (int64_t)n;
+  int64_t peak = g_peak.load(std::memory_order_relaxed);
+  while (now > peak && !g_peak.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+  }
+}
 
 #if defined(__SANITIZE_ADDRESS__)
 constexpr bool kUseCache = false;
@@ -152,7 +161,7 @@ Storage::Storage(size_t n, bool zero_fill) : nbytes(n) {
   }
   if (zero_fill) std::memset(data, 0, n);
   g_live++;
-  g_bytes += (int64_t)n;
+  count_bytes(n);
   g_total++;
 }
 
@@ -160,7 +169,7 @@ Storage::Storage(void* external, size_t n, std::shared_ptr<void> owner)
     : data(external), nbytes(n), owner_(std::move(owner)) {
   if (!owner_) throw Error("Storage: memory ember did not allocate needs an owner to keep it alive");
   g_live++;
-  g_bytes += (int64_t)n;
+  count_bytes(n);
   g_total++;
 }
 
@@ -175,6 +184,8 @@ Storage::~Storage() {
 
 int64_t Storage::live_count() { return g_live.load(); }
 int64_t Storage::live_bytes() { return g_bytes.load(); }
+int64_t Storage::peak_bytes() { return g_peak.load(); }
+void Storage::reset_peak_bytes() { g_peak.store(g_bytes.load()); }
 int64_t Storage::total_allocations() { return g_total.load(); }
 int64_t Storage::system_allocations() { return g_system.load(); }
 int64_t Storage::system_bytes() {

@@ -44,6 +44,12 @@ struct Storage {
 
   static int64_t live_count();  // Storages alive now.
   static int64_t live_bytes();  // Bytes they hold.
+  // The most bytes storages have held at once since the process began or the last
+  // reset_peak_bytes() (as torch.cuda.max_memory_allocated); the reset sets it to live_bytes().
+  ///@{
+  static int64_t peak_bytes();
+  static void reset_peak_bytes();
+  ///@}
   static int64_t total_allocations();  // Storages ever created.
   static int64_t system_allocations();  // Large blocks (32 MiB or more) asked of the system.
   // Bytes of memory malloc holds from the system (its heaps and separately mapped

@@ -23,6 +23,21 @@ TEST_CASE("live storage counters follow tensors being created and dropped") {
   CHECK(Storage::live_bytes() == bytes);
 }
 
+TEST_CASE("peak_bytes keeps the most bytes held at once until reset_peak_bytes") {
+  Storage::reset_peak_bytes();
+  const int64_t bytes = Storage::live_bytes();
+  CHECK(Storage::peak_bytes() == bytes);
+  {
+    Tensor a = zeros({1000});
+    Tensor b = zeros({500});
+    CHECK(Storage::peak_bytes() == bytes + 6000);
+  }
+  Tensor c = zeros({10});
+  CHECK(Storage::peak_bytes() == bytes + 6000);
+  Storage::reset_peak_bytes();
+  CHECK(Storage::peak_bytes() == bytes + 40);
+}
+
 TEST_CASE("zeros and full are filled even when a reused large block held other values") {
   const Shape big{1024, 1024};  // 4 MiB: served from the block cache
   { Tensor junk = full(big, 7.0); }

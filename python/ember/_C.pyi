@@ -482,10 +482,12 @@ def set_rng_state(new_state: List[int]) -> None:
 def initial_seed() -> int:
     """The default generator's seed."""
 def memory_stats() -> Dict[str, int]:
-    """The allocator's counters: live_storages, live_bytes, total_allocations,
+    """The allocator's counters: live_storages, live_bytes, peak_bytes, total_allocations,
     system_allocations, system_bytes, cached_bytes."""
 def empty_cache() -> None:
     """Returns the allocator's cached large blocks to the system."""
+def reset_peak_memory_stats() -> None:
+    """Sets memory_stats()["peak_bytes"] (the most bytes storages held at once) to the bytes held now."""
 def default_generator() -> Generator:
     """The generator random functions use when given none."""
 def set_printoptions(precision: Optional[int] = None, threshold: Optional[int] = None,

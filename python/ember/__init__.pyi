@@ -1,7 +1,7 @@
 # Type stubs of the package ember: the names of ember._C (_C.pyi, where they are
 # documented) and of the pure-Python modules, re-exported as __init__.py does.
 
-from . import autograd as autograd, grad_mode as grad_mode, nn as nn, optim as optim
+from . import autograd as autograd, func as func, grad_mode as grad_mode, nn as nn, optim as optim
 from . import serialization as serialization, watch as watch
 from ._C import (
     Tensor as Tensor, dtype as dtype, float32 as float32, float64 as float64, int64 as int64,
@@ -13,6 +13,7 @@ from ._C import (
     from_dlpack as from_dlpack, to_dlpack as to_dlpack, set_num_threads as set_num_threads,
     get_num_threads as get_num_threads, get_rng_state as get_rng_state, set_rng_state as set_rng_state,
     initial_seed as initial_seed, memory_stats as memory_stats, empty_cache as empty_cache,
+    reset_peak_memory_stats as reset_peak_memory_stats,
     add as add, sub as sub, mul as mul, div as div, pow as pow, maximum as maximum,
     minimum as minimum, neg as neg, exp as exp, log as log, sqrt as sqrt, rsqrt as rsqrt,
     abs as abs, tanh as tanh, sin as sin, cos as cos, sigmoid as sigmoid, relu as relu,

@@ -31,10 +31,12 @@ void bind_runtime(py::module_& m) {
   m.def("memory_stats", [] {
     return std::map<std::string, int64_t>{
         {"live_storages", Storage::live_count()},      {"live_bytes", Storage::live_bytes()},
+        {"peak_bytes", Storage::peak_bytes()},
         {"total_allocations", Storage::total_allocations()}, {"system_allocations", Storage::system_allocations()},
         {"system_bytes", Storage::system_bytes()},     {"cached_bytes", Storage::cached_bytes()}};
   });
   m.def("empty_cache", &Storage::empty_cache, py::call_guard<GilRelease>());
+  m.def("reset_peak_memory_stats", &Storage::reset_peak_bytes);
 }
 
 }  // namespace ember::python

@@ -40,8 +40,8 @@ def test_rng_state_round_trip():
 
 def test_memory_stats_follow_allocations():
     before = ember.memory_stats()
-    assert set(before) == {"live_storages", "live_bytes", "total_allocations", "system_allocations",
-                           "system_bytes", "cached_bytes"}
+    assert set(before) == {"live_storages", "live_bytes", "peak_bytes", "total_allocations",
+                           "system_allocations", "system_bytes", "cached_bytes"}
     t = ember.zeros(1 << 20, dtype=ember.float64)  # 8 MiB
     during = ember.memory_stats()
     assert during["live_bytes"] - before["live_bytes"] >= 8 << 20
@@ -52,3 +52,15 @@ def test_memory_stats_follow_allocations():
     assert after["live_bytes"] == before["live_bytes"] and after["live_storages"] == before["live_storages"]
     ember.empty_cache()
     assert ember.memory_stats()["cached_bytes"] == 0
+
+
+def test_peak_bytes_keep_the_most_held_until_reset():
+    ember.reset_peak_memory_stats()
+    base = ember.memory_stats()["live_bytes"]
+    assert ember.memory_stats()["peak_bytes"] == base
+    t = ember.zeros(1 << 20, dtype=ember.float64)
+    del t
+    stats = ember.memory_stats()
+    assert stats["live_bytes"] == base and stats["peak_bytes"] >= base + (8 << 20)
+    ember.reset_peak_memory_stats()
+    assert ember.memory_stats()["peak_bytes"] == base
