@@ -49,7 +49,8 @@ class SavedTensor {
   SavedTensor(const Tensor& t, bool is_output = false);  // NOLINT: implicit on purpose
   bool defined() const { return data_.defined(); }  // Whether a tensor was saved.
   // The data, when grad mode is off (a plain backward); under create_graph the same
-  // values attached to the graph, so what is computed from them is differentiable.
+  // values attached to the graph, so what is computed from them is differentiable, and
+  // carrying the tangent the tensor had in the dual level still open (forward-over-reverse).
   Tensor get() const;
   // The data, never attached: for what no gradient flows through (masks, indices, shapes).
   const Tensor& data() const { return data_; }
@@ -58,6 +59,8 @@ class SavedTensor {
   Tensor data_;
   std::shared_ptr<Node> fn_;
   std::weak_ptr<TensorImpl> leaf_;
+  std::shared_ptr<TensorImpl> tangent_;  // an input's tangent when saved (outputs': the node's)
+  uint64_t tangent_level_ = 0;
   bool output_ = false;
 };
 
@@ -88,10 +91,15 @@ struct Node {
   bool released = false;  // backward already ran and freed what it had saved
   std::shared_ptr<GradHooks> hooks;  // the output tensor's hooks (Tensor::register_hook)
   std::weak_ptr<TensorImpl> retained;  // the output tensor, when it retains its gradient
-  // Forward mode: the dual level whose tangent passed through this op (0: none). Its
-  // backward is refused while that level is open (forward-over-reverse is not supported
-  // yet: the gradients' tangents would be missing).
+  // Forward mode: the dual level whose tangent passed through this op (0: none), and the
+  // output's tangent at it, which the output saved for backward carries back. While that
+  // level is open the node's backward runs only under create_graph, whose ops carry
+  // tangents (forward-over-reverse); a plain backward, whose kernels would drop them, is
+  // refused. The tangent's own graph may lead back to this node: the tangent is dropped
+  // when the node's backward has run (without retain_graph) or its level closes, so a
+  // graph that is never run back is freed when the level closes.
   uint64_t tangent_level = 0;
+  std::shared_ptr<TensorImpl> tangent;  // the output's tangent at tangent_level (cleared when it closes)
 
   Node() = default;
   Node(const Node&) = delete;

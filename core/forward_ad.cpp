@@ -24,6 +24,7 @@ std::atomic<uint64_t> g_last_level{0};
 // (expired entries are pruned as the list grows).
 std::mutex g_mutex;
 std::vector<std::weak_ptr<TensorImpl>> g_duals;
+std::vector<std::weak_ptr<Node>> g_nodes;  // nodes holding an output's tangent (Node::tangent)
 constexpr size_t kFirstPrune = 1024;
 size_t g_prune_at = kFirstPrune;
 
@@ -52,10 +53,12 @@ DualLevel::DualLevel() {
 
 DualLevel::~DualLevel() {
   std::vector<std::weak_ptr<TensorImpl>> duals;
+  std::vector<std::weak_ptr<Node>> nodes;
   {
     std::lock_guard<std::mutex> lock(g_mutex);
     g_level.store(0);
     duals.swap(g_duals);
+    nodes.swap(g_nodes);
     g_prune_at = kFirstPrune;
   }
   for (const auto& w : duals)
@@ -63,6 +66,9 @@ DualLevel::~DualLevel() {
       p->tangent.reset();
       p->tangent_level = 0;
     }
+  // a node's tangent may hold a graph leading back to the node itself: the cycle ends here
+  for (const auto& w : nodes)
+    if (auto n = w.lock(); n && n->tangent_level == level_) n->tangent.reset();
 }
 
 bool dual_level_open() { return g_level.load() != 0; }
@@ -98,16 +104,24 @@ Tensor tangent_of(const Tensor& t) {
   return Tensor(i->tangent);
 }
 
-void set_tangent(const Tensor& out, const Tensor& tangent) {
+void set_tangent(const Tensor& out, const Tensor& tangent, bool on_node) {
   TensorImpl* i = out.impl();
   i->tangent = tangent.impl_ptr();
   i->tangent_level = g_level.load();
+  // the output's node keeps the tangent too, for the backward that reads the output saved
+  Node* node = on_node ? i->grad_fn.get() : nullptr;
+  if (node) {
+    node->tangent = i->tangent;
+    node->tangent_level = i->tangent_level;
+  }
   std::lock_guard<std::mutex> lock(g_mutex);
-  if (g_duals.size() >= g_prune_at) {
+  if (g_duals.size() + g_nodes.size() >= g_prune_at) {
     std::erase_if(g_duals, [](const std::weak_ptr<TensorImpl>& w) { return w.expired(); });
-    g_prune_at = std::max(kFirstPrune, 2 * g_duals.size());
+    std::erase_if(g_nodes, [](const std::weak_ptr<Node>& w) { return w.expired(); });
+    g_prune_at = std::max(kFirstPrune, 2 * (g_duals.size() + g_nodes.size()));
   }
   g_duals.push_back(out.impl_ptr());
+  if (node) g_nodes.push_back(i->grad_fn);
 }
 
 void fail_unsupported(const char* op) { fail(op, "forward-mode differentiation (a tangent) is not supported yet"); }
@@ -128,13 +142,12 @@ void propagate(const char* op, const Tensor& out, const std::vector<Tensor>& inp
     fail(op, "its forward-mode rule gave a tangent of dtype ", dtype_name(t.dtype()), " for an output of dtype ",
          dtype_name(out.dtype()));
   if (t.shape() != out.shape()) t = t.expand(out.shape());  // a tangent broadcast over the output
-  set_tangent(out, t);
-  if (out.grad_fn()) out.grad_fn()->tangent_level = out.impl()->tangent_level;
+  set_tangent(out, t, /*on_node=*/true);
 }
 
 void fail_backward_in_level(const char* op) {
-  fail(op, "a backward pass through the tangents of the open dual level (forward-over-reverse) is not supported "
-       "yet; close the level first");
+  fail(op, "a plain backward pass through the tangents of the open dual level would drop them; pass "
+       "create_graph=true (forward-over-reverse: the gradients then carry tangents), or close the level first");
 }
 
 Tensor add_tangents(const Tensor& a, const Tensor& b) {

@@ -14,7 +14,11 @@
 // has a tangent. With no level open an op pays one relaxed atomic load, nothing else.
 // A tangent reaching an op with no rule yet is an Error naming the op, never a silently
 // dropped tangent. Tangents are ordinary tensors: computed with grad mode as it is, they
-// can be differentiated backward, and a tangent may itself require grad.
+// can be differentiated backward, and a tangent may itself require grad. The other way
+// round, a backward with create_graph inside the level runs every backward formula as
+// ops, so the gradients carry tangents: the tangent of a gradient is H v (forward over
+// reverse; core/func.h's hvp). A plain backward through an op a tangent went through is
+// refused while the level is open, since its kernels would drop the tangents.
 //
 // One level at a time for now (a nested DualLevel is an Error). The level is one for the
 // whole process, as PyTorch's; open and close it on one thread.
@@ -73,8 +77,11 @@ inline bool active() { return g_level.load(std::memory_order_relaxed) != 0 && !t
 
 // t's tangent at the open level (undefined when none, or t is undefined).
 Tensor tangent_of(const Tensor& t);
-// Sets out's tangent at the open level (tangent of out's shape and dtype).
-void set_tangent(const Tensor& out, const Tensor& tangent);
+// Sets out's tangent at the open level (tangent of out's shape and dtype); on_node: also
+// on out's node (an op's output), whose plain backward is then refused while the level is
+// open (its kernels would drop the tangents), and whose saved output carries the tangent
+// under create_graph. make_dual's identity node needs neither.
+void set_tangent(const Tensor& out, const Tensor& tangent, bool on_node = false);
 // Gives out its tangent from the inputs' through jvp, or fails naming op when some input
 // has a tangent and there is no rule (record calls it when active()).
 void propagate(const char* op, const Tensor& out, const std::vector<Tensor>& inputs, const JvpRule& jvp);

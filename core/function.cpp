@@ -61,7 +61,12 @@ Tensor Function::apply(const std::vector<Tensor>& inputs, Loc loc) const {
       if (forward_detail::tangent_of(t).defined())
         fail(op, "forward-mode differentiation (a tangent) is not supported yet: the Function has no jvp rule");
   const JvpRule jvp_rule = jvp ? JvpRule(rule) : JvpRule();
-  if (!record_node) return record(op, loc, out, inputs, nullptr, {}, jvp_rule);
+  if (!record_node) {
+    // no node: what forward saved is still there for the jvp rule
+    if (jvp_rule && forward_detail::active())
+      for (const Tensor& t : ctx->to_save_) ctx->saved_.emplace_back(t.defined() ? t.detach() : Tensor());
+    return record(op, loc, out, inputs, nullptr, {}, jvp_rule);
+  }
   std::vector<Tensor> versions;
   for (const Tensor& t : ctx->to_save_) {
     if (!t.defined()) {

@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "core/file_io.h"
 #include "core/forward_ad.h"
+#include "core/func.h"
 #include "core/function.h"
 #include "core/gradcheck.h"
 #include "core/ops.h"

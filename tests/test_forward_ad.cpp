@@ -450,7 +450,7 @@ TEST_CASE("a tangent is an ordinary tensor: reverse mode differentiates it") {
   CHECK(max_abs_diff(g[1], cos(x.detach())) < 1e-15);
 }
 
-TEST_CASE("a backward through tangents of the open level is refused by name, and runs once it is closed") {
+TEST_CASE("a plain backward through tangents of the open level is refused by name, and runs once it is closed") {
   const Tensor x = tensor({1.0, -2.0}, kFloat64).requires_grad_();
   const Tensor v = tensor({0.5, 3.0}, kFloat64);
   Tensor y;
@@ -458,12 +458,12 @@ TEST_CASE("a backward through tangents of the open level is refused by name, and
     DualLevel level;
     y = sum(square(make_dual(x, v)));
     CHECK(error_of([&] { y.backward(Tensor(), true); }) ==
-          "sum: a backward pass through the tangents of the open dual level (forward-over-reverse) is not supported "
-          "yet; close the level first");
+          "sum: a plain backward pass through the tangents of the open dual level would drop them; pass "
+          "create_graph=true (forward-over-reverse: the gradients then carry tangents), or close the level first");
     const Tensor z = mul(x, 2.0);  // no tangent on the way: allowed
     CHECK(grad({sum(z)}, {x})[0].to_vector<double>() == std::vector<double>{2.0, 2.0});
     const Tensor g = make_dual(ones({2}, kFloat64), v);
-    CHECK(error_of([&] { grad({z}, {x}, {g}); }).rfind("grad: a backward pass through the tangents", 0) == 0);
+    CHECK(error_of([&] { grad({z}, {x}, {g}); }).rfind("grad: a plain backward pass through the tangents", 0) == 0);
     // reverse over forward, inside the level: the tangent's own graph carries no tangent
     const Tensor t = unpack_dual(sin(make_dual(x, v))).tangent;
     CHECK(max_abs_diff(grad({sum(t)}, {x})[0], neg(mul(sin(x.detach()), v))) < 1e-15);

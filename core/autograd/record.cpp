@@ -130,6 +130,13 @@ SavedTensor::SavedTensor(const Tensor& t, bool is_output) {
   if (!t.defined()) return;
   data_ = t.detach();
   output_ = is_output;
+  // an input's tangent now; an output gets its tangent after this, kept by its node
+  if (!is_output && forward_detail::active()) [[unlikely]] {
+    if (Tensor tangent = forward_detail::tangent_of(t); tangent.defined()) {
+      tangent_ = tangent.impl_ptr();
+      tangent_level_ = t.impl()->tangent_level;
+    }
+  }
   if (is_output || !t.requires_grad()) return;
   if (t.grad_fn()) fn_ = t.grad_fn();
   else leaf_ = t.impl_ptr();
@@ -137,17 +144,26 @@ SavedTensor::SavedTensor(const Tensor& t, bool is_output) {
 
 Tensor SavedTensor::get() const {
   if (!grad_enabled() || !data_.defined()) return data_;
+  const uint64_t open = forward_detail::g_level.load(std::memory_order_relaxed);
   std::shared_ptr<Node> fn = fn_;
+  std::shared_ptr<TensorImpl> tangent = tangent_level_ == open ? tangent_ : nullptr;
   if (output_) {
     if (!t_current_node) return data_;
     fn = *t_current_node;
+    if (open != 0 && fn->tangent_level == open) tangent = fn->tangent;
   } else if (!fn) {
-    if (auto l = leaf_.lock()) return Tensor(l);
-    return data_;
+    if (auto l = leaf_.lock()) return Tensor(l);  // a leaf carries its own tangent
+    if (!tangent) return data_;
   }
   auto p = std::make_shared<TensorImpl>(*data_.impl());
-  p->requires_grad = true;
-  p->grad_fn = std::move(fn);
+  if (fn) {
+    p->requires_grad = true;
+    p->grad_fn = std::move(fn);
+  }
+  if (tangent) {
+    p->tangent = std::move(tangent);
+    p->tangent_level = open;
+  }
   return Tensor(p);
 }
 

@@ -157,6 +157,7 @@ void check_finite_backward(const Node& n, const std::vector<Tensor>& grads) {
 void release(Node& n) {
   n.backward = nullptr;
   n.saved.clear();
+  n.tangent.reset();  // (its graph may lead back to n: a cycle ends here or when its level closes)
   n.released = true;
 }
 
@@ -422,7 +423,8 @@ class GraphTask {
         fail(op_, "a ", dtype_name(s.dtype), " tensor of shape ", s.shape, " that ", n->name, " (called at ",
              format_loc(n->where), ") saved for its backward was modified in place after it was saved (version ",
              s.version, ", now ", s.storage->version, "); compute the gradient first, or modify a clone()");
-    if (n->tangent_level != 0 && n->tangent_level == forward_detail::g_level.load(std::memory_order_relaxed))
+    if (!create_ && n->tangent_level != 0 &&
+        n->tangent_level == forward_detail::g_level.load(std::memory_order_relaxed))
       forward_detail::fail_backward_in_level(n->name);
     std::vector<Tensor> in_grads;
     {
@@ -510,9 +512,9 @@ void queue_callback(std::function<void()> fn) {
 }
 
 namespace {
-// Upstream gradients with tangents would need forward-over-reverse, not supported yet.
-void check_upstream_tangents(const char* op, const std::vector<Tensor>& grads) {
-  if (!forward_detail::active()) return;
+// Upstream gradients with tangents: a plain backward would drop them (create_graph keeps them).
+void check_upstream_tangents(const char* op, const std::vector<Tensor>& grads, bool create_graph) {
+  if (create_graph || !forward_detail::active()) return;
   for (const Tensor& g : grads)
     if (forward_detail::tangent_of(g).defined()) forward_detail::fail_backward_in_level(op);
 }
@@ -520,7 +522,7 @@ void check_upstream_tangents(const char* op, const std::vector<Tensor>& grads) {
 
 void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph,
                   bool create_graph) {
-  check_upstream_tangents("backward", grads);
+  check_upstream_tangents("backward", grads, create_graph);
   GraphTask task("backward", retain_graph, create_graph);
   task.run(roots, grads);
 }
@@ -530,7 +532,7 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
   const char* op = "grad";
   if (outputs.empty()) fail(op, "expected at least one output");
   if (inputs.empty()) fail(op, "expected at least one input");
-  check_upstream_tangents(op, grad_outputs);
+  check_upstream_tangents(op, grad_outputs, options.create_graph);
   GraphTask task(op, options.retain_graph.value_or(options.create_graph), options.create_graph);
   task.set_targets(inputs);
   task.run(outputs, grad_outputs);

@@ -6,7 +6,7 @@
 //
 // Each call has two contexts: the C++ FunctionCtx, which holds the saved tensors, and the
 // Python ctx object the user sets attributes on. The C++ one keeps the Python one (in
-// saved_data) until the node is freed; the Python one reaches the C++ one through `_c`
+// saved_data) until the node is freed (a jvp rule, in forward mode, gets it too); the Python one reaches the C++ one through `_c`
 // only while forward or backward runs, since the C++ object lives exactly as long as the
 // node does.
 #include <pybind11/stl.h>
@@ -78,7 +78,7 @@ void bind_function(py::module_& m) {
   // forward(pyctx, tensors) -> Tensor and backward(pyctx, grad) -> list of Tensor or None,
   // one per tensor input: the Python side maps them from and to the user's arguments.
   m.def("_function_apply", [](const std::string& name, py::object make_ctx, py::function forward,
-                              py::function backward, const std::vector<Tensor>& inputs) {
+                              py::function backward, const std::vector<Tensor>& inputs, py::object jvp) {
     Function fn;
     fn.name = name;
     fn.forward = [make_ctx = hold(make_ctx), forward = hold(forward), name](FunctionCtx& ctx,
@@ -111,8 +111,26 @@ void bind_function(py::module_& m) {
       }
       return grads;
     };
+    // jvp(pyctx, tangents) -> Tensor, a tangent None where an input has none
+    if (!jvp.is_none())
+      fn.jvp = [jvp = hold(jvp), name](FunctionCtx& ctx, const std::vector<Tensor>&,
+                                       const std::vector<Tensor>& tangents) {
+        py::gil_scoped_acquire gil;
+        py::object pyctx = *std::any_cast<PyHeld>(ctx.saved_data.at("python"));
+        py::list ts;
+        for (const Tensor& t : tangents) ts.append(tensor_or_none(t));
+        py::object r;
+        {
+          CtxBinding bound(pyctx, ctx);
+          r = (*jvp)(pyctx, ts);
+        }
+        if (!py::isinstance<Tensor>(r))
+          throw py::type_error(name + ".jvp must return the output's tangent as a Tensor, got " + type_name(r));
+        return r.cast<Tensor>();
+      };
     return fn.apply(inputs);
-  }, py::arg("name"), py::arg("make_ctx"), py::arg("forward"), py::arg("backward"), py::arg("inputs"));
+  }, py::arg("name"), py::arg("make_ctx"), py::arg("forward"), py::arg("backward"), py::arg("inputs"),
+     py::arg("jvp") = py::none());
 }
 
 }  // namespace ember::python

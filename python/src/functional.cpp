@@ -1,14 +1,17 @@
-// Derivatives of whole functions (core/autograd_functional.h) and gradient checks
-// (core/gradcheck.h) for Python callables; ember/autograd/ gives them PyTorch's
-// signatures. The callables take the list of inputs; they run on this thread with the
+// Derivatives of whole functions (core/autograd_functional.h, core/func.h), forward mode's
+// dual level and dual tensors (core/forward_ad.h) and gradient checks (core/gradcheck.h) for
+// Python callables; ember/autograd/ and ember/func.py give them PyTorch's signatures. The callables take the list of inputs; they run on this thread with the
 // GIL held, since these functions are called with it and keep it.
 #include <pybind11/stl.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "bindings.h"
 #include "core/autograd_functional.h"
+#include "core/forward_ad.h"
+#include "core/func.h"
 #include "core/gradcheck.h"
 
 namespace ember::python {
@@ -27,9 +30,42 @@ TensorsFn tensors_fn(py::function f, const char* op) {
   };
 }
 
+// The dual level Python opens (fwAD.enter_dual_level): one at a time, as in C++.
+std::optional<DualLevel> g_level;
+
 }  // namespace
 
 void bind_functional(py::module_& m) {
+  m.def("_enter_dual_level", [] {
+    if (g_level) fail("enter_dual_level", "dual level ", g_level->level(),
+                      " is open already; nested dual levels are not supported yet");
+    g_level.emplace();
+    return g_level->level();
+  });
+  m.def("_exit_dual_level", [](std::optional<uint64_t> level) {
+    if (!g_level) fail("exit_dual_level", "no dual level is open");
+    if (level && *level != g_level->level())
+      fail("exit_dual_level", "expected the open level ", g_level->level(), ", got level ", *level);
+    g_level.reset();
+  });
+  m.def("_make_dual", [](const Tensor& primal, const Tensor& tangent) { return make_dual(primal, tangent); });
+  m.def("_unpack_dual", [](const Tensor& t) {
+    UnpackedDual u = unpack_dual(t);
+    return std::pair<Tensor, std::optional<Tensor>>(
+        u.primal, u.tangent.defined() ? std::optional<Tensor>(u.tangent) : std::nullopt);
+  });
+  m.def("_func_jvp", [](py::function f, const std::vector<Tensor>& xs, const std::vector<Tensor>& ts) {
+    return func::jvp(tensors_fn(std::move(f), "jvp"), xs, ts);
+  });
+  m.def("_jacfwd", [](py::function f, const std::vector<Tensor>& xs) {
+    return func::jacfwd(tensors_fn(std::move(f), "jacfwd"), xs);
+  });
+  m.def("_func_hvp", [](py::function f, const std::vector<Tensor>& xs, const std::vector<Tensor>& vs) {
+    return func::hvp(tensors_fn(std::move(f), "hvp"), xs, vs);
+  });
+  m.def("_func_hessian", [](py::function f, const std::vector<Tensor>& xs) {
+    return func::hessian(tensors_fn(std::move(f), "hessian"), xs);
+  });
   m.def("_jacobian", [](py::function f, const std::vector<Tensor>& xs) {
     return jacobian(tensors_fn(std::move(f), "jacobian"), xs);
   });

@@ -223,7 +223,10 @@ def resolve_class(module_name, class_name):
         if isinstance(node, ast.ImportFrom):
             for alias in node.names:
                 if (alias.asname or alias.name) == class_name:
-                    return resolve_class(imported_module(module_name, node), alias.name)
+                    source = imported_module(module_name, node)
+                    if source.split(".")[0] != "ember":
+                        return None  # typing's NamedTuple, say: no stub of ours to read
+                    return resolve_class(source, alias.name)
     return None
 
 

@@ -1,6 +1,6 @@
 """ember.autograd, as torch.autograd: grad() computes gradients without touching .grad;
 Function defines differentiable ops in Python; functional holds jacobian, hessian, vjp,
-jvp and hvp; gradcheck and gradgradcheck compare gradients with finite differences;
+jvp and hvp; forward_ad holds forward mode's dual tensors; gradcheck and gradgradcheck compare gradients with finite differences;
 detect_anomaly names the op that produced a NaN or Inf."""
 
 from .. import _C
@@ -9,7 +9,7 @@ from .._C import is_anomaly_enabled  # noqa: F401
 from .anomaly_mode import detect_anomaly, set_detect_anomaly  # noqa: F401
 from .function import Function, FunctionCtx  # noqa: F401
 from .gradcheck import gradcheck, gradgradcheck  # noqa: F401
-from . import functional  # noqa: F401
+from . import forward_ad, functional  # noqa: F401
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,

@@ -139,6 +139,13 @@ class Function:
     def backward(ctx, *grads):
         raise NotImplementedError("a Function subclass must define backward(ctx, *grads)")
 
+    @staticmethod
+    def jvp(ctx, *tangents):
+        """Forward mode's rule (optional): the output's tangent from one tangent per argument of
+        apply (None for an argument that is not a tensor or has none). Without it, a tangent
+        reaching the Function is an error naming it."""
+        raise NotImplementedError("a Function subclass may define jvp(ctx, *tangents)")
+
     @classmethod
     def apply(cls, *args):
         # the C++ side sees only the tensor arguments; the others are put back around them
@@ -173,5 +180,15 @@ class Function:
                 return [grads[i] for i in positions]
             return list(grads)  # a count that fits neither: ember's error names it
 
-        out = _C._function_apply(name, FunctionCtx, forward, backward, [args[i] for i in positions])
+        def jvp(ctx, tangents):
+            if ctx._layout:
+                raise RuntimeError(f"{name}: forward mode through a Function with several outputs is not supported")
+            full = [None] * n_args
+            for i, t in zip(positions, tangents):
+                full[i] = t
+            return cls.jvp(ctx, *full)
+
+        has_jvp = cls.jvp is not Function.jvp
+        out = _C._function_apply(name, FunctionCtx, forward, backward, [args[i] for i in positions],
+                                 jvp if has_jvp else None)
         return layout[0].results(out) if layout else out

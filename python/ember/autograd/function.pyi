@@ -1,6 +1,6 @@
 # Type stubs of ember.autograd.function (function.py).
 
-from typing import Any, Tuple
+from typing import Any, Optional, Tuple
 
 from .._C import Tensor
 
@@ -31,6 +31,9 @@ class Function:
     @staticmethod
     def backward(ctx: FunctionCtx, *grads: Tensor) -> Any:
         """One gradient per argument of apply (None where there is none)."""
+    @staticmethod
+    def jvp(ctx: FunctionCtx, *tangents: Optional[Tensor]) -> Tensor:
+        """Forward mode's rule (optional): the output's tangent from one tangent per argument."""
     @classmethod
     def apply(cls, *args: Any) -> Any:
         """Runs forward and records backward in the graph."""

@@ -1,0 +1,75 @@
+"""ember.func, as torch.func: transforms of functions computed by forward mode
+(ember.autograd.forward_ad). func takes tensors as its arguments and returns one tensor;
+results carry no graph. Each opens the only dual level, so none may be open around it.
+
+    jvp(f, primals, tangents)    (f(*primals), J v): one forward pass carrying the tangents
+    jacfwd(f, argnums=0)(*args)  the Jacobian by forward mode, one pass per input element
+    hvp(f, primals, tangents)    (f(*primals), H v) by forward-over-reverse
+    hessian(f, argnums=0)(*args) the Hessian by forward-over-reverse, one pass per element
+
+ember.autograd.functional has the same derivatives by reverse mode only."""
+
+from . import _C
+
+
+def _tensors(values, what):
+    if isinstance(values, _C.Tensor):
+        raise TypeError(f"{what} must be a tuple of tensors, got a Tensor (write ({what[:-1]},))")
+    values = tuple(values)
+    for v in values:
+        if not isinstance(v, _C.Tensor):
+            raise TypeError(f"{what} must be a tuple of tensors, got an element of type {type(v).__name__}")
+    return list(values)
+
+
+def _argnums(argnums, n):
+    """(the argument positions differentiated, whether argnums was one int)"""
+    single = isinstance(argnums, int)
+    nums = [argnums] if single else list(argnums)
+    for a in nums:
+        if not isinstance(a, int) or not -n <= a < n:
+            raise ValueError(f"argnums {argnums!r} is out of range for {n} positional arguments")
+    return [a % n for a in nums], single
+
+
+def _of_some(func, args, nums):
+    """func as a function of the arguments at positions nums, the others held."""
+    def call(xs):
+        full = list(args)
+        for a, x in zip(nums, xs):
+            full[a] = x
+        return func(*full)
+    return call
+
+
+def jvp(func, primals, tangents):
+    """(func(*primals), J tangents) by forward mode; primals and tangents are tuples."""
+    xs = _tensors(primals, "primals")
+    return _C._func_jvp(lambda ys: func(*ys), xs, _tensors(tangents, "tangents"))
+
+
+def hvp(func, primals, tangents):
+    """(func(*primals), H tangents) of a one-element func, by forward-over-reverse."""
+    xs = _tensors(primals, "primals")
+    out, prods = _C._func_hvp(lambda ys: func(*ys), xs, _tensors(tangents, "tangents"))
+    return out, tuple(prods)
+
+
+def jacfwd(func, argnums=0):
+    """A function giving func's Jacobian with respect to argument argnums (a tuple of
+    positions: a tuple of Jacobians), by forward mode."""
+    def jacobian(*args):
+        nums, single = _argnums(argnums, len(args))
+        J = _C._jacfwd(_of_some(func, args, nums), [args[a] for a in nums])
+        return J[0] if single else tuple(J)
+    return jacobian
+
+
+def hessian(func, argnums=0):
+    """A function giving the Hessian of a one-element func with respect to argument argnums
+    (a tuple of positions: the blocks H[a][b] as a tuple of tuples), by forward-over-reverse."""
+    def hess(*args):
+        nums, single = _argnums(argnums, len(args))
+        H = _C._func_hessian(_of_some(func, args, nums), [args[a] for a in nums])
+        return H[0][0] if single else tuple(tuple(row) for row in H)
+    return hess

@@ -1,0 +1,21 @@
+# Type stubs of ember.func.
+
+from typing import Any, Callable, Sequence, Tuple, Union
+
+from . import _C
+
+def jvp(func: Callable[..., _C.Tensor], primals: Sequence[_C.Tensor],
+        tangents: Sequence[_C.Tensor]) -> Tuple[_C.Tensor, _C.Tensor]:
+    """(func(*primals), J tangents) by forward mode; primals and tangents are tuples."""
+
+def hvp(func: Callable[..., _C.Tensor], primals: Sequence[_C.Tensor],
+        tangents: Sequence[_C.Tensor]) -> Tuple[_C.Tensor, Tuple[_C.Tensor, ...]]:
+    """(func(*primals), H tangents) of a one-element func, by forward-over-reverse."""
+
+def jacfwd(func: Callable[..., _C.Tensor], argnums: Union[int, Tuple[int, ...]] = 0) -> Callable[..., Any]:
+    """A function giving func's Jacobian with respect to argument argnums (a tuple of
+    positions: a tuple of Jacobians), by forward mode."""
+
+def hessian(func: Callable[..., _C.Tensor], argnums: Union[int, Tuple[int, ...]] = 0) -> Callable[..., Any]:
+    """A function giving the Hessian of a one-element func with respect to argument argnums
+    (a tuple of positions: the blocks H[a][b] as a tuple of tuples), by forward-over-reverse."""
