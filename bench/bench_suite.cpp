@@ -14,6 +14,12 @@
 //   bench_suite attn-mem L            one MultiHeadAttention forward+backward at [4, L, 256, 4]
 //                                     in this fresh process; prints the peak resident memory
 //                                     it added, in MB
+//   bench_suite hvp --data DIR [--json FILE]
+//                                     a Hessian-vector product with respect to every parameter,
+//                                     by forward-over-reverse (func::hvp) against
+//                                     reverse-over-reverse (hvp), alternating: time, and the
+//                                     peak bytes of tensors each adds; through MultiHeadAttention
+//                                     [4, 64, 256, 4] and the date model (eval mode, batch 64)
 //   bench_suite cores                 the time a cache line takes to go from one of two
 //                                     threads to the other and back: how far apart the
 //                                     machine has put its cores at this moment
@@ -35,12 +41,15 @@
 
 #include "lib/cli/cli.h"
 #include "core/autograd.h"
+#include "core/autograd_functional.h"
 #include "core/error.h"
 #include "core/file_io.h"
+#include "core/func.h"
 #include "core/kernels/gemm.h"
 #include "core/ops.h"
 #include "core/parallel.h"
 #include "core/random.h"
+#include "core/storage.h"
 #include "nn/functional.h"
 #include "nn/multihead_attention.h"
 #include "optim/optimizer.h"
@@ -295,6 +304,86 @@ std::vector<Row> run_train(const std::string& dir, int64_t steps_only) {
   return rows;
 }
 
+// A Hessian-vector product of loss(parameters) with respect to every parameter of a
+// module, both ways, alternating rounds: the medians of each way's time and the peak bytes
+// of tensors each added over what was live before it (Storage::peak_bytes).
+void hvp_both_ways(nn::Module& module, const std::function<Tensor()>& loss, const std::string& name,
+                   const std::string& shape, std::vector<Row>& rows) {
+  std::vector<std::string> names;
+  std::vector<Tensor> params, vs;
+  Generator gen(11);
+  for (auto& [n, p] : module.named_parameters()) {
+    names.push_back(n);
+    params.push_back(p.detach());
+    vs.push_back(randn(p.shape(), p.dtype(), &gen));
+  }
+  TensorsFn f = [&](const std::vector<Tensor>& ps) {
+    nn::StateDict replace;
+    for (size_t i = 0; i < ps.size(); i++) replace[names[i]] = ps[i];
+    return module.functional_call(replace, loss);
+  };
+  auto run = [&](bool forward, double& peak_mb) {
+    const int64_t live = Storage::live_bytes();
+    Storage::reset_peak_bytes();
+    const auto t0 = Clock::now();
+    auto [y, hv] = forward ? func::hvp(f, params, vs) : hvp(f, params, vs);
+    const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    peak_mb = double(Storage::peak_bytes() - live) / (1 << 20);
+    return ms;
+  };
+  double peak[2] = {0, 0}, p = 0;
+  run(true, p), run(false, p);  // warm-up
+  std::vector<double> ms[2];
+  for (int round = 0; round < 5; round++)
+    for (int way = 0; way < 2; way++) ms[way].push_back(run(way == 0, peak[way]));
+  for (int way = 0; way < 2; way++) {
+    std::sort(ms[way].begin(), ms[way].end());
+    Row r{way == 0 ? "hvp forward-over-reverse" : "hvp reverse-over-reverse", name + " " + shape};
+    r.ms = ms[way][ms[way].size() / 2];
+    r.extra_name = "peak_MB";
+    r.extra = peak[way];
+    rows.push_back(r), print_row(r);
+  }
+}
+
+std::vector<Row> run_hvp(const std::string& dir) {
+  std::vector<Row> rows;
+  Generator gen(9);
+  {
+    MhaCase c({.B = 4, .L = 64, .E = 256, .H = 4}, gen);
+    c.mha.eval();
+    const Tensor x = c.x.detach(), u = c.gy;
+    hvp_both_ways(c.mha, [&] { return sum(mul(c.mha.forward(x, x, x).output, u)); }, "MultiHeadAttention",
+                  shape_of({4, 64, 256, 4}), rows);
+  }
+  // the date model of `train`, at its initial weights, on the first 64 pairs
+  auto pairs = text::read_pairs(dir + "/train.tsv");
+  if (pairs.size() < 64)
+    fail("bench_suite hvp", "'", dir, "/train.tsv' holds ", pairs.size(), " pairs; expected at least 64");
+  std::vector<std::string> sources, targets;
+  for (auto& pr : pairs) sources.push_back(pr.source), targets.push_back(pr.target);
+  text::CharVocab src_vocab = text::CharVocab::build(sources), tgt_vocab = text::CharVocab::build(targets);
+  pairs.resize(64);
+  auto set = seq2seq::encode_pairs(pairs, dir + "/train.tsv", src_vocab, tgt_vocab);
+  std::vector<const seq2seq::Example*> batch_rows;
+  for (auto& e : set) batch_rows.push_back(&e);
+  const seq2seq::Batch b = seq2seq::make_batch(batch_rows);
+  nn::TransformerConfig cfg;
+  cfg.src_vocab = src_vocab.size();
+  cfg.tgt_vocab = tgt_vocab.size();
+  cfg.layer = {.d_model = 128, .num_heads = 4, .dim_feedforward = 512, .dropout_p = 0.1};
+  cfg.num_encoder_layers = 2, cfg.num_decoder_layers = 2, cfg.max_len = 64;
+  Generator init_gen(1);
+  nn::Transformer model(cfg, &init_gen);
+  seq2seq::xavier_init(model, &init_gen);
+  model.eval();
+  hvp_both_ways(model, [&] {
+    Tensor logits = model.forward(b.src, b.tgt_in);
+    return nn::cross_entropy(logits.reshape({-1, cfg.tgt_vocab}), b.tgt_out.reshape({-1}), text::CharVocab::kPad);
+  }, "date model", "batch 64", rows);
+  return rows;
+}
+
 // The longest sequence attn-mem takes: its attention runs tiled, in memory linear in L.
 constexpr int64_t kMaxMemLength = int64_t(1) << 16;
 
@@ -373,6 +462,10 @@ int main(int argc, char** argv) {
                  "time this many training steps and nothing else (no decoding): for a profiler");
     CLI::App* mem = app.add_subcommand("attn-mem", "the peak memory one attention forward+backward adds, in MB");
     cli::integer(*mem, "L", L, 1, kMaxMemLength, "the sequence length")->required();
+    CLI::App* hvp_cmd = app.add_subcommand("hvp", "a Hessian-vector product by forward-over-reverse and by "
+                                                  "reverse-over-reverse: MultiHeadAttention, the date model");
+    cli::text(*hvp_cmd, "--data", data, "the directory holding train.tsv");
+    cli::text(*hvp_cmd, "--json", json, "also write the results to this file as JSON");
     CLI::App* cores = app.add_subcommand("cores", "a cache line's round trip between two threads, in ns");
     cli::parse(app, argc, argv);
     set_num_threads(threads);
@@ -385,6 +478,7 @@ int main(int argc, char** argv) {
     if (!json.empty()) cli::check_output_file(op, json, "the JSON results (--json)");
     std::printf("threads: %d\n", num_threads());
     if (ops->parsed()) write_json(json, run_ops());
+    else if (hvp_cmd->parsed()) write_json(json, run_hvp(data));
     else write_json(json, run_train(data, steps_only));
     return 0;
   });

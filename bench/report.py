@@ -196,6 +196,18 @@ def main():
     else:
         floor("Python's overhead measured", False, "no python_overhead.json")
 
+    # Hessian-vector products (bench_suite hvp): forward-over-reverse against
+    # reverse-over-reverse, time and the peak bytes of tensors each adds
+    if os.path.exists(f"{work}/hvp.json"):
+        by = {(r["workload"], r["shape"]): r for r in load(f"{work}/hvp.json")["results"]}
+        for (workload, shape), fwd in by.items():
+            if workload != "hvp forward-over-reverse":
+                continue
+            rev = by[("hvp reverse-over-reverse", shape)]
+            add("hvp", workload, shape, fwd["ms"], rev["ms"], "reverse-over-reverse")
+            add("hvp", workload + ", peak tensors", shape, fwd["peak_MB"], rev["peak_MB"], "reverse-over-reverse",
+                unit="MB")
+
     # the allocator's policy: the default Keep (malloc tuned, large blocks cached) against
     # System (plain malloc and free), on the same training step
     if os.path.exists(f"{work}/train_system.json"):

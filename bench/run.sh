@@ -12,7 +12,8 @@
 # step (with 2 threads and 1, and the GFLOP/s of its matrix products) and greedy decoding
 # (bench_suite against bench/torch_suite.py, alternating, 3 and 5 times); what driving ember from Python costs
 # (bench/python_overhead.py: a small op against PyTorch's, the training step from Python against
-# C++'s); peak resident memory of a 300-step training
+# C++'s); Hessian-vector products by forward-over-reverse against reverse-over-reverse
+# (bench_suite hvp: time and peak tensor memory); peak resident memory of a 300-step training
 # run and the large-buffer allocation counter (translate against
 # ../shared/bench/torch_translate_ref.py); and, unless --quick, the main job's time to
 # 99.5% validation exact match with the same recipe in PyTorch (bench/translate_vs_torch.sh,
@@ -80,6 +81,8 @@ done
 echo "== Python's overhead: a small op and its backward against PyTorch's, the training step from Python against C++'s"
 PYTHONPATH=build/python /usr/bin/python3 bench/python_overhead.py --bench-suite build/bench/bench_suite --data data/dates \
   --json "$work/python_overhead.json"
+echo "== Hessian-vector products: forward-over-reverse against reverse-over-reverse, alternating"
+build/bench/bench_suite hvp --data data/dates --json "$work/hvp.json"
 echo "== the same training step with the allocator's System policy (plain malloc, no caching)"
 EMBER_ALLOCATOR=system build/bench/bench_suite train --data data/dates --json "$work/train_system.json"
 echo "== peak memory of a 300-step training run: ember, then PyTorch"
