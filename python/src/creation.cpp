@@ -138,6 +138,9 @@ void bind_creation(py::module_& m) {
   sized("empty", &empty);
   m.def("full", [](const py::object& size, const py::object& value, std::optional<DType> dtype, bool requires_grad) {
     py::args args = py::make_tuple(size);
+    if (!py::isinstance<py::int_>(value) && !py::isinstance<py::float_>(value))  // bool is an int
+      throw py::type_error("full: fill_value must be a number (bool, int or float), got " +
+                           std::string(py::str(py::type::of(value).attr("__name__"))));
     const DType d = dtype.value_or(dtype_of_value(value));
     return with_grad(full(shape_from_args(args, "full"), value.cast<double>(), d), requires_grad);
   }, py::arg("size"), py::arg("fill_value"), py::kw_only(), py::arg("dtype") = py::none(),

@@ -40,6 +40,34 @@ Shape shape_from_args(const py::args& args, const char* op) {
   return shape;
 }
 
+namespace {
+// A seed as PyTorch takes it: an integer (int, bool, NumPy's) in [-2^63, 2^64), a negative
+// one wrapped modulo 2^64.
+uint64_t seed_of(const py::object& seed, const char* op) {
+  PyObject* index = PyNumber_Index(seed.ptr());
+  if (!index) {
+    PyErr_Clear();
+    throw py::type_error(std::string(op) + ": expected an int seed, got " +
+                         std::string(py::str(py::type::of(seed).attr("__name__"))));
+  }
+  const auto big = py::reinterpret_steal<py::int_>(index);
+  if (big >= py::int_(0)) {
+    const unsigned long long v = PyLong_AsUnsignedLongLong(big.ptr());
+    if (PyErr_Occurred()) {
+      PyErr_Clear();
+      throw py::value_error(std::string(op) + ": the seed " + std::string(py::str(seed)) + " is not below 2**64");
+    }
+    return (uint64_t)v;
+  }
+  const long long v = PyLong_AsLongLong(big.ptr());
+  if (PyErr_Occurred()) {
+    PyErr_Clear();
+    throw py::value_error(std::string(op) + ": the seed " + std::string(py::str(seed)) + " is below -2**63");
+  }
+  return (uint64_t)v;  // two's complement: -1 is 2**64 - 1, as in PyTorch
+}
+}  // namespace
+
 void bind_dtypes(py::module_& m) {
   py::class_<DType>(m, "dtype")
       .def("__repr__", [](DType d) { return std::string("ember.") + dtype_name(d); })
@@ -54,13 +82,18 @@ void bind_dtypes(py::module_& m) {
 
   // Generator(seed) or, as torch.Generator(), seeded later with manual_seed(seed)
   py::class_<Generator>(m, "Generator")
-      .def(py::init<uint64_t>(), py::arg("seed") = 0)
-      .def("manual_seed", [](Generator& g, uint64_t seed) -> Generator& { g.manual_seed(seed); return g; },
-           py::arg("seed"), py::return_value_policy::reference_internal)
+      .def(py::init([](const py::object& seed) { return Generator(seed_of(seed, "Generator")); }), py::arg("seed") = 0)
+      .def("manual_seed", [](Generator& g, const py::object& seed) -> Generator& {
+             g.manual_seed(seed_of(seed, "Generator.manual_seed"));
+             return g;
+           }, py::arg("seed"), py::return_value_policy::reference_internal)
       .def("initial_seed", &Generator::seed)
       .def("get_state", &Generator::get_state)
       .def("set_state", &Generator::set_state, py::arg("state"));
-  m.def("manual_seed", [](uint64_t seed) -> Generator& { manual_seed(seed); return default_generator(); },
+  m.def("manual_seed", [](const py::object& seed) -> Generator& {
+          manual_seed(seed_of(seed, "manual_seed"));
+          return default_generator();
+        },
         py::arg("seed"), py::return_value_policy::reference);
   m.def("default_generator", &default_generator, py::return_value_policy::reference);
 }

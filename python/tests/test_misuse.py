@@ -227,3 +227,24 @@ def test_new_without_init_is_refused():
     assert ember.Generator(5).get_state() == [5, 0] and ember.Tensor(ember.ones(2)).tolist() == [1.0, 1.0]
     p = nn.Parameter(ember.ones(2))
     assert p.requires_grad and isinstance(p, ember.Tensor)
+
+
+def test_seeds_are_taken_as_pytorch_takes_them_and_bad_ones_refused():
+    import numpy as np
+    torch = pytest.importorskip("torch")
+    for seed in (-1, -5, 0, 2**64 - 1, np.int64(7)):
+        assert ember.manual_seed(seed).initial_seed() == torch.manual_seed(int(seed)).initial_seed()
+        assert ember.Generator(seed).initial_seed() == torch.Generator().manual_seed(int(seed)).initial_seed()
+    with pytest.raises(ValueError, match="not below 2\\*\\*64"):
+        ember.manual_seed(2**64)
+    with pytest.raises(ValueError, match="below -2\\*\\*63"):
+        ember.Generator().manual_seed(-2**63 - 1)
+    assert ember.manual_seed(True).initial_seed() == 1  # bool is an int (PyTorch 1.13 refuses it)
+    with pytest.raises(TypeError, match="manual_seed: expected an int seed, got float"):
+        ember.manual_seed(2.5)
+
+
+def test_full_refuses_a_fill_value_that_is_not_a_number():
+    with pytest.raises(TypeError, match="full: fill_value must be a number"):
+        ember.full((2,), "x")
+    assert ember.full((2,), True).dtype == ember.bool
