@@ -248,3 +248,11 @@ def test_full_refuses_a_fill_value_that_is_not_a_number():
     with pytest.raises(TypeError, match="full: fill_value must be a number"):
         ember.full((2,), "x")
     assert ember.full((2,), True).dtype == ember.bool
+
+
+def test_attention_names_a_float_mask_as_its_own_error():
+    import ember.nn.functional as F
+    q = ember.randn(1, 2, 3, 4)
+    with pytest.raises(TypeError, match=r"scaled_dot_product_attention: expected a bool attn_mask .* got "
+                                        r"ember.float32 of shape \[3, 3\]"):
+        F.scaled_dot_product_attention(q, q, q, attn_mask=ember.zeros(3, 3))

@@ -52,6 +52,11 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     here (True = may attend; float masks do not exist). is_causal blocks key j > i, as
     PyTorch's does when L == S (for L < S ember aligns the queries with the last keys).
     A query with every key blocked gets zero weights and output (PyTorch gives NaN)."""
+    if attn_mask is not None and (not isinstance(attn_mask, _C.Tensor) or attn_mask.dtype != _C.bool):
+        got = f"{attn_mask.dtype} of shape {list(attn_mask.shape)}" if isinstance(attn_mask, _C.Tensor) \
+            else type(attn_mask).__name__
+        raise TypeError("scaled_dot_product_attention: expected a bool attn_mask (True = may attend; float "
+                        f"masks do not exist in ember), got {got}")
     blocked = None if attn_mask is None else ~attn_mask
     if is_causal:
         causal = _nn.causal_mask(query.shape[-2], key.shape[-2])
