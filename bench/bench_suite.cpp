@@ -20,6 +20,11 @@
 //                                     reverse-over-reverse (hvp), alternating: time, and the
 //                                     peak bytes of tensors each adds; through MultiHeadAttention
 //                                     [4, 64, 256, 4] and the date model (eval mode, batch 64)
+//   bench_suite per-sample --data DIR [--json FILE]
+//                                     per-example gradients of the date model (training mode,
+//                                     batch 64) by nn::per_sample_grads against the loop of 64
+//                                     backward passes it replaces, alternating: time, and the
+//                                     peak bytes of tensors each adds
 //   bench_suite cores                 the time a cache line takes to go from one of two
 //                                     threads to the other and back: how far apart the
 //                                     machine has put its cores at this moment
@@ -36,6 +41,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -52,6 +58,7 @@
 #include "core/storage.h"
 #include "nn/functional.h"
 #include "nn/multihead_attention.h"
+#include "nn/per_sample.h"
 #include "optim/optimizer.h"
 #include "lib/text/text.h"
 #include "lib/seq2seq/seq2seq.h"
@@ -304,6 +311,34 @@ std::vector<Row> run_train(const std::string& dir, int64_t steps_only) {
   return rows;
 }
 
+// The date model of `train` at its initial weights, and its first 64 pairs as one batch.
+struct DateBatch {
+  nn::TransformerConfig cfg;
+  std::unique_ptr<nn::Transformer> model;
+  seq2seq::Batch batch;
+};
+DateBatch date_batch(const std::string& dir, const char* op) {
+  auto pairs = text::read_pairs(dir + "/train.tsv");
+  if (pairs.size() < 64) fail(op, "'", dir, "/train.tsv' holds ", pairs.size(), " pairs; expected at least 64");
+  std::vector<std::string> sources, targets;
+  for (auto& pr : pairs) sources.push_back(pr.source), targets.push_back(pr.target);
+  text::CharVocab src_vocab = text::CharVocab::build(sources), tgt_vocab = text::CharVocab::build(targets);
+  pairs.resize(64);
+  auto set = seq2seq::encode_pairs(pairs, dir + "/train.tsv", src_vocab, tgt_vocab);
+  std::vector<const seq2seq::Example*> rows;
+  for (auto& e : set) rows.push_back(&e);
+  DateBatch d;
+  d.batch = seq2seq::make_batch(rows);
+  d.cfg.src_vocab = src_vocab.size();
+  d.cfg.tgt_vocab = tgt_vocab.size();
+  d.cfg.layer = {.d_model = 128, .num_heads = 4, .dim_feedforward = 512, .dropout_p = 0.1};
+  d.cfg.num_encoder_layers = 2, d.cfg.num_decoder_layers = 2, d.cfg.max_len = 64;
+  Generator init_gen(1);
+  d.model = std::make_unique<nn::Transformer>(d.cfg, &init_gen);
+  seq2seq::xavier_init(*d.model, &init_gen);
+  return d;
+}
+
 // A Hessian-vector product of loss(parameters) with respect to every parameter of a
 // module, both ways, alternating rounds: the medians of each way's time and the peak bytes
 // of tensors each added over what was live before it (Storage::peak_bytes).
@@ -357,30 +392,68 @@ std::vector<Row> run_hvp(const std::string& dir) {
                   shape_of({4, 64, 256, 4}), rows);
   }
   // the date model of `train`, at its initial weights, on the first 64 pairs
-  auto pairs = text::read_pairs(dir + "/train.tsv");
-  if (pairs.size() < 64)
-    fail("bench_suite hvp", "'", dir, "/train.tsv' holds ", pairs.size(), " pairs; expected at least 64");
-  std::vector<std::string> sources, targets;
-  for (auto& pr : pairs) sources.push_back(pr.source), targets.push_back(pr.target);
-  text::CharVocab src_vocab = text::CharVocab::build(sources), tgt_vocab = text::CharVocab::build(targets);
-  pairs.resize(64);
-  auto set = seq2seq::encode_pairs(pairs, dir + "/train.tsv", src_vocab, tgt_vocab);
-  std::vector<const seq2seq::Example*> batch_rows;
-  for (auto& e : set) batch_rows.push_back(&e);
-  const seq2seq::Batch b = seq2seq::make_batch(batch_rows);
-  nn::TransformerConfig cfg;
-  cfg.src_vocab = src_vocab.size();
-  cfg.tgt_vocab = tgt_vocab.size();
-  cfg.layer = {.d_model = 128, .num_heads = 4, .dim_feedforward = 512, .dropout_p = 0.1};
-  cfg.num_encoder_layers = 2, cfg.num_decoder_layers = 2, cfg.max_len = 64;
-  Generator init_gen(1);
-  nn::Transformer model(cfg, &init_gen);
-  seq2seq::xavier_init(model, &init_gen);
+  DateBatch d = date_batch(dir, "bench_suite hvp");
+  nn::Transformer& model = *d.model;
+  const seq2seq::Batch& b = d.batch;
+  const nn::TransformerConfig& cfg = d.cfg;
   model.eval();
   hvp_both_ways(model, [&] {
     Tensor logits = model.forward(b.src, b.tgt_in);
     return nn::cross_entropy(logits.reshape({-1, cfg.tgt_vocab}), b.tgt_out.reshape({-1}), text::CharVocab::kPad);
   }, "date model", "batch 64", rows);
+  return rows;
+}
+
+// Per-example gradients of the date model in training mode, both ways, alternating rounds.
+std::vector<Row> run_per_sample(const std::string& dir) {
+  DateBatch d = date_batch(dir, "bench_suite per-sample");
+  nn::Transformer& model = *d.model;
+  model.train();
+  const int64_t B = d.batch.src.size(0);
+  auto losses = [&] {
+    manual_seed(3);  // the same dropout masks every time
+    Tensor logits = model.forward(d.batch.src, d.batch.tgt_in);
+    std::vector<Tensor> l;
+    for (int64_t b = 0; b < B; b++)
+      l.push_back(nn::cross_entropy(logits.select(0, b), d.batch.tgt_out.select(0, b), text::CharVocab::kPad));
+    return stack(l, 0);
+  };
+  std::vector<Tensor> params = model.parameters();
+  auto loop = [&] {
+    const Tensor L = losses();
+    std::vector<std::vector<Tensor>> per(params.size());
+    for (int64_t b = 0; b < B; b++) {
+      auto g = grad({L.select(0, b)}, params, {}, {.retain_graph = b + 1 < B, .allow_unused = true});
+      for (size_t i = 0; i < params.size(); i++) per[i].push_back(g[i].defined() ? g[i] : zeros_like(params[i]));
+    }
+    std::vector<Tensor> out;
+    for (auto& p : per) out.push_back(stack(p, 0));
+    return out;
+  };
+  auto run = [&](bool fast, double& peak_mb) {
+    const int64_t live = Storage::live_bytes();
+    Storage::reset_peak_bytes();
+    const auto t0 = Clock::now();
+    if (fast) nn::per_sample_grads(model, B, losses);
+    else loop();
+    const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    peak_mb = double(Storage::peak_bytes() - live) / (1 << 20);
+    return ms;
+  };
+  double peak[2] = {0, 0}, p = 0;
+  run(true, p), run(false, p);  // warm-up
+  std::vector<double> ms[2];
+  for (int round = 0; round < 3; round++)
+    for (int way = 0; way < 2; way++) ms[way].push_back(run(way == 0, peak[way]));
+  std::vector<Row> rows;
+  for (int way = 0; way < 2; way++) {
+    std::sort(ms[way].begin(), ms[way].end());
+    Row r{way == 0 ? "per-sample gradients" : "per-sample gradients by a loop", "date model batch 64"};
+    r.ms = ms[way][ms[way].size() / 2];
+    r.extra_name = "peak_MB";
+    r.extra = peak[way];
+    rows.push_back(r), print_row(r);
+  }
   return rows;
 }
 
@@ -466,6 +539,10 @@ int main(int argc, char** argv) {
                                                   "reverse-over-reverse: MultiHeadAttention, the date model");
     cli::text(*hvp_cmd, "--data", data, "the directory holding train.tsv");
     cli::text(*hvp_cmd, "--json", json, "also write the results to this file as JSON");
+    CLI::App* per_sample = app.add_subcommand("per-sample", "per-example gradients of the date model against a "
+                                                            "loop of backward passes");
+    cli::text(*per_sample, "--data", data, "the directory holding train.tsv");
+    cli::text(*per_sample, "--json", json, "also write the results to this file as JSON");
     CLI::App* cores = app.add_subcommand("cores", "a cache line's round trip between two threads, in ns");
     cli::parse(app, argc, argv);
     set_num_threads(threads);
@@ -479,6 +556,7 @@ int main(int argc, char** argv) {
     std::printf("threads: %d\n", num_threads());
     if (ops->parsed()) write_json(json, run_ops());
     else if (hvp_cmd->parsed()) write_json(json, run_hvp(data));
+    else if (per_sample->parsed()) write_json(json, run_per_sample(data));
     else write_json(json, run_train(data, steps_only));
     return 0;
   });

@@ -208,6 +208,19 @@ def main():
             add("hvp", workload + ", peak tensors", shape, fwd["peak_MB"], rev["peak_MB"], "reverse-over-reverse",
                 unit="MB")
 
+    # per-example gradients (bench_suite per-sample) against the loop of B backward passes
+    if os.path.exists(f"{work}/per_sample.json"):
+        by = {r["workload"]: r for r in load(f"{work}/per_sample.json")["results"]}
+        fast, slow = by["per-sample gradients"], by["per-sample gradients by a loop"]
+        ratio = add("per-sample", "per-sample gradients", fast["shape"], fast["ms"], slow["ms"], "a loop of backward passes")
+        add("per-sample", "per-sample gradients, peak tensors", fast["shape"], fast["peak_MB"], slow["peak_MB"],
+            "a loop of backward passes", unit="MB")
+        floor("per-example gradients at least 5x faster than the loop of 64 backward passes", ratio <= 0.2,
+              f"{1 / ratio:.1f}x ({fast['ms']:.0f} ms against {slow['ms']:.0f} ms; {fast['peak_MB']:.0f} MB of tensors "
+              f"at the peak against {slow['peak_MB']:.0f} MB)")
+    else:
+        floor("per-example gradients measured", False, "no per_sample.json")
+
     # the allocator's policy: the default Keep (malloc tuned, large blocks cached) against
     # System (plain malloc and free), on the same training step
     if os.path.exists(f"{work}/train_system.json"):

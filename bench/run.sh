@@ -13,7 +13,8 @@
 # (bench_suite against bench/torch_suite.py, alternating, 3 and 5 times); what driving ember from Python costs
 # (bench/python_overhead.py: a small op against PyTorch's, the training step from Python against
 # C++'s); Hessian-vector products by forward-over-reverse against reverse-over-reverse
-# (bench_suite hvp: time and peak tensor memory); peak resident memory of a 300-step training
+# (bench_suite hvp: time and peak tensor memory); per-example gradients against the loop of
+# backward passes they replace (bench_suite per-sample); peak resident memory of a 300-step training
 # run and the large-buffer allocation counter (translate against
 # ../shared/bench/torch_translate_ref.py); and, unless --quick, the main job's time to
 # 99.5% validation exact match with the same recipe in PyTorch (bench/translate_vs_torch.sh,
@@ -83,6 +84,8 @@ PYTHONPATH=build/python /usr/bin/python3 bench/python_overhead.py --bench-suite 
   --json "$work/python_overhead.json"
 echo "== Hessian-vector products: forward-over-reverse against reverse-over-reverse, alternating"
 build/bench/bench_suite hvp --data data/dates --json "$work/hvp.json"
+echo "== per-example gradients of the date model: per_sample_grads against a loop of 64 backward passes, alternating"
+build/bench/bench_suite per-sample --data data/dates --json "$work/per_sample.json"
 echo "== the same training step with the allocator's System policy (plain malloc, no caching)"
 EMBER_ALLOCATOR=system build/bench/bench_suite train --data data/dates --json "$work/train_system.json"
 echo "== peak memory of a 300-step training run: ember, then PyTorch"

@@ -1,0 +1,249 @@
+// per_sample_grads (nn/per_sample.h): hooks on the layers, two backward passes telling
+// whose each row is, and the per-example sums of what the batched backward gave.
+#include "nn/per_sample.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/autograd.h"
+#include "core/kernels/dispatch.h"
+#include "nn/layers.h"
+
+namespace ember::nn {
+
+namespace {
+
+constexpr const char* kOp = "per_sample_grads";
+
+enum class Kind { Linear, LayerNorm, Embedding };
+
+// One call of a watched layer: its input, and the gradients reaching its output in the two
+// backward passes (every loss weighted 1, then loss b weighted b + 1).
+struct Call {
+  Tensor input;
+  std::shared_ptr<std::vector<Tensor>> grads;
+};
+
+struct Layer {
+  Kind kind;
+  Module* module;
+  std::string name;  // its dotted name in the model ("" for the model itself)
+  std::vector<Call> calls;
+};
+
+void find_layers(Module& m, const std::string& name, std::vector<Layer>& out, std::set<Module*>& seen) {
+  if (!seen.insert(&m).second) return;
+  if (dynamic_cast<Linear*>(&m)) out.push_back({Kind::Linear, &m, name, {}});
+  else if (dynamic_cast<LayerNorm*>(&m)) out.push_back({Kind::LayerNorm, &m, name, {}});
+  else if (dynamic_cast<Embedding*>(&m)) out.push_back({Kind::Embedding, &m, name, {}});
+  for (auto& [child_name, child] : m.named_children())
+    find_layers(*child, name.empty() ? child_name : name + "." + child_name, out, seen);
+}
+
+// The layer's weight and bias (undefined where it has none).
+std::pair<Tensor, Tensor> params_of(const Layer& l) {
+  switch (l.kind) {
+    case Kind::Linear: {
+      auto* m = static_cast<Linear*>(l.module);
+      return {m->weight, m->bias};
+    }
+    case Kind::LayerNorm: {
+      auto* m = static_cast<LayerNorm*>(l.module);
+      return {m->weight, m->bias};
+    }
+    case Kind::Embedding: return {static_cast<Embedding*>(l.module)->weight, Tensor()};
+  }
+  return {};
+}
+
+// The rows of each example in g [..., C] (rows: every index but the last), from the two
+// passes' gradients g1 and gc: a row of example b has gc = (b + 1) g1. Rows without
+// gradient belong to none. A row of significant size whose ratio is not such a weight
+// mixes examples: an Error naming the layer.
+std::vector<std::vector<int64_t>> rows_by_example(const Tensor& g1, const Tensor& gc, int64_t B,
+                                                  const std::string& layer) {
+  const Tensor a = g1.to(kFloat64).contiguous(), c = gc.to(kFloat64).contiguous();
+  const int64_t C = a.dim() == 0 ? 1 : a.size(-1), R = C == 0 ? 0 : a.numel() / C;
+  const double* pa = a.data<double>();
+  const double* pc = c.data<double>();
+  double largest = 0;
+  for (int64_t i = 0; i < a.numel(); i++) largest = std::max(largest, std::fabs(pa[i]));
+  // below this a row is rounding noise: its ratio means nothing, and it adds nothing
+  const double noise = largest * (g1.dtype() == kFloat32 ? 1e-5 : 1e-11);
+  std::vector<std::vector<int64_t>> rows((size_t)B);
+  for (int64_t r = 0; r < R; r++) {
+    int64_t at = -1;
+    double top = 0;
+    for (int64_t j = 0; j < C; j++)
+      if (std::fabs(pa[r * C + j]) > top) top = std::fabs(pa[r * C + j]), at = r * C + j;
+    if (at < 0) continue;
+    const double ratio = pc[at] / pa[at];
+    const double k = std::nearbyint(ratio) - 1;
+    if (top > noise && !(std::fabs(ratio - (k + 1)) <= 1e-3 * (k + 1) && k >= 0 && k < (double)B))
+      fail(kOp, "the gradient reaching row ", r, " of ", layer, "'s output mixes examples (the weighted pass gave ",
+           ratio, " times the plain one; expected a whole number from 1 to ", B,
+           "): something in the model couples the examples of the batch");
+    rows[(size_t)std::clamp<int64_t>((int64_t)k, 0, B - 1)].push_back(r);
+  }
+  return rows;
+}
+
+// The rows `rows` of m [R, C]: a view when they are consecutive, else a gathered copy.
+Tensor take(const Tensor& m, const std::vector<int64_t>& rows) {
+  if (rows.back() - rows.front() + 1 == (int64_t)rows.size()) return m.narrow(0, rows.front(), (int64_t)rows.size());
+  return index_select(m, 0, from_vector(rows, {(int64_t)rows.size()}));
+}
+
+// Adds each example's share of one call of the layer to the per-example gradients pw, pb
+// of its weight and bias ([B, ...]; undefined for one that has none or needs none).
+void add_call(const Layer& l, const Call& call, const std::vector<std::vector<int64_t>>& rows, const Tensor& pw,
+              const Tensor& pb) {
+  const Tensor& g = (*call.grads)[0];
+  const int64_t C = g.size(-1);
+  const Tensor G = g.reshape({-1, C});
+  if (l.kind == Kind::Embedding) {
+    if (!pw.defined()) return;
+    const auto* emb = static_cast<const Embedding*>(l.module);
+    const Tensor ids = call.input.contiguous().reshape({-1});
+    const Tensor Gc = G.contiguous();
+    const int64_t* id = ids.data<int64_t>();
+    dispatch_float(pw.dtype(), kOp, [&](auto tag) {
+      using T = decltype(tag);
+      T* out = pw.data<T>();  // [B, V, C], contiguous
+      const T* gp = Gc.data<T>();
+      const int64_t V = pw.size(1);
+      for (size_t b = 0; b < rows.size(); b++)
+        for (int64_t r : rows[b]) {
+          if (id[r] == emb->padding_idx) continue;  // no gradient reaches the padding row
+          T* dst = out + ((int64_t)b * V + id[r]) * C;
+          for (int64_t j = 0; j < C; j++) dst[j] += gp[r * C + j];
+        }
+    });
+    return;
+  }
+  Tensor X = call.input.reshape({-1, call.input.size(-1)});
+  if (l.kind == Kind::LayerNorm) {  // what the weight multiplies: the normalised input
+    const auto* ln = static_cast<const LayerNorm*>(l.module);
+    const Tensor centred = sub(X, mean(X, {-1}, true));
+    X = mul(centred, rsqrt(add(mean(square(centred), {-1}, true), ln->eps)));
+  }
+  for (size_t b = 0; b < rows.size(); b++) {
+    if (rows[b].empty()) continue;
+    const Tensor Gb = take(G, rows[b]);
+    if (pw.defined()) {
+      const Tensor Xb = take(X, rows[b]);
+      Tensor slot = pw.select(0, (int64_t)b);
+      slot.copy_(add(slot, l.kind == Kind::Linear ? matmul(Gb.mT(), Xb) : sum(mul(Gb, Xb), {0})));
+    }
+    if (pb.defined()) {
+      Tensor bslot = pb.select(0, (int64_t)b);
+      bslot.copy_(add(bslot, sum(Gb, {0})));
+    }
+  }
+}
+
+// Removes the hooks when per_sample_grads returns or throws.
+struct Handles {
+  std::vector<HookHandle> list;
+  ~Handles() {
+    for (auto& h : list) h.remove();
+  }
+};
+
+}  // namespace
+
+NamedTensors per_sample_grads(Module& model, int64_t batch_size, const std::function<Tensor()>& losses) {
+  if (batch_size < 1) fail(kOp, "batch_size must be at least 1, got ", batch_size);
+  if (!losses) fail(kOp, "got an empty losses function");
+  const int64_t B = batch_size;
+  std::vector<Layer> layers;
+  std::set<Module*> seen;
+  find_layers(model, "", layers, seen);
+
+  // every parameter that requires grad must be a watched layer's
+  std::unordered_map<const TensorImpl*, size_t> index;  // parameter -> its place in named
+  NamedTensors named;
+  for (auto& [name, p] : model.named_parameters())
+    if (p.requires_grad()) index[p.impl()] = named.size(), named.emplace_back(name, p);
+  std::set<const TensorImpl*> covered;
+  for (const Layer& l : layers) {
+    auto [w, b] = params_of(l);
+    for (const Tensor& t : {w, b})
+      if (t.defined()) covered.insert(t.impl());
+  }
+  for (auto& [name, p] : named)
+    if (!covered.count(p.impl()))
+      fail(kOp, "parameter '", name, "' of shape ", p.shape(), " belongs to a module that is not a Linear, ",
+           "LayerNorm or Embedding, whose per-example gradients are not known");
+
+  Handles handles;
+  for (Layer& l : layers)
+    handles.list.push_back(l.module->register_forward_hook(
+        [&l](Module&, const std::vector<Tensor>& in, const std::vector<Tensor>& out) {
+          if (in.empty() || out.empty() || !out[0].defined() || !out[0].requires_grad()) return;
+          Call call{in[0].detach(), std::make_shared<std::vector<Tensor>>()};
+          out[0].register_hook([grads = call.grads](const Tensor& g) {
+            grads->push_back(g.detach());
+            return Tensor();
+          });
+          l.calls.push_back(std::move(call));
+        }));
+
+  GradModeGuard on(true);
+  const Tensor L = losses();
+  if (!L.defined()) fail(kOp, "the losses function returned an undefined tensor");
+  if (L.shape() != Shape{B} || !is_floating(L.dtype()))
+    fail(kOp, "expected the losses function to return the ", B, " examples' losses as a float tensor [", B,
+         "], got ", dtype_name(L.dtype()), " of shape ", L.shape());
+  std::vector<Tensor> params;
+  for (auto& [name, p] : named) params.push_back(p);
+  std::vector<Tensor> batch_grads(params.size());
+  Tensor weights = add(arange(0, (double)B, 1, L.dtype()), 1.0);
+  if (L.requires_grad() && !params.empty()) {
+    batch_grads = grad({L}, params, {ones({B}, L.dtype())}, {.retain_graph = true, .allow_unused = true});
+    grad({L}, params, {weights}, {.allow_unused = true});
+  }
+
+  NoGradGuard no_grad;
+  std::vector<Tensor> result(params.size());
+  for (size_t i = 0; i < params.size(); i++) {
+    Shape s{B};
+    s.insert(s.end(), params[i].shape().begin(), params[i].shape().end());
+    result[i] = zeros(s, params[i].dtype());
+  }
+  for (const Layer& l : layers) {
+    auto [w, b] = params_of(l);
+    const auto wi = index.find(w.defined() ? w.impl() : nullptr);
+    const auto bi = index.find(b.defined() ? b.impl() : nullptr);
+    if (wi == index.end() && bi == index.end()) continue;  // nothing here requires grad
+    const std::string what = l.name.empty() ? "the model" : "'" + l.name + "'";
+    for (const Call& call : l.calls) {
+      if (call.grads->size() != 2) continue;  // the losses did not depend on this call
+      const auto rows = rows_by_example((*call.grads)[0], (*call.grads)[1], B, what);
+      const Tensor pw = wi != index.end() ? result[wi->second] : Tensor();
+      const Tensor pb = bi != index.end() ? result[bi->second] : Tensor();
+      add_call(l, call, rows, pw, pb);
+    }
+  }
+
+  // the examples' gradients add up to the batch's, or some use of a parameter was missed
+  for (size_t i = 0; i < params.size(); i++) {
+    const Tensor total = sum(result[i], {0});
+    const Tensor expected = batch_grads[i].defined() ? batch_grads[i] : zeros(params[i].shape(), params[i].dtype());
+    const double scale = std::max(1.0, max(abs(expected)).item());
+    const double off = max(abs(sub(total, expected))).item();
+    const double tol = params[i].dtype() == kFloat32 ? 1e-3 : 1e-9;
+    if (!(off <= tol * scale))
+      fail(kOp, "the per-example gradients of '", named[i].first, "' add up to a tensor ", off,
+           " away from its batch gradient: the parameter is read outside its layer's forward");
+  }
+  NamedTensors out;
+  for (size_t i = 0; i < params.size(); i++) out.emplace_back(named[i].first, result[i]);
+  return out;
+}
+
+}  // namespace ember::nn

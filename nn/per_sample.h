@@ -1,0 +1,40 @@
+// Per-sample gradients: for every parameter, each example's own gradient, from one batched
+// forward - what torch.func.vmap(grad(loss)) or Opacus computes, exactly, through every
+// layer of ember's Transformer, attention and padding included.
+//
+//   auto grads = nn::per_sample_grads(model, B, [&] {
+//     Tensor logits = model.forward(src, tgt_in);      // one batch of B examples
+//     return per_example_losses(logits, tgt_out);        // [B]: example b's own loss
+//   });
+//   // grads[i] = {name, [B, ...shape of the parameter]}: row b is d losses[b] / d parameter
+//
+// How: the forward runs with hooks on every Linear, LayerNorm and Embedding, which keep each
+// call's input and the gradient reaching its output. Since example b's loss reaches only
+// example b's rows of every activation, a Linear's weight gradient splits into per-example
+// sums over those rows (G_b^T X_b), and likewise a bias, LayerNorm's weight and bias and an
+// Embedding's rows. Which rows are example b's is read off the gradients themselves: two
+// backward passes of the same graph, one with every loss weighted 1 and one with loss b
+// weighted b + 1, give each row's gradient and that gradient times its example's weight, so
+// the packed rows of ember's encoder, padded batches and reshaped activations need no
+// bookkeeping; a row whose gradient mixes examples (a layer coupling them) is an Error.
+// Dropout keeps the batch's masks, each example its own; padded positions, whose rows get
+// no gradient, contribute nothing.
+#pragma once
+#include <functional>
+
+#include "nn/module.h"
+
+namespace ember::nn {
+
+// Each parameter's per-example gradients, in named_parameters()' order: {name, [B, ...]},
+// row b the gradient of losses()[b] alone (float64 results to rounding of B separate
+// backward passes). losses runs the forward and returns the examples' losses as a float
+// tensor [B]; it is called once, with grad mode on; the module's .grad is not touched. An
+// Error, naming what is wrong, when batch_size < 1; when a parameter that requires grad
+// belongs to a module other than Linear, LayerNorm or Embedding (whose per-example
+// gradients are not known); when losses returns another shape; when a row's gradient mixes
+// examples; and when the per-example gradients do not add up to the batch's gradient (a
+// parameter read outside its module's forward).
+NamedTensors per_sample_grads(Module& model, int64_t batch_size, const std::function<Tensor()>& losses);
+
+}  // namespace ember::nn
