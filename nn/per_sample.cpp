@@ -157,18 +157,28 @@ struct Handles {
 }  // namespace
 
 NamedTensors per_sample_grads(Module& model, int64_t batch_size, const std::function<Tensor()>& losses) {
+  return per_sample_grads(std::vector<std::pair<std::string, Module*>>{{"", &model}}, batch_size, losses);
+}
+
+NamedTensors per_sample_grads(const std::vector<std::pair<std::string, Module*>>& modules, int64_t batch_size,
+                              const std::function<Tensor()>& losses) {
   if (batch_size < 1) fail(kOp, "batch_size must be at least 1, got ", batch_size);
   if (!losses) fail(kOp, "got an empty losses function");
   const int64_t B = batch_size;
   std::vector<Layer> layers;
   std::set<Module*> seen;
-  find_layers(model, "", layers, seen);
+  for (auto& [prefix, m] : modules) {
+    if (!m) fail(kOp, "got a null module");
+    find_layers(*m, prefix, layers, seen);
+  }
 
   // every parameter that requires grad must be a watched layer's
   std::unordered_map<const TensorImpl*, size_t> index;  // parameter -> its place in named
   NamedTensors named;
-  for (auto& [name, p] : model.named_parameters())
-    if (p.requires_grad()) index[p.impl()] = named.size(), named.emplace_back(name, p);
+  for (auto& [prefix, m] : modules)
+    for (auto& [name, p] : m->named_parameters())
+      if (p.requires_grad() && !index.count(p.impl()))
+        index[p.impl()] = named.size(), named.emplace_back(prefix.empty() ? name : prefix + "." + name, p);
   std::set<const TensorImpl*> covered;
   for (const Layer& l : layers) {
     auto [w, b] = params_of(l);

@@ -21,6 +21,9 @@
 // no gradient, contribute nothing.
 #pragma once
 #include <functional>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "nn/module.h"
 
@@ -36,5 +39,9 @@ namespace ember::nn {
 // examples; and when the per-example gradients do not add up to the batch's gradient (a
 // parameter read outside its module's forward).
 NamedTensors per_sample_grads(Module& model, int64_t batch_size, const std::function<Tensor()>& losses);
+// The same over several modules, each named by a prefix of its parameters' names ("" for
+// none): a model assembled from them (the Python module's, whose layers are C++ ones).
+NamedTensors per_sample_grads(const std::vector<std::pair<std::string, Module*>>& modules, int64_t batch_size,
+                              const std::function<Tensor()>& losses);
 
 }  // namespace ember::nn

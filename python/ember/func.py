@@ -6,6 +6,7 @@ results carry no graph. Each opens the only dual level, so none may be open arou
     jacfwd(f, argnums=0)(*args)  the Jacobian by forward mode, one pass per input element
     hvp(f, primals, tangents)    (f(*primals), H v) by forward-over-reverse
     hessian(f, argnums=0)(*args) the Hessian by forward-over-reverse, one pass per element
+    per_sample_grads(model, B, losses)  each parameter's per-example gradients [B, ...]
 
 ember.autograd.functional has the same derivatives by reverse mode only."""
 
@@ -73,3 +74,28 @@ def hessian(func, argnums=0):
         H = _C._func_hessian(_of_some(func, args, nums), [args[a] for a in nums])
         return H[0][0] if single else tuple(tuple(row) for row in H)
     return hess
+
+
+def per_sample_grads(model, batch_size, losses):
+    """Each parameter's per-example gradients, as torch.func.vmap(grad(...)) gives them: a
+    dict name -> [batch_size, *param.shape], row b the gradient of losses()[b] alone.
+    losses() runs model on the batch and returns every example's loss [batch_size]; one
+    batched forward and two backward passes compute all of them, exactly (ember's
+    nn::per_sample_grads). The parameters must be those of ember's layers (Linear,
+    LayerNorm, Embedding and the layers built of them: attention, Transformer); a Python
+    Parameter is refused by name. .grad is not touched."""
+    from .nn.layers import _CppModule
+    roots = []
+    for prefix, mod in model._tensor_owners():
+        if isinstance(mod, _CppModule):
+            roots.append((prefix, mod._impl))
+            continue
+        for name, p in mod._own_parameters():
+            if p.requires_grad:
+                full = prefix + ("." if prefix else "") + name
+                raise ValueError(f"per_sample_grads: parameter '{full}' is a Python Parameter; per-example "
+                                 "gradients are known for ember's layers (Linear, LayerNorm, Embedding and "
+                                 "those built of them)")
+    if not callable(losses):
+        raise TypeError(f"per_sample_grads: losses must be callable, got {type(losses).__name__}")
+    return dict(_C._nn._per_sample_grads(roots, batch_size, losses))

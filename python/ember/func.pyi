@@ -1,6 +1,6 @@
 # Type stubs of ember.func.
 
-from typing import Any, Callable, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Sequence, Tuple, Union
 
 from . import _C
 
@@ -19,3 +19,7 @@ def jacfwd(func: Callable[..., _C.Tensor], argnums: Union[int, Tuple[int, ...]] 
 def hessian(func: Callable[..., _C.Tensor], argnums: Union[int, Tuple[int, ...]] = 0) -> Callable[..., Any]:
     """A function giving the Hessian of a one-element func with respect to argument argnums
     (a tuple of positions: the blocks H[a][b] as a tuple of tuples), by forward-over-reverse."""
+
+def per_sample_grads(model: Any, batch_size: int, losses: Callable[[], _C.Tensor]) -> Dict[str, _C.Tensor]:
+    """Each parameter's per-example gradients: name -> [batch_size, *param.shape], row b the
+    gradient of losses()[b] alone, from one batched forward (ember's layers' parameters only)."""

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "bindings.h"
+#include "nn/per_sample.h"
 #include "nn/transformer.h"
 
 namespace ember::python {
@@ -216,6 +217,24 @@ void bind_transformer(py::module_& m) {
       .def("forward", &nn::Transformer::forward, py::arg("src"), py::arg("tgt"), NoGil());
 }
 
+// per_sample_grads over the model's C++ modules, each with its prefix; losses() is called
+// with the GIL held (this function keeps it).
+void bind_per_sample(py::module_& m) {
+  m.def("_per_sample_grads", [](const std::vector<std::pair<std::string, std::shared_ptr<nn::Module>>>& modules,
+                                int64_t batch_size, py::function losses) {
+    std::vector<std::pair<std::string, nn::Module*>> roots;
+    for (const auto& [prefix, mod] : modules) roots.emplace_back(prefix, mod.get());
+    auto fn = [f = hold(std::move(losses))]() {
+      py::object r = (*f)();
+      if (!py::isinstance<Tensor>(r))
+        throw py::type_error("per_sample_grads: the losses function must return a Tensor [B], got " +
+                             std::string(py::str(py::type::of(r).attr("__name__"))));
+      return r.cast<Tensor>();
+    };
+    return pairs(nn::per_sample_grads(roots, batch_size, fn));
+  });
+}
+
 }  // namespace
 
 void bind_nn_modules(py::module_& m) {
@@ -223,6 +242,7 @@ void bind_nn_modules(py::module_& m) {
   bind_layers(m);
   bind_attention(m);
   bind_transformer(m);
+  bind_per_sample(m);
 }
 
 }  // namespace ember::python

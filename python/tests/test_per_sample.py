@@ -1,0 +1,71 @@
+"""ember.func.per_sample_grads from Python: a Python model of ember's layers, against one
+backward pass per example (its definition), in float64."""
+
+import numpy as np
+import pytest
+
+import ember
+from ember import nn
+
+
+class Tagger(nn.Module):
+    """Embedding, an encoder layer (attention, layer norms, feed-forward) and a Linear head."""
+
+    def __init__(self):
+        super().__init__()
+        g = ember.Generator(4)
+        self.dropout_gen = ember.Generator(5)
+        self.embed = nn.Embedding(10, 8, padding_idx=0, generator=g, dtype=ember.float64)
+        self.layer = nn.TransformerEncoderLayer(8, 2, dim_feedforward=12, dropout=0.1, generator=g,
+                                                dropout_generator=self.dropout_gen, dtype=ember.float64)
+        self.head = nn.Linear(8, 3, generator=g, dtype=ember.float64)
+
+    def forward(self, ids):
+        return self.head(self.layer(self.embed(ids), src_key_padding_mask=ids == 0))
+
+
+IDS = ember.tensor([[3, 4, 5, 0], [6, 2, 0, 0], [7, 8, 9, 1]])
+TARGETS = ember.tensor([[0, 1, 2, -1], [2, 2, -1, -1], [1, 0, 1, 2]])
+
+
+def losses(model):
+    def run():
+        model.dropout_gen.manual_seed(5)  # the same dropout masks in every forward
+        logits = model(IDS)
+        return ember.stack([nn.functional.cross_entropy(logits[b], TARGETS[b], ignore_index=-1)
+                            for b in range(3)])
+    return run
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_per_sample_grads_equal_one_backward_per_example(training):
+    model = Tagger()
+    model.train(training)
+    fast = ember.func.per_sample_grads(model, 3, losses(model))
+    names = [n for n, _ in model.named_parameters()]
+    assert list(fast) == names
+    L = losses(model)()
+    params = [p for _, p in model.named_parameters()]
+    for b in range(3):
+        grads = ember.autograd.grad(L[b], params, retain_graph=True, allow_unused=True)
+        for name, p, g in zip(names, params, grads):
+            expected = np.zeros(p.shape) if g is None else g.numpy()
+            np.testing.assert_allclose(fast[name][b].numpy(), expected, rtol=0,
+                                       atol=1e-12 * max(1.0, np.abs(expected).max()), err_msg=name)
+    assert all(p.grad is None for p in params)
+
+
+def test_per_sample_grads_refuses_python_parameters_and_bad_losses():
+    class WithOwn(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.scale = nn.Parameter(ember.ones(1))
+            self.head = nn.Linear(2, 2)
+
+    with pytest.raises(ValueError, match="parameter 'scale' is a Python Parameter"):
+        ember.func.per_sample_grads(WithOwn(), 2, lambda: ember.zeros(2))
+    model = Tagger()
+    with pytest.raises(TypeError, match="the losses function must return a Tensor"):
+        ember.func.per_sample_grads(model, 3, lambda: 1.0)
+    with pytest.raises(RuntimeError, match=r"expected the losses function to return the 3 examples' losses"):
+        ember.func.per_sample_grads(model, 3, lambda: model(IDS).sum())
