@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -254,6 +255,71 @@ NamedTensors per_sample_grads(const std::vector<std::pair<std::string, Module*>>
   NamedTensors out;
   for (size_t i = 0; i < params.size(); i++) out.emplace_back(named[i].first, result[i]);
   return out;
+}
+
+namespace {
+// B, checked: every tensor of grads [B, ...] with the same B.
+int64_t batch_of(const NamedTensors& grads, const char* op) {
+  if (grads.empty()) fail(op, "got no per-example gradients");
+  int64_t B = -1;
+  for (auto& [name, g] : grads) {
+    check_defined(g, op, name.c_str());
+    if (g.dim() == 0 || (B >= 0 && g.size(0) != B))
+      fail(op, "expected per-example gradients [B, ...] sharing B", B >= 0 ? cat_str(" = ", B) : "", ", got '", name,
+           "' of shape ", g.shape());
+    B = g.size(0);
+  }
+  return B;
+}
+}  // namespace
+
+Tensor per_sample_norms(const NamedTensors& grads) {
+  const int64_t B = batch_of(grads, "per_sample_norms");
+  NoGradGuard no_grad;
+  Tensor sq = zeros({B}, kFloat64);
+  for (auto& [name, g] : grads) sq = add(sq, sum(square(g.detach().to(kFloat64).reshape({B, -1})), {1}));
+  return sqrt(sq);
+}
+
+NamedTensors clipped_mean(const NamedTensors& grads, double max_norm) {
+  if (!(max_norm > 0 && std::isfinite(max_norm)))
+    fail("clipped_mean", "max_norm must be positive and finite, got ", max_norm);
+  const Tensor norms = per_sample_norms(grads);
+  NoGradGuard no_grad;
+  // min(1, max_norm / |g_b|), 1 for a zero gradient
+  const Tensor factor = minimum(div(full_like(norms, max_norm), maximum(norms, full_like(norms, 1e-300))),
+                                ones_like(norms));
+  NamedTensors out;
+  for (auto& [name, g] : grads) {
+    Shape s(g.dim(), 1);
+    s[0] = g.size(0);
+    out.emplace_back(name, mean(mul(g.detach(), factor.to(g.dtype()).reshape(s)), {0}));
+  }
+  return out;
+}
+
+GradientNoise gradient_noise(const NamedTensors& grads, const std::string& prefix) {
+  const char* op = "gradient_noise";
+  const int64_t B = batch_of(grads, op);
+  if (B < 2) fail(op, "needs at least 2 examples to estimate the noise, got a batch of ", B);
+  NoGradGuard no_grad;
+  GradientNoise r;
+  r.batch = B;
+  double spread = 0;
+  for (auto& [name, g] : grads) {
+    if (name.compare(0, prefix.size(), prefix) != 0) continue;
+    const Tensor x = g.detach().to(kFloat64).reshape({B, -1});
+    const Tensor m = mean(x, {0});
+    r.parameters += x.size(1);
+    r.mean_norm_sq += sum(square(m)).item();
+    spread += sum(square(sub(x, m))).item();
+  }
+  if (r.parameters == 0) fail(op, "no parameter's name starts with '", prefix, "'");
+  r.trace_cov = spread / double(B - 1);
+  r.signal = r.mean_norm_sq - r.trace_cov / double(B);
+  r.noise_scale = r.signal > 0 ? r.trace_cov / r.signal : std::numeric_limits<double>::infinity();
+  r.snr = r.trace_cov > 0 ? r.signal / (r.trace_cov / double(B)) : std::numeric_limits<double>::infinity();
+  return r;
 }
 
 }  // namespace ember::nn

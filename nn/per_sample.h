@@ -44,4 +44,34 @@ NamedTensors per_sample_grads(Module& model, int64_t batch_size, const std::func
 NamedTensors per_sample_grads(const std::vector<std::pair<std::string, Module*>>& modules, int64_t batch_size,
                               const std::function<Tensor()>& losses);
 
+// What per-example gradients tell about a batch.
+
+// The norm of each example's whole gradient, every parameter of grads together: [B], in
+// float64. An Error when grads is empty or its tensors do not share their first size B.
+Tensor per_sample_norms(const NamedTensors& grads);
+
+// Differentially private SGD's gradient (Abadi et al. 2016, without the noise): each
+// example's gradient scaled down to norm max_norm when it is longer (its norm over every
+// parameter of grads), then the mean over the batch; {name, the parameter's shape}. An
+// Error when max_norm is not positive and finite.
+NamedTensors clipped_mean(const NamedTensors& grads, double max_norm);
+
+// The gradient noise of a batch, from its per-example gradients g_b (McCandlish et al.
+// 2018, "An Empirical Model of Large-Batch Training"), over the parameters whose names start
+// with a prefix (a layer, a head's projections; "" for all). With m the batch's mean
+// gradient and S = sum_b |g_b - m|^2 / (B - 1) the trace of the examples' covariance:
+struct GradientNoise {
+  int64_t batch = 0;  // B
+  int64_t parameters = 0;  // elements counted
+  double mean_norm_sq = 0;  // |m|^2
+  double trace_cov = 0;  // S
+  double signal = 0;  // |G|^2 estimated without bias: |m|^2 - S / B
+  // B_simple = S / signal: the batch size beyond which a larger batch stops paying back
+  // (infinite when the signal is not positive)
+  double noise_scale = 0;
+  double snr = 0;  // signal / (S / B): the batch gradient's signal to its noise
+};
+// An Error when B < 2, or no parameter has the prefix.
+GradientNoise gradient_noise(const NamedTensors& grads, const std::string& prefix = "");
+
 }  // namespace ember::nn

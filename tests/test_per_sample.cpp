@@ -8,6 +8,7 @@
 #include "test_util.h"
 
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/autograd.h"
@@ -182,4 +183,38 @@ TEST_CASE("per_sample_grads refuses what it cannot compute, by name") {
   CHECK(error_of([&] {
           nn::per_sample_grads(model, 2, [&] { return sum(mul(h(), sum(model.proj->weight)), {1, 2}); });
         }).find("'proj.weight' add up to a tensor") != std::string::npos);
+}
+
+TEST_CASE("per-example norms, the clipped mean and the gradient noise follow their definitions") {
+  // two parameters, three examples: a [3, 2] and b [3, 1]
+  const nn::NamedTensors grads = {{"layer.a", tensor({{3.0, 0.0}, {0.0, 0.0}, {1.0, 2.0}}, kFloat64)},
+                                  {"b", tensor({{4.0}, {0.0}, {2.0}}, kFloat64)}};
+  CHECK(nn::per_sample_norms(grads).to_vector<double>() == std::vector<double>{5.0, 0.0, 3.0});
+  // clipped to norm 3: example 0 scaled by 3/5, example 1 (zero) and 2 (norm 3) kept
+  const nn::NamedTensors clipped = nn::clipped_mean(grads, 3.0);
+  CHECK(max_abs_diff(clipped[0].second, tensor({(1.8 + 0 + 1) / 3, (0 + 0 + 2.0) / 3}, kFloat64)) < 1e-15);
+  CHECK(max_abs_diff(clipped[1].second, tensor({(2.4 + 0 + 2) / 3}, kFloat64)) < 1e-15);
+  // the mean m = ([4/3, 2/3], [2]); |m|^2 = 16/9 + 4/9 + 4; S = sum |g_b - m|^2 / 2
+  const double m2 = 16.0 / 9 + 4.0 / 9 + 4.0;
+  double spread = 0;
+  for (auto [a0, a1, b] : {std::tuple{3.0, 0.0, 4.0}, {0.0, 0.0, 0.0}, {1.0, 2.0, 2.0}})
+    spread += (a0 - 4.0 / 3) * (a0 - 4.0 / 3) + (a1 - 2.0 / 3) * (a1 - 2.0 / 3) + (b - 2.0) * (b - 2.0);
+  const nn::GradientNoise all = nn::gradient_noise(grads);
+  CHECK(all.batch == 3);
+  CHECK(all.parameters == 3);
+  CHECK(all.mean_norm_sq == Approx(m2).epsilon(1e-14));
+  CHECK(all.trace_cov == Approx(spread / 2).epsilon(1e-14));
+  CHECK(all.signal == Approx(m2 - spread / 6).epsilon(1e-14));
+  CHECK(all.noise_scale == Approx((spread / 2) / (m2 - spread / 6)).epsilon(1e-14));
+  CHECK(all.snr == Approx((m2 - spread / 6) / (spread / 6)).epsilon(1e-14));
+  const nn::GradientNoise layer = nn::gradient_noise(grads, "layer.");
+  CHECK(layer.parameters == 2);
+  CHECK(layer.mean_norm_sq == Approx(20.0 / 9).epsilon(1e-14));
+  CHECK(error_of([&] { nn::gradient_noise(grads, "decoder."); }) ==
+        "gradient_noise: no parameter's name starts with 'decoder.'");
+  CHECK(error_of([&] { nn::gradient_noise({{"a", zeros({1, 2}, kFloat64)}}); }) ==
+        "gradient_noise: needs at least 2 examples to estimate the noise, got a batch of 1");
+  CHECK(error_of([&] { nn::clipped_mean(grads, 0.0); }) == "clipped_mean: max_norm must be positive and finite, got 0");
+  CHECK(error_of([&] { nn::per_sample_norms({{"a", zeros({2, 2})}, {"b", zeros({3})}}); }) ==
+        "per_sample_norms: expected per-example gradients [B, ...] sharing B = 2, got 'b' of shape [3]");
 }

@@ -99,3 +99,22 @@ def per_sample_grads(model, batch_size, losses):
     if not callable(losses):
         raise TypeError(f"per_sample_grads: losses must be callable, got {type(losses).__name__}")
     return dict(_C._nn._per_sample_grads(roots, batch_size, losses))
+
+
+def per_sample_norms(grads):
+    """The norm of each example's whole gradient (every parameter of the dict
+    per_sample_grads gives): a float64 tensor [B]."""
+    return _C._nn._per_sample_norms(list(grads.items()))
+
+
+def clipped_mean(grads, max_norm):
+    """Differentially private SGD's gradient without its noise: each example's gradient
+    scaled down to norm max_norm when longer, then averaged: a dict name -> tensor."""
+    return dict(_C._nn._clipped_mean(list(grads.items()), max_norm))
+
+
+def gradient_noise(grads, prefix=""):
+    """The gradient noise of the batch over the parameters whose names start with prefix
+    (McCandlish et al. 2018): a dict with batch, parameters, mean_norm_sq (|m|^2), trace_cov
+    (S), signal (|m|^2 - S/B), noise_scale (S / signal: B_simple) and snr (signal / (S/B))."""
+    return _C._nn._gradient_noise(list(grads.items()), prefix)

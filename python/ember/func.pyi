@@ -23,3 +23,12 @@ def hessian(func: Callable[..., _C.Tensor], argnums: Union[int, Tuple[int, ...]]
 def per_sample_grads(model: Any, batch_size: int, losses: Callable[[], _C.Tensor]) -> Dict[str, _C.Tensor]:
     """Each parameter's per-example gradients: name -> [batch_size, *param.shape], row b the
     gradient of losses()[b] alone, from one batched forward (ember's layers' parameters only)."""
+
+def per_sample_norms(grads: Dict[str, _C.Tensor]) -> _C.Tensor:
+    """The norm of each example's whole gradient: a float64 tensor [B]."""
+
+def clipped_mean(grads: Dict[str, _C.Tensor], max_norm: float) -> Dict[str, _C.Tensor]:
+    """Each example's gradient scaled down to norm max_norm when longer, then averaged."""
+
+def gradient_noise(grads: Dict[str, _C.Tensor], prefix: str = "") -> Dict[str, float]:
+    """The batch's gradient noise over the parameters whose names start with prefix."""

@@ -233,6 +233,17 @@ void bind_per_sample(py::module_& m) {
     };
     return pairs(nn::per_sample_grads(roots, batch_size, fn));
   });
+  m.def("_per_sample_norms", &nn::per_sample_norms, py::arg("grads"));
+  m.def("_clipped_mean", [](const nn::NamedTensors& grads, double max_norm) {
+    return pairs(nn::clipped_mean(grads, max_norm));
+  }, py::arg("grads"), py::arg("max_norm"));
+  m.def("_gradient_noise", [](const nn::NamedTensors& grads, const std::string& prefix) {
+    const nn::GradientNoise r = nn::gradient_noise(grads, prefix);
+    py::dict d;
+    d["batch"] = r.batch, d["parameters"] = r.parameters, d["mean_norm_sq"] = r.mean_norm_sq;
+    d["trace_cov"] = r.trace_cov, d["signal"] = r.signal, d["noise_scale"] = r.noise_scale, d["snr"] = r.snr;
+    return d;
+  }, py::arg("grads"), py::arg("prefix"));
 }
 
 }  // namespace

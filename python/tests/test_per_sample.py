@@ -69,3 +69,22 @@ def test_per_sample_grads_refuses_python_parameters_and_bad_losses():
         ember.func.per_sample_grads(model, 3, lambda: 1.0)
     with pytest.raises(RuntimeError, match=r"expected the losses function to return the 3 examples' losses"):
         ember.func.per_sample_grads(model, 3, lambda: model(IDS).sum())
+
+
+def test_norms_clipping_and_noise_from_python():
+    model = Tagger()
+    model.eval()
+    grads = ember.func.per_sample_grads(model, 3, losses(model))
+    flat = np.concatenate([g.numpy().reshape(3, -1) for g in grads.values()], axis=1)
+    np.testing.assert_allclose(ember.func.per_sample_norms(grads).numpy(), np.linalg.norm(flat, axis=1), rtol=1e-12)
+    clipped = ember.func.clipped_mean(grads, 0.5)
+    factor = np.minimum(1.0, 0.5 / np.linalg.norm(flat, axis=1))
+    np.testing.assert_allclose(np.concatenate([c.numpy().reshape(-1) for c in clipped.values()]),
+                               (flat * factor[:, None]).mean(0), rtol=1e-12, atol=1e-15)
+    noise = ember.func.gradient_noise(grads)
+    m = flat.mean(0)
+    S = ((flat - m) ** 2).sum() / 2
+    assert noise["batch"] == 3 and noise["parameters"] == flat.shape[1]
+    np.testing.assert_allclose([noise["mean_norm_sq"], noise["trace_cov"], noise["signal"]],
+                               [m @ m, S, m @ m - S / 3], rtol=1e-12)
+    assert ember.func.gradient_noise(grads, "head.")["parameters"] == 8 * 3 + 3
