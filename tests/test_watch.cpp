@@ -278,6 +278,23 @@ TEST_CASE("measure gives the norms retain_grad gives by hand, and the entropy of
       CHECK(v.at("grad_k_proj_norm")[at] == Approx(std::sqrt(sum(mul(gk, gk)).item())).epsilon(1e-12));
       CHECK(dp[(size_t)h] > 0);
       CHECK(dz[(size_t)h] > 0);
+      // each example's |dL/dZ| over its counted pairs: their spread over the examples
+      const Tensor gz = seen[i].scores.grad().select(1, h), c = counted.select(1, h);
+      const std::vector<double> norms = sqrt(sum(mul(mul(gz, gz), c), {1, 2})).to_vector<double>();
+      const std::vector<double> has = sum(c, {1, 2}).to_vector<double>();
+      std::vector<double> kept;
+      for (int64_t b = 0; b < B; b++)
+        if (has[(size_t)b] > 0) kept.push_back(norms[(size_t)b]);
+      REQUIRE(kept.size() >= 2);
+      double mean = 0, var = 0;
+      for (double x : kept) mean += x / double(kept.size());
+      for (double x : kept) var += (x - mean) * (x - mean) / double(kept.size());
+      std::vector<double> sorted = kept;
+      std::sort(sorted.begin(), sorted.end());
+      const double median = sorted.size() % 2 ? sorted[sorted.size() / 2]
+                                              : (sorted[sorted.size() / 2 - 1] + sorted[sorted.size() / 2]) / 2;
+      CHECK(v.at("grad_scores_example_cv")[at] == Approx(std::sqrt(var) / mean).epsilon(1e-12));
+      CHECK(v.at("grad_scores_example_max_ratio")[at] == Approx(sorted.back() / median).epsilon(1e-12));
     }
   }
 }
@@ -351,7 +368,7 @@ TEST_CASE("a watch log reads back whole from its HDF5 file, and draws the same f
   CHECK(lines == 3 * 3 * 2 * 2);
   // figures from the live log and from the file are the same bytes
   const auto live = log.draw(dir, "live"), again = back.draw(dir, "again");
-  REQUIRE(live.size() == 5);
+  REQUIRE(live.size() == 6);
   for (size_t i = 0; i < live.size(); i++) {
     INFO(live[i]);
     CHECK(bytes_of(live[i]).size() > 1000);
@@ -388,6 +405,23 @@ TEST_CASE("a file that is not a watch, or lacks a quantity, is refused naming th
   }
   CHECK_THAT(error_of([&] { watch::Log::read_h5(dir + "/lacking.h5"); }),
              Catch::Contains("lacking.h5': key '/decoder_self/entropy_p10' is missing"));
+  // a file written before the per-example quantities existed reads, with NaN for them
+  {
+    h5::Reader r(dir + "/watch.h5");
+    h5::Writer w(dir + "/older.h5");
+    w.write("/step", r.read("/step"));
+    for (const auto& m : log.modules)
+      for (const auto& q : watch::kQuantities)
+        if (!watch::kLaterQuantities.count(q)) w.write("/" + m + "/" + q, r.read("/" + m + "/" + q));
+    for (const auto& a : r.attr_names("/"))
+      if (r.attr_is_string("/", a)) w.attr("/", a, r.attr_string("/", a));
+      else w.attr_int("/", a, r.attr_int("/", a));
+    w.close();
+  }
+  const watch::Log older = watch::Log::read_h5(dir + "/older.h5");
+  CHECK(std::isnan(older.snapshots[0].values.at("encoder_self").at("grad_scores_example_cv")[0]));
+  CHECK(older.snapshots[0].values.at("encoder_self").at("grad_ratio") ==
+        log.snapshots[0].values.at("encoder_self").at("grad_ratio"));
   // absurd sizes are refused before anything is allocated for them
   {
     h5::Writer w(dir + "/huge.h5");
@@ -491,7 +525,7 @@ TEST_CASE("a watch file of huge finite values draws its figures") {
   const watch::Log back = watch::Log::read_h5(dir + "/watch.h5");
   std::vector<std::string> written;
   CHECK(error_of([&] { written = back.draw(dir); }) == "<no ember::Error was thrown>");
-  CHECK(written.size() == 5);
+  CHECK(written.size() == 6);
   CHECK(error_of([&] { watch::draw_comparison({back, back}, {"a", "b"}, dir + "/both.png"); }) ==
         "<no ember::Error was thrown>");
   fs::remove_all(dir);

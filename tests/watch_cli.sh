@@ -32,7 +32,7 @@ cmp -s "$dir/a" "$dir/b" || fail "the logged losses differ with --watch"
 [ "$(wc -l <"$dir/a")" -eq 8 ] || fail "expected 8 progress lines, got $(wc -l <"$dir/a")"
 contains "$dir/watched.out" "watch: 5 measurements of the first 12 validation pairs, "
 for f in watch.h5 watch.csv; do [ -s "$dir/watched/$f" ] || fail "$f was not written"; done
-for f in encoder_self decoder_self decoder_cross grad_ratio score_spread; do png "$dir/watched/watch_$f.png"; done
+for f in encoder_self decoder_self decoder_cross grad_ratio score_spread example_spread; do png "$dir/watched/watch_$f.png"; done
 # the CSV: a header, then 5 measurements x 3 modules x 2 layers x 2 heads
 [ "$(wc -l <"$dir/watched/watch.csv")" -eq $((1 + 5 * 3 * 2 * 2)) ] || fail "watch.csv has $(wc -l <"$dir/watched/watch.csv") lines"
 head -1 "$dir/watched/watch.csv" | grep -q '^step,module,layer,head,score_std,' || fail "watch.csv's header"
@@ -41,7 +41,7 @@ steps() { tail -n +2 "$1" | cut -d, -f1 | sort -un | tr '\n' ' '; }
 
 # --- the figures again from watch.h5 alone: the same bytes
 run 0 redraw "$plot" "$dir/watched/watch.h5" --out "$dir/redrawn"
-for f in encoder_self decoder_self decoder_cross grad_ratio score_spread; do
+for f in encoder_self decoder_self decoder_cross grad_ratio score_spread example_spread; do
   cmp -s "$dir/watched/watch_$f.png" "$dir/redrawn/watch_$f.png" || fail "watch_$f.png drawn from watch.h5 differs"
 done
 run 0 compare "$plot" "$dir/watched/watch.h5" "$dir/watched/watch.h5" --label a --label b --compare "$dir/both"
@@ -82,7 +82,8 @@ with h5py.File(path, "r") as f:
     for m in modules:
         for q in ["score_std", "entropy_mean", "entropy_p10", "entropy_norm_mean", "entropy_norm_p10",
                   "max_weight_mean", "saturated_share", "grad_weights_norm", "grad_scores_norm", "grad_ratio",
-                  "grad_q_proj_norm", "grad_k_proj_norm"]:
+                  "grad_q_proj_norm", "grad_k_proj_norm", "grad_scores_example_cv",
+                  "grad_scores_example_max_ratio"]:
             d = f[m][q]
             assert d.shape == (5, L, H) and d.dtype == np.float64, (m, q, d.shape)
             assert len(d.attrs["meaning"]) > 10
@@ -138,7 +139,7 @@ with h5py.File(sys.argv[2], "r+") as f:
             f[m][q][...] = 1e308
 EOF
   run 0 plot_huge "$plot" "$dir/huge.h5" --out "$dir/huge"
-  for f in encoder_self decoder_self decoder_cross grad_ratio score_spread; do png "$dir/huge/watch_$f.png"; done
+  for f in encoder_self decoder_self decoder_cross grad_ratio score_spread example_spread; do png "$dir/huge/watch_$f.png"; done
   run 0 plot_huge_compare "$plot" "$dir/huge.h5" "$dir/watched/watch.h5" --compare "$dir/huge_both"
   png "$dir/huge_both_attention.png"
 else
@@ -220,7 +221,7 @@ grep '^step ' "$dir/tag_plain.out" | cut -d'(' -f1 >"$dir/a"
 grep '^step ' "$dir/tag_watch.out" | cut -d'(' -f1 >"$dir/b"
 cmp -s "$dir/a" "$dir/b" || fail "tag_dates trains differently with --watch"
 contains "$dir/tag_watch.out" "watch: 4 measurements of the first 8 test dates"
-for f in encoder_self grad_ratio score_spread; do png "$dir/tag_watch/watch_$f.png"; done
+for f in encoder_self grad_ratio score_spread example_spread; do png "$dir/tag_watch/watch_$f.png"; done
 [ "$(wc -l <"$dir/tag_watch/watch.csv")" -eq $((1 + 4 * 2 * 2)) ] || fail "tag_dates' watch.csv has $(wc -l <"$dir/tag_watch/watch.csv") lines"
 run 0 tag_unscaled "$tagger" "${tag[@]}" --out "$dir/tag_unscaled" --score-scale 2.8284271247461903
 cmp -s "$dir/a" <(grep '^step ' "$dir/tag_unscaled.out" | cut -d'(' -f1) && fail "tag_dates --score-scale changed nothing"

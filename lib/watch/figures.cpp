@@ -80,6 +80,8 @@ std::vector<std::string> Log::draw(const std::string& dir, const std::string& pr
   grid("grad_ratio", "grad_ratio", "|dL/dscores| / |dL/dweights|",
        "how much of the gradient reaching the weights the softmax passes to the scores");
   grid("score_spread", "score_std", "std of the scaled scores", "spread of the softmax's input per query");
+  grid("example_spread", "grad_scores_example_cv", "std / mean over examples",
+       "how unevenly the examples' gradients reach the scores");
   return written;
 }
 

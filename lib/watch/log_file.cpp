@@ -148,6 +148,10 @@ Log Log::read_h5(const std::string& path) {
   for (const std::string& m : log.modules)
     for (const std::string& q : kQuantities) {
       const std::string key = "/" + m + "/" + q;
+      if (!r.is_dataset(key) && kLaterQuantities.count(q)) {  // an older file: NaN
+        for (int64_t c = 0; c < C; c++) log.snapshots[(size_t)c].values[m][q].assign((size_t)(log.layers * log.heads), kNaN);
+        continue;
+      }
       if (!r.is_dataset(key)) fail(op, "'", path, "': key '", key, "' is missing");
       const Tensor t = r.read(key);
       if (t.shape() != Shape{C, log.layers, log.heads} || t.dtype() != ember::kFloat64)

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 
 #include "core/autograd.h"
 #include "core/error.h"
@@ -27,6 +28,10 @@ const std::map<std::string, std::string>& meanings() {
       {"grad_ratio", "grad_scores_norm / grad_weights_norm: how much of the gradient the softmax lets through"},
       {"grad_q_proj_norm", "norm of the loss gradient reaching the head's rows of the query projection weight"},
       {"grad_k_proj_norm", "norm of the loss gradient reaching the head's rows of the key projection weight"},
+      {"grad_scores_example_cv",
+       "std / mean over the batch's examples of each example's norm of the gradient reaching the scores"},
+      {"grad_scores_example_max_ratio",
+       "largest / median over the batch's examples of each example's norm of the gradient reaching the scores"},
   };
   return m;
 }
@@ -62,7 +67,9 @@ double rows_norm(const Tensor& m, int64_t first, int64_t count) {
 const std::vector<std::string> kQuantities = {
     "score_std",       "entropy_mean",      "entropy_p10",      "entropy_norm_mean", "entropy_norm_p10",
     "max_weight_mean", "saturated_share",   "grad_weights_norm", "grad_scores_norm",  "grad_ratio",
-    "grad_q_proj_norm", "grad_k_proj_norm"};
+    "grad_q_proj_norm", "grad_k_proj_norm", "grad_scores_example_cv", "grad_scores_example_max_ratio"};
+
+const std::set<std::string> kLaterQuantities = {"grad_scores_example_cv", "grad_scores_example_max_ratio"};
 
 const std::string& meaning(const std::string& quantity) {
   auto it = meanings().find(quantity);
@@ -102,6 +109,8 @@ std::map<std::string, std::vector<double>> head_statistics(const Tensor& scores,
   for (const std::string& q : kQuantities) out[q].assign((size_t)H, kNaN);
   for (int64_t h = 0; h < H; h++) {
     std::vector<double> spread, entropy, entropy_norm, largest;
+    std::vector<double> example_dz2((size_t)B, 0.0);  // each example's |dL/dZ|^2 over its pairs
+    std::vector<bool> example_counted((size_t)B, false);
     double saturated = 0, dp2 = 0, dz2 = 0;
     bool broken = false;  // some weight is NaN: the head's statistics are NaN
     for (int64_t b = 0; b < B; b++)
@@ -124,7 +133,9 @@ std::map<std::string, std::vector<double>> head_statistics(const Tensor& scores,
           top = std::isnan(top) ? top : std::max(top, pj);
           dp2 += dp[row + j] * dp[row + j];
           dz2 += dz[row + j] * dz[row + j];
+          example_dz2[(size_t)b] += dz[row + j] * dz[row + j];
         }
+        example_counted[(size_t)b] = true;
         spread.push_back(std::sqrt(var / double(n)));
         entropy.push_back(ent);
         entropy_norm.push_back(ent / std::log(double(n)));
@@ -144,6 +155,20 @@ std::map<std::string, std::vector<double>> head_statistics(const Tensor& scores,
     out["grad_weights_norm"][k] = std::sqrt(dp2);
     out["grad_scores_norm"][k] = std::sqrt(dz2);
     out["grad_ratio"][k] = dp2 > 0 ? std::sqrt(dz2 / dp2) : kNaN;
+    // how unevenly the examples' gradients reach the head (each example's norm is its own
+    // gradient's: the loss is a sum over examples, and example b's scores see only its own)
+    std::vector<double> norms;
+    for (int64_t b = 0; b < B; b++)
+      if (example_counted[(size_t)b]) norms.push_back(std::sqrt(example_dz2[(size_t)b]));
+    const double m = mean_of(norms);
+    if (norms.size() >= 2 && m > 0) {
+      double var = 0;
+      for (double x : norms) var += (x - m) * (x - m);
+      out["grad_scores_example_cv"][k] = std::sqrt(var / double(norms.size())) / m;
+      const double median = quantile(norms, 0.5);
+      out["grad_scores_example_max_ratio"][k] =
+          median > 0 ? *std::max_element(norms.begin(), norms.end()) / median : kNaN;
+    }
   }
   return out;
 }

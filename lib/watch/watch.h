@@ -25,6 +25,10 @@
 //   grad_ratio         grad_scores_norm / grad_weights_norm: how much the softmax lets through
 //   grad_q_proj_norm   |dL/dWq| over the head's rows of the query projection's weight
 //   grad_k_proj_norm   |dL/dWk| over the head's rows of the key projection's weight
+//   grad_scores_example_cv         each example's |dL/dZ| (its own gradient: the loss sums
+//                                  over examples, and each example's scores see only it):
+//                                  std / mean over the batch's examples
+//   grad_scores_example_max_ratio  the same norms' largest / median
 //
 // A run's measurements are kept as a Log, written as one HDF5 file (docs/watch-format.md),
 // a CSV and PNG figures; the figures can be drawn again from the HDF5 file alone.
@@ -32,6 +36,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -44,6 +49,8 @@ using ember::Tensor;
 
 // The quantities above, in the order of the CSV's columns.
 extern const std::vector<std::string> kQuantities;
+// Those a file written before them lacks: read as NaN.
+extern const std::set<std::string> kLaterQuantities;
 // What each quantity is, one line (stored with each dataset).
 const std::string& meaning(const std::string& quantity);
 
@@ -109,7 +116,8 @@ struct Log {
   static Log read_h5(const std::string& path);
 
   // The figures, into dir, named prefix + "_" + what + ".png": per module, the entropy and
-  // saturation of each head against the step; the gradient ratio; the score spread (the
+  // saturation of each head against the step; the gradient ratio; the score spread; the
+  // spread of the examples' gradients reaching the scores (the
   // first 64 layers of a deeper model: a PNG holds 32767 pixels a side). Returns the paths
   // written.
   std::vector<std::string> draw(const std::string& dir, const std::string& prefix = "watch") const;
