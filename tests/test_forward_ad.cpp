@@ -25,20 +25,15 @@
 #include "core/random.h"
 
 using namespace ember;
+using ember::testing::Domain;
+using ember::testing::Fn;
+using ember::testing::Inputs;
+using ember::testing::draw;
 using ember::testing::error_of;
 using ember::testing::max_abs_diff;
+using ember::testing::strided;
 
 namespace {
-
-using Inputs = std::vector<Tensor>;
-using Fn = std::function<Tensor(const Inputs&)>;
-
-// Where an input's values are drawn from, so each op is checked where it is smooth.
-enum class Domain {
-  Any,           // standard normal
-  Positive,      // uniform in [0.5, 2)
-  AwayFromZero,  // |x| uniform in [0.3, 1.5), random sign
-};
 
 enum class Layout { Contiguous, Strided, FirstWithoutTangent };
 
@@ -58,32 +53,6 @@ struct OpCase {
   Domain domain = Domain::Any;
   bool strided_ok = true;  // false for view(), which refuses most strided inputs
 };
-
-Tensor draw(const Shape& s, Domain d, Generator& gen) {
-  switch (d) {
-    case Domain::Any: return randn(s, kFloat64, &gen);
-    case Domain::Positive: return uniform(s, 0.5, 2.0, kFloat64, &gen);
-    case Domain::AwayFromZero: {
-      Tensor mag = uniform(s, 0.3, 1.5, kFloat64, &gen);
-      Tensor sign = sub(mul(gt(rand(s, kFloat64, &gen), 0.5).to(kFloat64), 2.0), 1.0);
-      return mul(mag, sign);
-    }
-  }
-  return Tensor();
-}
-
-// The values of x in a strided layout: a transposed view (2+ dims) of every other
-// element of a larger tensor.
-Tensor strided(const Tensor& x) {
-  if (x.dim() == 0) return x;
-  Shape s = x.shape();
-  if (x.dim() >= 2) std::swap(s[s.size() - 1], s[s.size() - 2]);
-  s.back() *= 2;
-  Tensor v = zeros(s, x.dtype()).slice(-1, {.step = 2});
-  if (x.dim() >= 2) v = v.mT();
-  v.copy_(x);
-  return v;
-}
 
 // sum(a * b) as a double.
 double dot(const Tensor& a, const Tensor& b) { return sum(mul(a, b)).item(); }

@@ -29,20 +29,15 @@
 #include "nn/packing.h"
 
 using namespace ember;
+using ember::testing::Domain;
+using ember::testing::Fn;
+using ember::testing::Inputs;
+using ember::testing::draw;
 using ember::testing::error_of;
 using ember::testing::max_abs_diff;
+using ember::testing::strided;
 
 namespace {
-
-using Inputs = std::vector<Tensor>;
-using Fn = std::function<Tensor(const Inputs&)>;
-
-// Where an input's values are drawn from, so each op is checked where it is smooth.
-enum class Domain {
-  Any,           // standard normal
-  Positive,      // uniform in [0.5, 2)
-  AwayFromZero,  // |x| uniform in [0.3, 1.5), random sign (abs, relu, divisors)
-};
 
 // The layouts built from the listed shapes; broadcast runs use their own shapes.
 enum class Layout { Contiguous, Strided, Expanded, FirstConstant };
@@ -78,31 +73,9 @@ std::vector<std::string> input_names(const OpCase& c) {
   return n;
 }
 
-// Contiguous float64 values of the given shape, drawn from the domain.
-Tensor draw(const Shape& s, Domain d, Generator& gen) {
-  NoGradGuard ng;
-  switch (d) {
-    case Domain::Any: return normal(s, 0.0, 1.0, kFloat64, &gen);
-    case Domain::Positive: return uniform(s, 0.5, 2.0, kFloat64, &gen);
-    case Domain::AwayFromZero: {
-      Tensor mag = uniform(s, 0.3, 1.5, kFloat64, &gen);
-      Tensor sign = uniform(s, -1.0, 1.0, kFloat64, &gen);
-      return where(lt(sign, 0.0), neg(mag), mag);
-    }
-  }
-  return Tensor();
-}
-
-// A leaf of shape s whose elements sit at even, dim-reversed strides from offset 1: the
-// buffer is [reversed(s)..., 2]; select(-1, 1) then permute back to s.
+// A leaf of shape s drawn from the domain, in the strided layout of test_util.h's strided().
 Tensor strided_leaf(const Shape& s, Domain d, Generator& gen) {
-  Shape buf(s.rbegin(), s.rend());
-  buf.push_back(2);
-  Tensor t = draw(buf, d, gen).select(-1, 1);
-  std::vector<int64_t> rev(s.size());
-  for (size_t i = 0; i < s.size(); i++) rev[i] = (int64_t)(s.size() - 1 - i);
-  if (!rev.empty()) t = t.permute(rev);
-  return t.detach().requires_grad_();
+  return strided(draw(s, d, gen)).detach().requires_grad_();
 }
 
 // s with its last dim of size > 1 set to 1 (s itself when there is none).

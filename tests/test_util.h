@@ -21,6 +21,49 @@
 
 namespace ember::testing {
 
+// The inputs of a function under test, and such a function (one tensor out), as the op
+// tables of the gradient and forward-mode tests write them.
+using Inputs = std::vector<Tensor>;
+using Fn = std::function<Tensor(const Inputs&)>;
+
+// Where an input's values are drawn from, so each op is checked where it is smooth.
+enum class Domain {
+  Any,           // standard normal
+  Positive,      // uniform in [0.5, 2)
+  AwayFromZero,  // |x| uniform in [0.3, 1.5), random sign (abs, relu, divisors)
+};
+
+// Contiguous float64 values of the given shape, drawn from the domain.
+inline Tensor draw(const Shape& s, Domain d, Generator& gen) {
+  NoGradGuard ng;
+  switch (d) {
+    case Domain::Any: return normal(s, 0.0, 1.0, kFloat64, &gen);
+    case Domain::Positive: return uniform(s, 0.5, 2.0, kFloat64, &gen);
+    case Domain::AwayFromZero: {
+      Tensor mag = uniform(s, 0.3, 1.5, kFloat64, &gen);
+      Tensor sign = uniform(s, -1.0, 1.0, kFloat64, &gen);
+      return where(lt(sign, 0.0), neg(mag), mag);
+    }
+  }
+  return Tensor();
+}
+
+// x's values in a strided layout: a view whose elements sit at even, dim-reversed strides
+// from offset 1 (the odd elements of a buffer [reversed(shape)..., 2], permuted back to x's
+// shape). Not contiguous whenever x has more than one element.
+inline Tensor strided(const Tensor& x) {
+  const Shape& s = x.shape();
+  Shape buf(s.rbegin(), s.rend());
+  buf.push_back(2);
+  Tensor t = zeros(buf, x.dtype()).select(-1, 1);
+  std::vector<int64_t> rev(s.size());
+  for (size_t i = 0; i < s.size(); i++) rev[i] = (int64_t)(s.size() - 1 - i);
+  if (!rev.empty()) t = t.permute(rev);
+  NoGradGuard ng;
+  t.copy_(x);
+  return t;
+}
+
 // What error_of gives when f throws nothing: a marker no expected message matches.
 inline const std::string no_error = "<no ember::Error was thrown>";
 
