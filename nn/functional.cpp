@@ -7,8 +7,10 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <utility>
 #include <vector>
 
+#include "core/forward_ad.h"
 #include "core/kernels/cross_entropy.h"
 #include "core/kernels/dispatch.h"
 #include "core/kernels/layer_norm.h"
@@ -20,6 +22,25 @@ namespace {
 template <class T>
 T* data_or_null(const Tensor& t) {
   return t.defined() ? t.data<T>() : nullptr;
+}
+
+// Cross-entropy's targets as tensors [R, V] and [R, 1] of dtype: q the smoothed one-hot
+// target of each kept row (s / V everywhere, plus 1 - s at the target; ignored rows
+// too, which kept zeroes), and kept 1 / count on kept rows and 0 on ignored ones.
+std::pair<Tensor, Tensor> smoothed_targets(const Tensor& target, DType dtype, int64_t R, int64_t V,
+                                           int64_t ignore_index, double label_smoothing, int64_t count) {
+  Tensor q = full({R, V}, label_smoothing / (double)V, dtype);
+  Tensor kept = zeros({R, 1}, dtype);
+  dispatch_float(dtype, "cross_entropy", [&](auto tag) {
+    using T = decltype(tag);
+    const int64_t* pt = target.data<int64_t>();
+    for (int64_t r = 0; r < R; r++) {
+      if (pt[r] == ignore_index) continue;
+      q.data<T>()[r * V + pt[r]] += T(1.0 - label_smoothing);
+      kept.data<T>()[r] = T(1.0 / (double)count);
+    }
+  });
+  return {q, kept};
 }
 
 }  // namespace
@@ -87,7 +108,26 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
       return std::vector<Tensor>{dx, dw, db};
     };
   }
-  return record(op, loc, out, {x, weight, bias}, std::move(bw), {xc, w_for_dx});
+  // Forward mode, from xhat = (x - mean) * rstd recomputed with ops on x (so that the
+  // tangent is differentiable backward as x is):
+  //   dxhat = rstd * (dx - mean(dx) - xhat * mean(xhat * dx)),  dy = dxhat * w + xhat * dw + db
+  auto jvp = [&](const std::vector<Tensor>& t) {
+    const Tensor &dx = t[0], &dw = t[1], &db = t[2];
+    Tensor dy;
+    if (dx.defined() || dw.defined()) {
+      Tensor centered = sub(x, ember::mean(x, {-1}, true));
+      Tensor r = rsqrt(add(ember::mean(square(centered), {-1}, true), eps));
+      Tensor xhat = mul(centered, r);
+      if (dx.defined()) {
+        Tensor dxhat = mul(r, sub(sub(dx, ember::mean(dx, {-1}, true)),
+                                  mul(xhat, ember::mean(mul(xhat, dx), {-1}, true))));
+        dy = weight.defined() ? mul(dxhat, weight) : dxhat;
+      }
+      if (dw.defined()) dy = forward_detail::add_tangents(dy, mul(xhat, dw));
+    }
+    return forward_detail::add_tangents(dy, db);  // db [C] broadcasts over the rows
+  };
+  return record(op, loc, out, {x, weight, bias}, std::move(bw), {xc, w_for_dx}, jvp);
 }
 
 // ------------------------------------------------------------------ cross_entropy
@@ -139,17 +179,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
     bw = [z, t, lse, R, V, ignore_index, label_smoothing, count, sz = SavedTensor(z_in)](const Tensor& grad) {
       if (grad_enabled()) {
         // recorded: dz = (softmax(z) - q) * grad / count on kept rows, q the smoothed one-hot target
-        Tensor q = full({R, V}, label_smoothing / (double)V, z.dtype());
-        Tensor kept = zeros({R, 1}, z.dtype());
-        dispatch_float(z.dtype(), "cross_entropy backward", [&](auto tag) {
-          using T = decltype(tag);
-          const int64_t* pt = t.data<int64_t>();
-          for (int64_t r = 0; r < R; r++) {
-            if (pt[r] == ignore_index) continue;
-            q.data<T>()[r * V + pt[r]] += T(1.0 - label_smoothing);
-            kept.data<T>()[r] = T(1.0 / (double)count);
-          }
-        });
+        auto [q, kept] = smoothed_targets(t, z.dtype(), R, V, ignore_index, label_smoothing, count);
         Tensor p = softmax(sz.get().reshape({R, V}), -1);
         return std::vector<Tensor>{mul(mul(sub(p, q), kept), grad).reshape(z.shape()), Tensor()};
       }
@@ -163,7 +193,17 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
       return std::vector<Tensor>{dz, Tensor()};
     };
   }
-  return record(op, loc, out, {logits, target}, std::move(bw), {z, t});
+  // Forward mode: dL = sum over kept rows of <softmax(z) - q, dz> / count, with ops on the
+  // logits (so that the tangent is differentiable backward as they are); 0 when every
+  // row is ignored.
+  auto jvp = [&](const std::vector<Tensor>& tangents) {
+    const Tensor& dz = tangents[0];
+    if (!dz.defined()) return Tensor();
+    auto [q, kept] = smoothed_targets(t, z.dtype(), R, V, ignore_index, label_smoothing, count);
+    Tensor p = softmax(logits.reshape({R, V}), -1);
+    return sum(mul(mul(sub(p, q), kept), dz.reshape({R, V})));
+  };
+  return record(op, loc, out, {logits, target}, std::move(bw), {z, t}, jvp);
 }
 
 }  // namespace ember::nn

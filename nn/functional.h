@@ -16,6 +16,11 @@
 //   loss = sum of loss_row over rows whose target is not ignore_index, / their count
 //   dz = (softmax(z) - q) / count on kept rows, 0 on ignored ones
 //
+// Forward mode (core/forward_ad.h), the tangents dx, dweight, dbias and dz to the output's:
+//   layer norm:     dxhat = rstd * (dx - mean(dx) - xhat * mean(xhat * dx)),
+//                   dy = dxhat * weight + xhat * dweight + dbias
+//   cross-entropy:  dloss = sum over kept rows of <softmax(z) - q, dz> / count (0 if none)
+//
 // Both accept float32 or float64, any strides, and give bitwise the same results for any
 // thread count: rows are independent, and every sum across rows runs in a fixed order.
 #pragma once

@@ -7,9 +7,9 @@
 //     backward, to 1e-12 relative to the size of the terms;
 //   - against central differences (f(x + eps v) - f(x - eps v)) / 2 eps, to 1e-6;
 //   - and the dual output's primal is bitwise the output computed without a level.
-// Then the scope: tangents vanish when the level closes, make_dual's errors, a nested
-// level, an op or Function without a rule failing by name, and nothing changing when no
-// level is open.
+// The fused ops of nn (layer_norm, cross_entropy) are checked the same way. Then the
+// scope: tangents vanish when the level closes, make_dual's errors, a nested level, an op
+// or Function without a rule failing by name, and nothing changing when no level is open.
 #include <catch2/catch.hpp>
 #include "test_util.h"
 
@@ -23,6 +23,7 @@
 #include "core/function.h"
 #include "core/ops.h"
 #include "core/random.h"
+#include "nn/functional.h"
 
 using namespace ember;
 using ember::testing::Domain;
@@ -314,6 +315,66 @@ TEST_CASE("forward mode through a composition (a small network) equals reverse m
        {{4, 3}, {5, 3}, {5}, {5, 2}}},
   };
   check_all(cases, 8);
+}
+
+TEST_CASE("forward mode through nn::layer_norm, with and without weight and bias, equals reverse mode and finite "
+          "differences") {
+  const Shape s3{2, 3, 5}, c{5};
+  Generator gen(21);
+  const Tensor x0 = randn(s3, kFloat64, &gen), w0 = randn(c, kFloat64, &gen);
+  const std::vector<OpCase> cases = {
+      {"layer_norm", [](const Inputs& in) { return nn::layer_norm(in[0], in[1], in[2]); }, {s3, c, c}},
+      {"layer_norm without weight and bias", [](const Inputs& in) { return nn::layer_norm(in[0], {}, {}); }, {s3}},
+      {"layer_norm with weight only", [](const Inputs& in) { return nn::layer_norm(in[0], in[1], {}); }, {s3, c}},
+      {"layer_norm with bias only", [](const Inputs& in) { return nn::layer_norm(in[0], {}, in[1], 0.1); }, {s3, c}},
+      {"layer_norm, a tangent on the bias only",
+       [x0, w0](const Inputs& in) { return nn::layer_norm(x0, w0, in[0]); }, {c}},
+      {"layer_norm, a tangent on the weight only, no bias",
+       [x0](const Inputs& in) { return nn::layer_norm(x0, in[0], {}); }, {c}},
+      {"layer_norm of rows of one element", [](const Inputs& in) { return nn::layer_norm(in[0], in[1], in[2]); },
+       {{4, 1}, {1}, {1}}},
+  };
+  check_all(cases, 9);
+}
+
+TEST_CASE("forward mode through nn::cross_entropy, with ignored rows and label smoothing, equals reverse mode and "
+          "finite differences") {
+  const Tensor target = tensor({{2, -100, 0}, {4, 4, -100}}, kInt64);  // [2, 3], two rows ignored
+  const Tensor flat = tensor({1, 3, 0, 3, 2, 4}, kInt64);
+  const Tensor none_kept = full({2, 3}, -100.0, kInt64);
+  std::vector<OpCase> cases;
+  for (double smoothing : {0.0, 0.1}) {
+    const std::string s = " (smoothing " + std::to_string(smoothing).substr(0, 3) + ")";
+    cases.push_back({"cross_entropy with ignored rows" + s, [target, smoothing](const Inputs& in) {
+                       return nn::cross_entropy(in[0], target, -100, smoothing);
+                     }, {{2, 3, 5}}});
+    cases.push_back({"cross_entropy of 2-D logits" + s, [flat, smoothing](const Inputs& in) {
+                       return nn::cross_entropy(in[0], flat, -100, smoothing);
+                     }, {{6, 5}}});
+    cases.push_back({"cross_entropy of a sum, the other operand without a tangent" + s,
+                     [flat, smoothing](const Inputs& in) {
+                       return nn::cross_entropy(add(in[0], in[1]), flat, 3, smoothing);
+                     }, {{6, 5}, {6, 5}}});
+    cases.push_back({"cross_entropy with every row ignored" + s, [none_kept, smoothing](const Inputs& in) {
+                       return nn::cross_entropy(in[0], none_kept, -100, smoothing);
+                     }, {{2, 3, 5}}});
+  }
+  check_all(cases, 10);
+}
+
+TEST_CASE("nn::cross_entropy's tangent is 0 when every row is ignored, and layer_norm's is J v in float32 too") {
+  DualLevel level;
+  const Tensor z = make_dual(randn({3, 4}, kFloat64), randn({3, 4}, kFloat64));
+  const Tensor t = unpack_dual(nn::cross_entropy(z, full({3}, -1.0, kInt64), -1)).tangent;
+  REQUIRE(t.defined());
+  CHECK(t.item() == 0.0);
+  // float32: the same tangent as float64's, to float32 precision
+  Generator gen(3);
+  const Tensor x = randn({4, 6}, kFloat64, &gen), v = randn({4, 6}, kFloat64, &gen);
+  const Tensor t64 = unpack_dual(nn::layer_norm(make_dual(x, v), {}, {})).tangent;
+  const Tensor t32 = unpack_dual(nn::layer_norm(make_dual(x.to(kFloat32), v.to(kFloat32)), {}, {})).tangent;
+  REQUIRE(t32.dtype() == kFloat32);
+  CHECK(max_abs_diff(t32.to(kFloat64), t64) < 1e-5);
 }
 
 TEST_CASE("make_dual attaches a tangent that unpack_dual returns, and it vanishes when the level closes") {
