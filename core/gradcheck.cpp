@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "core/autograd.h"
+#include "core/forward_ad.h"
 #include "core/ops.h"
 #include "core/random.h"
 
@@ -40,6 +41,34 @@ Shape unravel(int64_t k, const Shape& shape) {
   }
   return idx;
 }
+
+// How far one side (the analytic gradient, or forward mode's values) is from the numeric
+// derivatives, element by element: the largest errors and the element furthest outside
+// the tolerance.
+struct Tally {
+  bool passed = true;
+  double max_abs_err = 0, max_rel_err = 0;
+  double worst_excess = -INFINITY;
+  int64_t worst = -1;  // none yet
+  double value = 0, numeric = 0;  // at the worst element
+
+  void add(int64_t k, double v, double num, const GradcheckOptions& opt) {
+    // a derivative that is not finite on either side cannot be checked: it fails
+    const bool finite = std::isfinite(v) && std::isfinite(num);
+    const double err = finite ? std::fabs(v - num) : INFINITY;
+    const double rel = err / std::max(std::fabs(num), 1e-12);
+    const double excess = finite ? err - (opt.atol + opt.rtol * std::fabs(num)) : INFINITY;
+    max_abs_err = std::max(max_abs_err, err);
+    max_rel_err = std::max(max_rel_err, std::fabs(num) > opt.atol ? rel : 0.0);
+    if (excess > 0) passed = false;
+    if (excess > worst_excess) {
+      worst_excess = excess;
+      worst = k;
+      value = v;
+      numeric = num;
+    }
+  }
+};
 
 }  // namespace
 
@@ -77,6 +106,7 @@ Tensor upstream(const Shape& shape, Generator& gen) {
 
 // Checks the derivative of F(x) = sum_j <f(x)_j, u_j>, u random, with respect to every
 // input that requires grad: analytic (ember::grad) against central differences.
+// With opt.check_forward_ad, forward mode too: <u, J e_k> from one jvp per element k.
 GradcheckReport check_derivatives(const char* op, const MultiFn& f, const std::vector<Tensor>& inputs,
                                   const GradcheckOptions& opt, const std::vector<std::string>& names) {
   if (!(std::isfinite(opt.eps) && opt.eps > 0)) fail(op, "eps must be positive and finite, got ", opt.eps);
@@ -105,16 +135,20 @@ GradcheckReport check_derivatives(const char* op, const MultiFn& f, const std::v
   for (const Tensor& x : inputs)
     if (x.defined() && x.requires_grad()) wrt.push_back(x);
   std::vector<Tensor> analytic = grad(diff_outs, wrt, diff_us, {.allow_unused = true});
+  // sum_j <o_j, u_j>; an undefined o_j (a zero tangent) adds nothing
   auto weighted = [&](const std::vector<Tensor>& o) {
     double s = 0;
     for (size_t j = 0; j < o.size(); j++) {
+      if (!o[j].defined()) continue;
       std::vector<double> v = o[j].to_vector<double>();
       for (size_t i = 0; i < v.size(); i++) s += v[i] * uv[j][i];
     }
     return s;
   };
 
-  NoGradGuard ng;  // the finite differences need values only
+  NoGradGuard ng;  // the finite differences and jvps need values only
+  if (opt.check_forward_ad && dual_level_open())
+    fail(op, "check_forward_ad opens dual levels of its own, but one is open already; close it first");
   size_t w = 0;
   for (size_t i = 0; i < inputs.size(); i++) {
     const Tensor& x = inputs[i];
@@ -126,7 +160,25 @@ GradcheckReport check_derivatives(const char* op, const MultiFn& f, const std::v
     std::vector<double> ana = a.defined() ? a.to_vector<double>() : std::vector<double>(x.numel(), 0.0);
     double* base = static_cast<double*>(x.storage()->data);
     auto offs = element_offsets(x);
-    double worst_excess = -INFINITY;
+    Tally reverse, forward;
+    // <u, J e_k>: f once, in a level of its own, with the tangent e_k on input i and the
+    // others tangent-free. The tangent is set on the input itself rather than on a
+    // make_dual view of it, so that a function reaching the input by another route (a
+    // module's parameter, as the gradcheck program's cases do) sees it too, as the
+    // finite differences do.
+    auto jvp = [&](int64_t k) {
+      Tensor e = zeros(x.shape(), kFloat64);
+      e.data<double>()[k] = 1.0;  // contiguous: k is the row-major index
+      DualLevel level;
+      std::vector<Tensor> tangents;
+      try {
+        forward_detail::set_tangent(x, e);
+        for (const Tensor& o : f(inputs)) tangents.push_back(unpack_dual(o).tangent);
+      } catch (const Error& err) {
+        fail(op, "checking forward mode (check_forward_ad) for ", c.name, ": ", err.what());
+      }
+      return weighted(tangents);
+    };
     for (int64_t k = 0; k < x.numel(); k++) {
       double& v = base[offs[k]];
       const double saved = v;
@@ -140,23 +192,24 @@ GradcheckReport check_derivatives(const char* op, const MultiFn& f, const std::v
       v = saved - opt.eps;
       double fm = weighted(f(inputs));
       v = saved;
-      double num = (fp - fm) / (2 * opt.eps);
-      // a derivative that is not finite on either side cannot be checked: it fails
-      const bool finite = std::isfinite(ana[k]) && std::isfinite(num);
-      double err = finite ? std::fabs(ana[k] - num) : INFINITY;
-      double rel = err / std::max(std::fabs(num), 1e-12);
-      double excess = finite ? err - (opt.atol + opt.rtol * std::fabs(num)) : INFINITY;
-      c.max_abs_err = std::max(c.max_abs_err, err);
-      c.max_rel_err = std::max(c.max_rel_err, std::fabs(num) > opt.atol ? rel : 0.0);
-      if (excess > 0) c.passed = false;
-      if (excess > worst_excess) {
-        worst_excess = excess;
-        c.worst_index = unravel(k, x.shape());
-        c.analytic = ana[k];
-        c.numeric = num;
-      }
+      const double num = (fp - fm) / (2 * opt.eps);
+      reverse.add(k, ana[k], num, opt);
+      if (opt.check_forward_ad) forward.add(k, jvp(k), num, opt);
     }
-    if (!c.passed) report.passed = false;
+    c.passed = reverse.passed;
+    c.max_abs_err = reverse.max_abs_err;
+    c.max_rel_err = reverse.max_rel_err;
+    if (reverse.worst >= 0) c.worst_index = unravel(reverse.worst, x.shape());
+    c.analytic = reverse.value;
+    c.numeric = reverse.numeric;
+    ForwardGradCheck& fc = c.forward;
+    fc.passed = forward.passed;
+    fc.max_abs_err = forward.max_abs_err;
+    fc.max_rel_err = forward.max_rel_err;
+    if (forward.worst >= 0) fc.worst_index = unravel(forward.worst, x.shape());
+    fc.forward = forward.value;
+    fc.numeric = forward.numeric;
+    if (!c.passed || !fc.passed) report.passed = false;
     report.inputs.push_back(c);
   }
   return report;
@@ -174,6 +227,9 @@ GradcheckReport gradcheck(const GradcheckFn& f, const std::vector<Tensor>& input
 GradcheckReport gradgradcheck(const GradcheckFn& f, const std::vector<Tensor>& inputs,
                               const GradcheckOptions& opt, const std::vector<std::string>& names) {
   const char* op = "gradgradcheck";
+  if (opt.check_forward_ad)
+    fail(op, "check_forward_ad is not supported: gradgradcheck checks reverse over reverse only; check forward "
+         "mode with gradcheck");
   check_inputs(op, inputs);
   std::vector<size_t> wrt;
   for (size_t i = 0; i < inputs.size(); i++)
@@ -221,19 +277,27 @@ GradcheckReport gradgradcheck(const GradcheckFn& f, const std::vector<Tensor>& i
 std::string GradcheckReport::to_string() const {
   std::ostringstream os;
   char buf[256];
+  const bool fwd = options.check_forward_ad;
+  const std::string suffix = " (forward)";
   os << (order == 2 ? "gradgradcheck " : "gradcheck ") << (passed ? "PASSED" : "FAILED") << " (float64, eps "
      << options.eps << ", atol "
-     << options.atol << ", rtol " << options.rtol << ")\n";
+     << options.atol << ", rtol " << options.rtol << (fwd ? ", forward mode too" : "") << ")\n";
   int width = 14;  // the name column fits the longest name
-  for (const auto& c : inputs) width = std::max(width, (int)c.name.size());
+  for (const auto& c : inputs) width = std::max(width, (int)(c.name.size() + (fwd ? suffix.size() : 0)));
   std::snprintf(buf, sizeof buf, "  %-*s %-16s %-6s %12s %12s  %-12s %14s %14s\n", width, "input", "shape", "result",
                 "max_abs_err", "max_rel_err", "worst", "analytic", "numeric");
   os << buf;
-  for (const auto& c : inputs) {
-    std::snprintf(buf, sizeof buf, "  %-*s %-16s %-6s %12.3e %12.3e  %-12s %14.6e %14.6e\n", width, c.name.c_str(),
-                  shape_str(c.shape).c_str(), c.passed ? "ok" : "FAIL", c.max_abs_err, c.max_rel_err,
-                  shape_str(c.worst_index).c_str(), c.analytic, c.numeric);
+  auto row = [&](const std::string& name, const Shape& shape, bool ok, double abs_err, double rel_err,
+                 const Shape& worst, double analytic, double numeric) {
+    std::snprintf(buf, sizeof buf, "  %-*s %-16s %-6s %12.3e %12.3e  %-12s %14.6e %14.6e\n", width, name.c_str(),
+                  shape_str(shape).c_str(), ok ? "ok" : "FAIL", abs_err, rel_err, shape_str(worst).c_str(), analytic,
+                  numeric);
     os << buf;
+  };
+  for (const auto& c : inputs) {
+    row(c.name, c.shape, c.passed, c.max_abs_err, c.max_rel_err, c.worst_index, c.analytic, c.numeric);
+    const ForwardGradCheck& f = c.forward;
+    if (fwd) row(c.name + suffix, c.shape, f.passed, f.max_abs_err, f.max_rel_err, f.worst_index, f.forward, f.numeric);
   }
   return os.str();
 }

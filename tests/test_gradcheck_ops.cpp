@@ -11,7 +11,8 @@
 //   constant    (ops with several inputs) the first input does not require grad, so the
 //               backward must still produce the others' gradients without it.
 // A failure names the op, the layout, the leaves' shapes and strides, and prints the report.
-// The tests at the end check gradcheck itself: it catches a wrong backward and says where.
+// The tests at the end check gradcheck itself: it catches a wrong backward and says where,
+// and with check_forward_ad a wrong forward rule too.
 #include <catch2/catch.hpp>
 #include "test_util.h"
 
@@ -23,9 +24,11 @@
 #include <vector>
 
 #include "core/autograd.h"
+#include "core/forward_ad.h"
 #include "core/function.h"
 #include "core/gradcheck.h"
 #include "core/ops.h"
+#include "nn/functional.h"
 #include "nn/packing.h"
 
 using namespace ember;
@@ -720,6 +723,171 @@ TEST_CASE("gradcheck refuses a step or tolerances that are not positive and fini
              Catch::Matchers::StartsWith("gradgradcheck: atol must be non-negative and finite"));
   CHECK_THAT(error_of([&] { gradcheck(f, {x}, {.rtol = INFINITY}); }),
              Catch::Matchers::StartsWith("gradcheck: rtol must be non-negative and finite"));
+}
+
+// ------------------------------------------------------------------ gradcheck's forward mode
+namespace {
+
+// x^3 as a Function with a backward of 3 x^2 g times `backward_scale` and a jvp of 3 x^2 v
+// times `scale`, plus `bump` times v at the element `at` (row-major index into x's shape)
+// when at >= 0: right for scales 1 and no bump.
+Function cube_with_jvp(double scale, int64_t at = -1, double bump = 0.0, double backward_scale = 1.0) {
+  return Function{.name = "cube",
+                  .forward = [](FunctionCtx& ctx, const Inputs& in) {
+                    ctx.save_for_backward({in[0]});
+                    return mul(square(in[0]), in[0]);
+                  },
+                  .backward = [backward_scale](FunctionCtx& ctx, const Tensor& g) {
+                    return Inputs{mul(g, mul(square(ctx.saved_tensors()[0]), 3.0 * backward_scale))};
+                  },
+                  .jvp = [scale, at, bump](FunctionCtx&, const Inputs& in, const Inputs& t) {
+                    Tensor jv = mul(t[0], mul(square(in[0]), 3.0 * scale));
+                    if (at < 0) return jv;
+                    Tensor hit = zeros(in[0].shape(), kFloat64);
+                    hit.data<double>()[at] = bump;
+                    return add(jv, mul(t[0], hit));
+                  }};
+}
+
+}  // namespace
+
+TEST_CASE("gradcheck with check_forward_ad also checks forward mode, and passes correct rules") {
+  Generator gen(31);
+  const Tensor a = normal({3, 4}, 0.0, 1.0, kFloat64, &gen).requires_grad_();
+  const Tensor b = normal({4, 3}, 0.0, 1.0, kFloat64, &gen).t().detach().requires_grad_();  // transposed
+  const Tensor w = normal({4}, 0.0, 1.0, kFloat64, &gen).requires_grad_();
+  auto f = [](const Inputs& in) { return nn::layer_norm(mul(tanh(in[0]), in[1]), in[2], {}); };
+  GradcheckReport off = gradcheck(f, {a, b, w}, {}, {"a", "b", "w"});
+  GradcheckReport on = gradcheck(f, {a, b, w}, {.check_forward_ad = true}, {"a", "b", "w"});
+  INFO(on.to_string());
+  CHECK(off.passed);
+  CHECK(on.passed);
+  CHECK(on.options.check_forward_ad);
+  REQUIRE(on.inputs.size() == 3);
+  for (size_t i = 0; i < 3; i++) {
+    INFO(on.inputs[i].name);
+    const ForwardGradCheck& fc = on.inputs[i].forward;
+    CHECK(fc.passed);
+    CHECK(fc.max_abs_err < 1e-8);
+    CHECK(fc.worst_index.size() == on.inputs[i].shape.size());
+    CHECK(fc.forward == Approx(fc.numeric).margin(1e-8));
+    // the reverse side is the same as without forward mode
+    CHECK(on.inputs[i].max_abs_err == off.inputs[i].max_abs_err);
+    CHECK(on.inputs[i].worst_index == off.inputs[i].worst_index);
+    // without check_forward_ad the forward result is left at its defaults
+    CHECK(off.inputs[i].forward.max_abs_err == 0.0);
+    CHECK(off.inputs[i].forward.worst_index.empty());
+  }
+  CHECK_FALSE(dual_level_open());
+  CHECK_FALSE(a.impl()->tangent);
+}
+
+TEST_CASE("gradcheck's forward mode sees an input the function reaches by another route, as a module's parameter") {
+  // f uses the captured w, the same tensor as input 1, not in[1]: the tangent on the input
+  // itself reaches it, as the finite differences' in-place perturbation does
+  Generator gen(32);
+  const Tensor x = normal({2, 3}, 0.0, 1.0, kFloat64, &gen).requires_grad_();
+  const Tensor w = normal({3, 4}, 0.0, 1.0, kFloat64, &gen).requires_grad_();
+  GradcheckReport r = gradcheck([w](const Inputs& in) { return sin(matmul(in[0], w)); }, {x, w},
+                                {.check_forward_ad = true}, {"x", "w"});
+  INFO(r.to_string());
+  CHECK(r.passed);
+  CHECK(r.inputs[1].forward.passed);
+}
+
+TEST_CASE("gradcheck with check_forward_ad catches a wrong jvp, and a wrong backward with a right jvp") {
+  Generator gen(33);
+  const Tensor x = normal({3, 4}, 0.0, 1.0, kFloat64, &gen).requires_grad_();
+  const Function twice = cube_with_jvp(2.0);
+  GradcheckReport r = gradcheck([&](const Inputs& in) { return twice.apply({in[0]}); }, {x},
+                                {.check_forward_ad = true}, {"x"});
+  INFO(r.to_string());
+  CHECK_FALSE(r.passed);
+  REQUIRE(r.inputs.size() == 1);
+  CHECK(r.inputs[0].passed);  // the backward is right
+  CHECK_FALSE(r.inputs[0].forward.passed);
+  CHECK(r.inputs[0].forward.forward == Approx(2 * r.inputs[0].forward.numeric).epsilon(1e-6));
+  // a wrong backward with a right forward rule: only the reverse side fails
+  const Function wrong_backward = cube_with_jvp(1.0, -1, 0.0, /*backward_scale=*/3.0);
+  GradcheckReport rev = gradcheck([&](const Inputs& in) { return wrong_backward.apply({in[0]}); }, {x},
+                                  {.check_forward_ad = true}, {"x"});
+  INFO(rev.to_string());
+  CHECK_FALSE(rev.passed);
+  CHECK_FALSE(rev.inputs[0].passed);
+  CHECK(rev.inputs[0].forward.passed);
+}
+
+TEST_CASE("gradcheck's forward mode points at the one wrong element, also through a transposed input") {
+  const Function bumped = cube_with_jvp(1.0, /*at=*/1 * 4 + 2, /*bump=*/0.25);
+  Generator gen(34);
+  const Tensor contiguous_x = normal({3, 4}, 0.0, 1.0, kFloat64, &gen).requires_grad_();
+  const Tensor transposed_x = normal({4, 3}, 0.0, 1.0, kFloat64, &gen).t().detach().requires_grad_();
+  for (const Tensor& x : {contiguous_x, transposed_x}) {
+    GradcheckReport r = gradcheck([&](const Inputs& in) { return bumped.apply({in[0]}); }, {x},
+                                  {.check_forward_ad = true}, {"x"});
+    INFO(r.to_string());
+    CHECK_FALSE(r.passed);
+    CHECK(r.inputs[0].passed);
+    const ForwardGradCheck& fc = r.inputs[0].forward;
+    CHECK_FALSE(fc.passed);
+    CHECK(fc.worst_index == Shape{1, 2});
+    // the bump, weighted by the upstream gradient there (|u| in [0.5, 1.5))
+    CHECK(std::abs(fc.forward - fc.numeric) >= 0.25 * 0.5 - 1e-6);
+    CHECK(std::abs(fc.forward - fc.numeric) <= 0.25 * 1.5 + 1e-6);
+  }
+}
+
+TEST_CASE("gradcheck with check_forward_ad throws, naming the input and the op, when an op has no forward rule") {
+  Generator gen(35);
+  const Tensor x = normal({2, 3}, 0.0, 1.0, kFloat64, &gen).requires_grad_();
+  const auto before = x.to_vector<double>();
+  Function no_jvp = cube_with_jvp(1.0);
+  no_jvp.jvp = nullptr;
+  auto through_function = [&](const Inputs& in) { return exp(no_jvp.apply({in[0]})); };
+  CHECK(gradcheck(through_function, {x}).passed);  // reverse mode alone needs no rule
+  CHECK(error_of([&] { gradcheck(through_function, {x}, {.check_forward_ad = true}, {"x"}); }) ==
+        "gradcheck: checking forward mode (check_forward_ad) for x: cube: forward-mode differentiation (a tangent) "
+        "is not supported yet: the Function has no jvp rule");
+  CHECK(error_of([&] {
+          gradcheck([](const Inputs& in) { return bad_identity(in[0], 1.0); }, {x}, {.check_forward_ad = true});
+        }) == "gradcheck: checking forward mode (check_forward_ad) for input 0: bad_identity: forward-mode "
+              "differentiation (a tangent) is not supported yet");
+  // nothing is left behind: the values, an open level, a tangent on the input
+  CHECK(x.to_vector<double>() == before);
+  CHECK_FALSE(dual_level_open());
+  CHECK_FALSE(x.impl()->tangent);
+}
+
+TEST_CASE("check_forward_ad is refused inside an open dual level and by gradgradcheck") {
+  const Tensor x = full({2}, 0.5, kFloat64).requires_grad_();
+  const GradcheckFn f = [](const Inputs& in) { return sqrt(in[0]); };
+  {
+    DualLevel level;
+    CHECK(error_of([&] { gradcheck(f, {x}, {.check_forward_ad = true}); }) ==
+          "gradcheck: check_forward_ad opens dual levels of its own, but one is open already; close it first");
+  }
+  CHECK_THAT(error_of([&] { gradgradcheck(f, {x}, {.check_forward_ad = true}); }),
+             Catch::Matchers::StartsWith("gradgradcheck: check_forward_ad is not supported"));
+}
+
+TEST_CASE("a gradcheck report with forward mode shows each input's forward row after its own") {
+  const Tensor x = normal({2, 5}, 0.0, 1.0, kFloat64).requires_grad_();
+  const Function twice = cube_with_jvp(2.0);
+  const GradcheckReport failed =
+      gradcheck([&](const Inputs& in) { return twice.apply({in[0]}); }, {x}, {.check_forward_ad = true}, {"weights"});
+  const std::string s = failed.to_string();
+  INFO(s);
+  CHECK_THAT(s, Catch::StartsWith("gradcheck FAILED (float64, eps 1e-06, atol 1e-05, rtol 0.001, forward mode too)\n"));
+  const auto reverse_row = s.find("\n  weights "), forward_row = s.find("\n  weights (forward) ");
+  REQUIRE(reverse_row != std::string::npos);
+  REQUIRE(forward_row != std::string::npos);
+  CHECK(reverse_row < forward_row);
+  CHECK(s.substr(reverse_row, forward_row - reverse_row).find(" ok ") != std::string::npos);
+  CHECK(s.substr(forward_row).find(" FAIL ") != std::string::npos);
+  CHECK(s.substr(forward_row).find("[2,5]") != std::string::npos);
+  // without forward mode, the report is as it was: no forward rows, no note
+  const std::string plain = gradcheck([](const Inputs& in) { return sigmoid(in[0]); }, {x}).to_string();
+  CHECK_THAT(plain, !Catch::Contains("forward"));
 }
 
 TEST_CASE("sin and cos compute the sine and cosine elementwise, in float32 and float64, on views") {
