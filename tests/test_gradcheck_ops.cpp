@@ -10,6 +10,8 @@
 //   broadcast   leaves of shapes that the op itself broadcasts ([3] with [2,3], ...);
 //   constant    (ops with several inputs) the first input does not require grad, so the
 //               backward must still produce the others' gradients without it.
+// Each run checks forward mode too (check_forward_ad: a jvp per element against the same
+// central differences): every op of the table has a forward rule.
 // A failure names the op, the layout, the leaves' shapes and strides, and prints the report.
 // The tests at the end check gradcheck itself: it catches a wrong backward and says where,
 // and with check_forward_ad a wrong forward rule too.
@@ -100,13 +102,13 @@ std::string describe(const Inputs& xs, const std::vector<std::string>& names) {
   return os.str();
 }
 
-// Runs one gradcheck of f on the leaves xs and checks it passed. An op that throws fails
-// this check only, so the rest of the table still runs.
+// Runs one gradcheck of f on the leaves xs, forward mode included, and checks it passed.
+// An op that throws fails this check only, so the rest of the table still runs.
 void run_check(const std::string& what, const Fn& f, const Inputs& xs, const std::vector<std::string>& names) {
   INFO(what << "\n" << describe(xs, names));
   GradcheckReport r;
   try {
-    r = gradcheck(f, xs, {}, names);
+    r = gradcheck(f, xs, {.check_forward_ad = true}, names);
   } catch (const std::exception& e) {
     FAIL_CHECK("threw: " << e.what());
     return;
@@ -115,6 +117,8 @@ void run_check(const std::string& what, const Fn& f, const Inputs& xs, const std
   const auto with_grad = std::count_if(xs.begin(), xs.end(), [](const Tensor& x) { return x.requires_grad(); });
   CHECK(r.inputs.size() == (size_t)with_grad);
   CHECK(r.passed);
+  for (const InputGradCheck& in : r.inputs)  // forward mode ran: its worst element is one of the input's
+    CHECK(in.forward.worst_index.size() == (numel_of(in.shape) > 0 ? in.shape.size() : 0));
   // and one derivative higher: the backward, recorded, differentiated again
   GradcheckReport rr;
   try {
