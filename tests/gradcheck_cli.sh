@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The gradcheck command: every op and layer it lists passes, at default and at other
-# shapes, on contiguous and non-contiguous inputs and under each mask; the self-test op
+# shapes, on contiguous and non-contiguous inputs and under each mask, and in forward mode
+# (--forward) those whose ops have forward rules; the self-test op
 # with a wrong backward fails with exit 1; bad names, bad numbers and impossible shapes
 # exit 2, and shapes too large to check end at once with a message, never an abort.
 #   gradcheck_cli.sh GRADCHECK_BINARY SCRATCH_DIR
@@ -51,6 +52,24 @@ expect 0 cross_entropy --smoothing 0.1
 expect 0 softmax --dim 1
 grep -q "float32 drift" "$dir/1.out" || fail "no float32 drift table"
 grep -q "PASSED" "$dir/1.out" || fail "no PASSED line"
+
+# --forward: forward mode too, a "(forward)" row after each input's, for every check whose
+# ops all have forward rules
+for name in softmax log_softmax masked_fill layer_norm linear embedding cross_entropy; do
+  expect 0 "$name" --forward
+  grep -q "gradcheck PASSED (.*, forward mode too)" "$dir/$n.out" || fail "$name --forward printed no forward note"
+  grep -q "(forward) .* ok " "$dir/$n.out" || fail "$name --forward printed no forward row"
+done
+expect 0 layer_norm --forward --noncontiguous --batch 3 --L 2 --embed 6
+expect 0 cross_entropy --forward --smoothing 0.1 --noncontiguous
+expect 0 softmax --forward --second-order
+grep -q "gradgradcheck PASSED" "$dir/$n.out" || fail "softmax --forward --second-order printed no second-order report"
+expect 0 softmax
+grep -q "(forward)" "$dir/$n.out" && fail "softmax without --forward printed a forward row"
+# broken_square's backward is wrong and its forward rule right: only the reverse row fails
+expect 1 broken_square --forward
+grep -q "^  x  .* FAIL " "$dir/$n.out" || fail "broken_square --forward printed no failed reverse row"
+grep -q "^  x (forward) .* ok " "$dir/$n.out" || fail "broken_square --forward printed no passed forward row"
 
 expect 1 broken_square
 grep -q "FAIL" "$dir/$n.out" || fail "broken_square printed no FAIL"

@@ -6,13 +6,16 @@
 // shapes would need more memory than the machine has), 2 on a bad command line, impossible
 // shapes, or shapes whose finite differences would take more than ten minutes. With
 // --second-order, second derivatives are checked too (gradgradcheck): finite differences
-// of the analytic first derivatives against double backward.
+// of the analytic first derivatives against double backward. With --forward, forward mode
+// is checked too (check_forward_ad): a jvp per element against the same finite
+// differences, a "(forward)" row after each input's; an op on the way without a forward
+// rule ends the check with exit 1 and a message naming it.
 //
 //   gradcheck --list
 //   gradcheck NAME [--batch B] [--L L] [--S S] [--embed E] [--heads H] [--kdim K] [--vdim V]
 //                  [--ffn F] [--vocab N] [--in N] [--out N] [--dim D] [--smoothing P]
 //                  [--mask none|padding|causal|full-row] [--noncontiguous]
-//                  [--eps X] [--atol X] [--rtol X] [--seed N] [--second-order]
+//                  [--eps X] [--atol X] [--rtol X] [--seed N] [--second-order] [--forward]
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -314,8 +317,10 @@ std::vector<Entry> entries() {
                      out = mul(x, x);
                    }
                    Tensor saved = x.detach();
+                   // its forward rule is right (2 x v): with --forward only the reverse rows fail
+                   auto jvp = [&](const std::vector<Tensor>& t) { return mul(t[0], mul(x, 2.0)); };
                    return record("broken_square", Loc::current(), out, {x},
-                                 [saved](const Tensor& g) { return std::vector<Tensor>{mul(g, saved)}; });
+                                 [saved](const Tensor& g) { return std::vector<Tensor>{mul(g, saved)}; }, {}, jvp);
                  };
                  return c;
                },
@@ -389,8 +394,9 @@ std::string duration_text(double seconds) {
 }
 
 // A second-order check also perturbs the upstream gradient, and each of its evaluations
-// is a forward and a backward (about three forwards).
-void check_time(const Case& c, const std::string& name, bool second_order) {
+// is a forward and a backward (about three forwards); a forward-mode check adds a jvp per
+// element (about two forwards).
+void check_time(const Case& c, const std::string& name, bool second_order, bool forward) {
   int64_t elements = 0, elements_out = 0;
   for (const Tensor& x : c.inputs)
     if (x.requires_grad()) elements += x.numel();
@@ -404,11 +410,14 @@ void check_time(const Case& c, const std::string& name, bool second_order) {
   };
   double each = seconds_of_one();
   elements += elements_out;
-  if (2.0 * double(elements) * each <= kMaxSeconds) each = std::min(each, seconds_of_one());  // the first warms up
-  const double total = 2.0 * double(elements) * each;
+  const int evaluations = forward ? 4 : 2;  // per element
+  if (evaluations * double(elements) * each <= kMaxSeconds)
+    each = std::min(each, seconds_of_one());  // the first warms up
+  const double total = evaluations * double(elements) * each;
   if (total > kMaxSeconds)
     throw UsageError{"checking " + name + " at these shapes perturbs " + std::to_string(elements) +
-                     " elements, with 2 evaluations of " + duration_text(each) + " each: about " +
+                     " elements, with " + std::to_string(evaluations) + " evaluations of " + duration_text(each) +
+                     " each: about " +
                      duration_text(total) + ", more than the " + duration_text(kMaxSeconds) +
                      " allowed; finite differences are for small shapes (lower --batch, --L, --S or the widths)"};
 }
@@ -450,6 +459,8 @@ int main(int argc, char** argv) {
     bool second_order = false;
     app.add_flag("--second-order", second_order,
                  "check second derivatives too (double backward against finite differences of the gradient)");
+    app.add_flag("--forward", f.options.check_forward_ad,
+                 "check forward mode too (a jvp per element against the same finite differences)");
     cli::parse(app, argc, argv);
     f.options.seed = (uint64_t)seed;
     if (list_them) {
@@ -464,7 +475,7 @@ int main(int argc, char** argv) {
     Case c;
     try {
       c = it->build(f, kFloat64);
-      check_time(c, name, second_order);
+      check_time(c, name, second_order, f.options.check_forward_ad);
     } catch (const OutOfMemory&) {
       throw;
     } catch (const Error& e) {  // shapes the op or the layer refuses
@@ -479,7 +490,9 @@ int main(int argc, char** argv) {
     print_drift(c, f, *it);
     bool passed = report.passed;
     if (second_order) {
-      GradcheckReport second = gradgradcheck(c.f, c.inputs, f.options, c.names);
+      GradcheckOptions second_options = f.options;
+      second_options.check_forward_ad = false;  // gradgradcheck checks reverse over reverse only
+      GradcheckReport second = gradgradcheck(c.f, c.inputs, second_options, c.names);
       std::printf("\n%s", second.to_string().c_str());
       passed = passed && second.passed;
     }
