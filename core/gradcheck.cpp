@@ -227,9 +227,6 @@ GradcheckReport gradcheck(const GradcheckFn& f, const std::vector<Tensor>& input
 GradcheckReport gradgradcheck(const GradcheckFn& f, const std::vector<Tensor>& inputs,
                               const GradcheckOptions& opt, const std::vector<std::string>& names) {
   const char* op = "gradgradcheck";
-  if (opt.check_forward_ad)
-    fail(op, "check_forward_ad is not supported: gradgradcheck checks reverse over reverse only; check forward "
-         "mode with gradcheck");
   check_inputs(op, inputs);
   std::vector<size_t> wrt;
   for (size_t i = 0; i < inputs.size(); i++)
@@ -252,9 +249,11 @@ GradcheckReport gradgradcheck(const GradcheckFn& f, const std::vector<Tensor>& i
   for (size_t i = 0; i < inputs.size(); i++) all_names.push_back(i < names.size() ? names[i] : cat_str("input ", i));
   all_names.push_back("grad_output");
   // G(x, u) = the gradients of <f(x), u> with respect to x: recorded when grad mode is on
-  // (the analytic second derivatives), values only when off (the finite differences)
+  // (the analytic second derivatives) or a dual level is open (check_forward_ad's jvps:
+  // forward over reverse, the backward's ops carrying the tangents), values only otherwise
+  // (the finite differences)
   auto first = [&](const std::vector<Tensor>& in) {
-    const bool record = grad_enabled();
+    const bool record = grad_enabled() || dual_level_open();
     GradModeGuard on(true);
     std::vector<Tensor> xs(in.begin(), in.end() - 1), targets;
     for (size_t i : wrt) targets.push_back(xs[i]);
@@ -264,9 +263,9 @@ GradcheckReport gradgradcheck(const GradcheckFn& f, const std::vector<Tensor>& i
     return g;
   };
   GradcheckReport r = check_derivatives(op, [&](const std::vector<Tensor>& in) {
-    const bool outer = grad_enabled();
+    const bool keep = grad_enabled() || dual_level_open();  // a graph, or tangents, to keep
     std::vector<Tensor> g = first(in);
-    if (!outer)
+    if (!keep)
       for (Tensor& t : g) t = t.detach();
     return g;
   }, all, opt, all_names);

@@ -99,8 +99,9 @@ GradcheckReport gradcheck(const GradcheckFn& f, const std::vector<Tensor>& input
 // derivative G(x, u) = d<f(x), u>/dx, with u a random non-uniform upstream gradient that
 // is itself an input (reported as "grad_output"). The analytic side differentiates G by
 // double backward (create_graph); the numeric side takes central differences of the
-// analytic first derivatives. Same report as gradcheck. check_forward_ad is an Error here
-// (it checks reverse over reverse only).
+// analytic first derivatives. Same report as gradcheck. With check_forward_ad, G's forward
+// mode too: its jvps run the backward inside a dual level under create_graph, so this
+// checks forward over reverse (PyTorch's check_fwd_over_rev) against the same differences.
 GradcheckReport gradgradcheck(const GradcheckFn& f, const std::vector<Tensor>& inputs,
                               const GradcheckOptions& options = {},
                               const std::vector<std::string>& names = {});

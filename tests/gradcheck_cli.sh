@@ -64,6 +64,7 @@ expect 0 layer_norm --forward --noncontiguous --batch 3 --L 2 --embed 6
 expect 0 cross_entropy --forward --smoothing 0.1 --noncontiguous
 expect 0 softmax --forward --second-order
 grep -q "gradgradcheck PASSED" "$dir/$n.out" || fail "softmax --forward --second-order printed no second-order report"
+grep -q "grad_output (forward) .* ok " "$dir/$n.out" || fail "softmax --forward --second-order checked no forward over reverse"
 expect 0 softmax
 grep -q "(forward)" "$dir/$n.out" && fail "softmax without --forward printed a forward row"
 # broken_square's backward is wrong and its forward rule right: only the reverse row fails

@@ -119,10 +119,11 @@ void run_check(const std::string& what, const Fn& f, const Inputs& xs, const std
   CHECK(r.passed);
   for (const InputGradCheck& in : r.inputs)  // forward mode ran: its worst element is one of the input's
     CHECK(in.forward.worst_index.size() == (numel_of(in.shape) > 0 ? in.shape.size() : 0));
-  // and one derivative higher: the backward, recorded, differentiated again
+  // and one derivative higher: the backward, recorded, differentiated again, and carrying
+  // tangents (forward over reverse)
   GradcheckReport rr;
   try {
-    rr = gradgradcheck(f, xs, {}, names);
+    rr = gradgradcheck(f, xs, {.check_forward_ad = true}, names);
   } catch (const std::exception& e) {
     FAIL_CHECK("gradgradcheck threw: " << e.what());
     return;
@@ -862,7 +863,7 @@ TEST_CASE("gradcheck with check_forward_ad throws, naming the input and the op, 
   CHECK_FALSE(x.impl()->tangent);
 }
 
-TEST_CASE("check_forward_ad is refused inside an open dual level and by gradgradcheck") {
+TEST_CASE("check_forward_ad is refused inside an open dual level") {
   const Tensor x = full({2}, 0.5, kFloat64).requires_grad_();
   const GradcheckFn f = [](const Inputs& in) { return sqrt(in[0]); };
   {
@@ -870,8 +871,32 @@ TEST_CASE("check_forward_ad is refused inside an open dual level and by gradgrad
     CHECK(error_of([&] { gradcheck(f, {x}, {.check_forward_ad = true}); }) ==
           "gradcheck: check_forward_ad opens dual levels of its own, but one is open already; close it first");
   }
-  CHECK_THAT(error_of([&] { gradgradcheck(f, {x}, {.check_forward_ad = true}); }),
-             Catch::Matchers::StartsWith("gradgradcheck: check_forward_ad is not supported"));
+}
+
+TEST_CASE("gradgradcheck with check_forward_ad checks forward over reverse, and catches a backward that drops tangents") {
+  const Tensor x = normal({2, 3}, 0.0, 1.0, kFloat64).requires_grad_();
+  const GradcheckFn f = [](const Inputs& in) { return mul(exp(in[0]), sin(in[0])); };
+  const GradcheckReport r = gradgradcheck(f, {x}, {.check_forward_ad = true}, {"x"});
+  INFO(r.to_string());
+  CHECK(r.passed);
+  CHECK(r.order == 2);
+  CHECK(r.inputs.size() == 2);
+  CHECK(r.to_string().find("x (forward)") != std::string::npos);
+  // a Function whose backward reads a detached copy of its input: right in reverse over
+  // reverse's first derivative, but its tangent is lost, so forward over reverse is wrong
+  Function lossy{.name = "lossy_square",
+                 .forward = [](FunctionCtx& ctx, const Inputs& in) {
+                   ctx.save_for_backward({in[0]});
+                   return square(in[0]);
+                 },
+                 .backward = [](FunctionCtx& ctx, const Tensor& g) {
+                   return Inputs{mul(g, mul(ctx.saved_tensors()[0].detach(), 2.0))};
+                 },
+                 .jvp = [](FunctionCtx&, const Inputs& in, const Inputs& t) { return mul(t[0], mul(in[0], 2.0)); }};
+  const GradcheckReport bad =
+      gradgradcheck([&](const Inputs& in) { return lossy.apply({in[0]}); }, {x}, {.check_forward_ad = true}, {"x"});
+  INFO(bad.to_string());
+  CHECK_FALSE(bad.inputs[0].forward.passed);
 }
 
 TEST_CASE("a gradcheck report with forward mode shows each input's forward row after its own") {

@@ -490,9 +490,8 @@ int main(int argc, char** argv) {
     print_drift(c, f, *it);
     bool passed = report.passed;
     if (second_order) {
-      GradcheckOptions second_options = f.options;
-      second_options.check_forward_ad = false;  // gradgradcheck checks reverse over reverse only
-      GradcheckReport second = gradgradcheck(c.f, c.inputs, second_options, c.names);
+      // with --forward, forward over reverse too
+      GradcheckReport second = gradgradcheck(c.f, c.inputs, f.options, c.names);
       std::printf("\n%s", second.to_string().c_str());
       passed = passed && second.passed;
     }
