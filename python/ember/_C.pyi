@@ -63,6 +63,28 @@ class RemovableHandle:
     def remove(self) -> None:
         """Removes the hook (harmless when done twice)."""
 
+class ForwardGradCheck:
+    """Forward mode's result for one input (gradcheck with check_forward_ad)."""
+
+    @property
+    def passed(self) -> builtins.bool:
+        """Whether every element agreed within the tolerances."""
+    @property
+    def max_abs_err(self) -> builtins.float:
+        """The largest absolute difference between forward-mode and numeric derivatives."""
+    @property
+    def max_rel_err(self) -> builtins.float:
+        """The largest relative difference between forward-mode and numeric derivatives."""
+    @property
+    def worst_index(self) -> Tuple[int, ...]:
+        """The index of the element with the largest error."""
+    @property
+    def forward(self) -> builtins.float:
+        """The forward-mode derivative at the worst element."""
+    @property
+    def numeric(self) -> builtins.float:
+        """The finite-difference derivative at the worst element."""
+
 class InputGradCheck:
     """One input's row of a GradcheckReport: its worst element and both derivatives."""
 
@@ -90,6 +112,9 @@ class InputGradCheck:
     @property
     def numeric(self) -> builtins.float:
         """The finite-difference derivative at the worst element."""
+    @property
+    def forward(self) -> ForwardGradCheck:
+        """Forward mode's result (passed, with no error, when not checked)."""
 
 class GradcheckReport:
     """What gradcheck and gradgradcheck return: true when passed, a table when printed."""

@@ -82,6 +82,14 @@ void bind_functional(py::module_& m) {
     return hvp(tensors_fn(std::move(f), "hvp"), xs, vs);
   });
 
+  py::class_<ForwardGradCheck>(m, "ForwardGradCheck")
+      .def_readonly("passed", &ForwardGradCheck::passed)
+      .def_readonly("max_abs_err", &ForwardGradCheck::max_abs_err)
+      .def_readonly("max_rel_err", &ForwardGradCheck::max_rel_err)
+      .def_property_readonly("worst_index",
+                             [](const ForwardGradCheck& r) { return py::tuple(py::cast(r.worst_index)); })
+      .def_readonly("forward", &ForwardGradCheck::forward)
+      .def_readonly("numeric", &ForwardGradCheck::numeric);
   py::class_<InputGradCheck>(m, "InputGradCheck")
       .def_readonly("name", &InputGradCheck::name)
       .def_property_readonly("shape", [](const InputGradCheck& r) { return py::tuple(py::cast(r.shape)); })
@@ -90,7 +98,8 @@ void bind_functional(py::module_& m) {
       .def_readonly("max_rel_err", &InputGradCheck::max_rel_err)
       .def_property_readonly("worst_index", [](const InputGradCheck& r) { return py::tuple(py::cast(r.worst_index)); })
       .def_readonly("analytic", &InputGradCheck::analytic)
-      .def_readonly("numeric", &InputGradCheck::numeric);
+      .def_readonly("numeric", &InputGradCheck::numeric)
+      .def_readonly("forward", &InputGradCheck::forward);
   py::class_<GradcheckReport>(m, "GradcheckReport")
       .def_readonly("passed", &GradcheckReport::passed)
       .def_readonly("order", &GradcheckReport::order)
@@ -100,8 +109,9 @@ void bind_functional(py::module_& m) {
       .def("__repr__", &GradcheckReport::to_string);
 
   m.def("_gradcheck", [](py::function f, const std::vector<Tensor>& inputs, double eps, double atol, double rtol,
-                         uint64_t seed, const std::vector<std::string>& names, int order) {
-    const GradcheckOptions options{.eps = eps, .atol = atol, .rtol = rtol, .seed = seed};
+                         uint64_t seed, const std::vector<std::string>& names, int order, bool check_forward_ad) {
+    const GradcheckOptions options{
+        .eps = eps, .atol = atol, .rtol = rtol, .seed = seed, .check_forward_ad = check_forward_ad};
     const TensorsFn fn = tensors_fn(std::move(f), order == 1 ? "gradcheck" : "gradgradcheck");
     return order == 1 ? gradcheck(fn, inputs, options, names) : gradgradcheck(fn, inputs, options, names);
   });

@@ -163,3 +163,29 @@ def test_a_python_function_gives_its_jvp_rule_or_fails_by_name():
     # forward over reverse through the Function: its backward written with ember ops
     _, (hv,) = ember.func.hvp(lambda a: Cube.apply(a, 2.0).sum(), (x,), (v,))
     np.testing.assert_allclose(hv.numpy(), 12.0 * X * VX, rtol=1e-13)
+
+
+def test_gradcheck_checks_forward_mode_and_forward_over_reverse():
+    x = f64(X, True)
+    r = ember.autograd.gradcheck(lambda a: ember.softmax(a * a, -1), [x], names=["x"], check_forward_ad=True)
+    assert r.passed and r.inputs[0].forward.passed and "x (forward)" in str(r)
+    assert len(r.inputs[0].forward.worst_index) == 2
+    rr = ember.autograd.gradgradcheck(lambda a: ember.tanh(a).sum(1), [x], check_fwd_over_rev=True)
+    assert rr.passed and rr.order == 2 and all(i.forward.passed for i in rr.inputs)
+    assert "(forward)" not in str(ember.autograd.gradcheck(ember.tanh, [x]))
+
+    class Wrong(ember.autograd.Function):
+        @staticmethod
+        def forward(ctx, a):
+            return a * 2.0
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2.0
+
+        @staticmethod
+        def jvp(ctx, t):
+            return t * 3.0  # wrong
+
+    bad = ember.autograd.gradcheck(Wrong.apply, [x], check_forward_ad=True)
+    assert not bad.passed and bad.inputs[0].passed and not bad.inputs[0].forward.passed
