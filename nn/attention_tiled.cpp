@@ -65,7 +65,8 @@ Tensor scaled_dot_product_attention_tiled(const Tensor& q, const Tensor& k, cons
   Tensor ve = rows_contiguous(v.detach().expand(g.with(g.S, g.Dv)));
   tg.q_rs = qe.stride(-2), tg.k_rs = ke.stride(-2), tg.v_rs = ve.stride(-2);
   Tensor out = empty(g.with(g.L, g.Dv), dt), lse = empty({tg.heads * g.L}, dt);
-  if (tg.heads == 0 || g.L == 0) return record(op, loc, out, {q, k, v}, nullptr);
+  if (tg.heads == 0 || g.L == 0)  // an empty output: an empty tangent
+    return record(op, loc, out, {q, k, v}, nullptr, {}, [&](const std::vector<Tensor>&) { return zeros_like(out); });
   tg.q0 = head_starts(qe, tg.heads), tg.k0 = head_starts(ke, tg.heads), tg.v0 = head_starts(ve, tg.heads);
   tg.contiguous_outputs();
   tg.write_grads = true;  // every head has blocks of its own
@@ -118,7 +119,12 @@ Tensor scaled_dot_product_attention_tiled(const Tensor& q, const Tensor& k, cons
       return std::vector<Tensor>{dq, dk, dv};
     };
   }
-  return record(op, loc, out, {q, k, v}, std::move(bw), {qe, ke, ve, out, me});
+  // The tangent composed of ops, with the forward's dropout decisions.
+  auto jvp = [&](const std::vector<Tensor>& t) {
+    Tensor keep = tg.dropout ? detail::dropout_keep(g.with(g.L, g.S), dt, tg.draws) : Tensor();
+    return detail::composed_attention_tangent(q, k, v, t[0], t[1], t[2], mask, tg.scale, keep);
+  };
+  return record(op, loc, out, {q, k, v}, std::move(bw), {qe, ke, ve, out, me}, jvp);
 }
 
 // ------------------------------------------------------------------ attention over rows
@@ -190,19 +196,30 @@ bool blocks_tile(const std::vector<Tensor>& in, const std::array<int, 3>& which,
 
 // The padded computation attention_rows stands for, composed of differentiable ops on its
 // distinct inputs: what it is checked against, and differentiated through under create_graph.
+// Given the inputs' tangents (undefined: zero), the output's tangent instead, composed too.
 Tensor composed_rows(const std::vector<Tensor>& in, const std::array<int, 3>& which, const std::array<int64_t, 3>& col,
                      int64_t heads, int64_t D, const Packing* q_packing, int64_t q_length, const Packing& kv_packing,
-                     double scale, bool causal, const Tensor& keep) {
+                     double scale, bool causal, const Tensor& keep, const std::vector<Tensor>* tangents = nullptr) {
   const int64_t B = kv_packing.batch, E = heads * D;
-  auto split = [&](int i, const Packing* p, int64_t length) {
-    Tensor x = in[(size_t)which[(size_t)i]].narrow(1, col[(size_t)i], E);
+  auto split = [&](const std::vector<Tensor>& from, int i, const Packing* p, int64_t length) {
+    const Tensor& whole = from[(size_t)which[(size_t)i]];
+    if (!whole.defined()) return Tensor();
+    Tensor x = whole.narrow(1, col[(size_t)i], E);
     Tensor padded = p ? p->unpack(x) : x.reshape({B, length, E});
     return padded.view({B, padded.size(1), heads, D}).transpose(1, 2);
   };
-  Tensor q = split(0, q_packing, q_length), k = split(1, &kv_packing, 0), v = split(2, &kv_packing, 0);
+  Tensor q = split(in, 0, q_packing, q_length), k = split(in, 1, &kv_packing, 0), v = split(in, 2, &kv_packing, 0);
   AttentionMask mask = kv_packing.padding.reshape({B, 1, 1, kv_packing.length});
   if (causal) mask = mask | causal_mask(q.size(2), kv_packing.length);
-  Tensor out = detail::composed_attention(q, k, v, mask, scale, keep).output;
+  Tensor out;
+  if (tangents) {
+    const std::vector<Tensor>& t = *tangents;
+    out = detail::composed_attention_tangent(q, k, v, split(t, 0, q_packing, q_length), split(t, 1, &kv_packing, 0),
+                                             split(t, 2, &kv_packing, 0), mask, scale, keep)
+              .expand({B, heads, q.size(2), D});
+  } else {
+    out = detail::composed_attention(q, k, v, mask, scale, keep).output;
+  }
   Tensor merged = out.transpose(1, 2).reshape({B, q.size(2), E});
   return q_packing ? q_packing->pack(merged) : merged.reshape({B * q.size(2), E});
 }
@@ -337,9 +354,14 @@ Tensor attention_rows(const AttentionRows& q, const AttentionRows& k, const Atte
       return grads;
     };
   }
+  // The tangent of the padded computation, composed of ops, with the forward's dropout decisions.
+  auto jvp = [&](const std::vector<Tensor>& t) {
+    Tensor keep = tg.dropout ? detail::dropout_keep({B, H, tg.L, tg.S}, dt, tg.draws) : Tensor();
+    return composed_rows(in, which, col, H, D, q_packing, q_length, kv_packing, tg.scale, causal, keep, &t);
+  };
   std::vector<Tensor> keep_alive = data;
   keep_alive.push_back(out);
-  return record(op, loc, out, in, std::move(bw), keep_alive);
+  return record(op, loc, out, in, std::move(bw), keep_alive, jvp);
 }
 
 }  // namespace ember::nn
