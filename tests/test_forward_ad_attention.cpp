@@ -20,6 +20,7 @@
 #include "core/forward_ad.h"
 #include "core/ops.h"
 #include "core/random.h"
+#include "core/storage.h"
 #include "nn/attention.h"
 #include "nn/attention_inputs.h"
 #include "nn/functional.h"
@@ -240,6 +241,28 @@ TEST_CASE("tiled attention's tangent in float32 agrees with the fused op's") {
     CHECK(tiled.dtype() == kFloat32);
     check_close(tiled.to(kFloat64), fused.to(kFloat64), 1e-5);
   }
+}
+
+TEST_CASE("tiled attention's tangent never holds the [L, S] weights, unlike the fused op's") {
+  // [L, S] in float64 is 32 MiB, a block the allocator asks of the system (Storage counts
+  // them); the tiled forward and its tangent need none, the fused op one at least
+  const int64_t L = 2048, D = 8;
+  Generator gen(6);
+  Inputs x, v;
+  for (int i = 0; i < 3; i++) x.push_back(randn({1, L, D}, kFloat64, &gen)), v.push_back(randn({1, L, D}, kFloat64, &gen));
+  Tensor tiled, fused;
+  {
+    DualLevel level;
+    Storage::empty_cache();
+    const int64_t before = Storage::system_allocations();
+    tiled = unpack_dual(scaled_dot_product_attention_tiled(make_dual(x[0], v[0]), make_dual(x[1], v[1]),
+                                                           make_dual(x[2], v[2]))).tangent;
+    CHECK(Storage::system_allocations() == before);
+    fused = unpack_dual(scaled_dot_product_attention(make_dual(x[0], v[0]), make_dual(x[1], v[1]),
+                                                     make_dual(x[2], v[2])).output).tangent;
+    CHECK(Storage::system_allocations() > before);
+  }
+  check_close(tiled, fused, 1e-12);
 }
 
 TEST_CASE("attention's tangent can be differentiated backward, as the composed ops' tangent") {
