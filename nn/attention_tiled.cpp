@@ -2,7 +2,8 @@
 // tensors, and attention_rows over packed rows (sequences of their own lengths). Both lay
 // their operands out for the tiled kernel (core/kernels/attention_tiles.h: an online
 // softmax over blocks of keys, the weights recomputed in backward from the saved
-// log-sum-exp) and record its backward.
+// log-sum-exp) and record its backward and its forward-mode rule (the tangent by the
+// kernel's second pass, from the same log-sum-exp).
 #include <algorithm>
 #include <array>
 #include <functional>
