@@ -453,6 +453,17 @@ TEST_CASE("forward mode through MultiHeadAttention (kdim, vdim and embed_dim dif
       check_close(jvp_of(f, x, v), tangents.back(), 1e-12);
     }
     for (size_t i = 1; i < tangents.size(); i++) check_close(tangents[i], tangents[0], 1e-12);
+    if (c.call.need_weights == AttnWeights::None) continue;
+    // the weights asked for carry their tangent too, with grad mode on or off
+    INFO(c.name << ", the weights");
+    Fn weights = [&mha, &masks, &c](const Inputs& in) {
+      masks.manual_seed(11);
+      Swap w(mha.q_proj->weight, in[3]), b(mha.v_proj->bias, in[4]);
+      return mha.forward(in[0], in[1], in[2], c.call).weights;
+    };
+    const Tensor jw = check_jvp(weights, x, v, gen);
+    NoGradGuard no_grad;
+    check_close(jvp_of(weights, x, v), jw, 1e-12);
   }
 }
 
