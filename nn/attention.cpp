@@ -12,6 +12,10 @@
 //   dPd = dO v^T,  dP = dPd * K
 //   dS  = P * (dP - rowsum(dP * P))                (softmax backward; 0 where blocked, as P is)
 //   dq  = scale * dS k,  dk = scale * dS^T q
+// Forward mode (tq, tk, tv the inputs' tangents; detail::attention_tangent):
+//   dS  = scale * (tq k^T + q tk^T)
+//   dP  = P * (dS - rowsum(P * dS))                (softmax's tangent; 0 where blocked)
+//   tout = (dP * K) v + Pd tv
 #include "nn/attention.h"
 
 #include <algorithm>
@@ -19,6 +23,7 @@
 #include <limits>
 #include <vector>
 
+#include "core/forward_ad.h"
 #include "core/kernels/dispatch.h"
 #include "core/kernels/elementwise.h"
 #include "core/kernels/gemm.h"
@@ -76,6 +81,28 @@ Composed composed_attention(const Tensor& q, const Tensor& k, const Tensor& v, c
   }
   Tensor dropped = keep.defined() ? mul(w, keep) : w;
   return {matmul(dropped, v), w, scores, dropped};
+}
+
+Tensor attention_tangent(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& tq, const Tensor& tk,
+                         const Tensor& tv, const Tensor& weights, const Tensor& keep, double scale) {
+  Tensor t;
+  if (tq.defined() || tk.defined()) {
+    Tensor ds = forward_detail::add_tangents(tq.defined() ? matmul(tq, k.mT()) : Tensor(),
+                                             tk.defined() ? matmul(q, tk.mT()) : Tensor());
+    ds = mul(ds, scale);
+    // (blocked pairs: the weights are 0 there, whatever dS is)
+    Tensor dp = mul(weights, sub(ds, sum(mul(weights, ds), {-1}, /*keepdim=*/true)));
+    t = matmul(keep.defined() ? mul(dp, keep) : dp, v);
+  }
+  if (tv.defined()) t = forward_detail::add_tangents(t, matmul(keep.defined() ? mul(weights, keep) : weights, tv));
+  return t;
+}
+
+Tensor composed_attention_tangent(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& tq,
+                                  const Tensor& tk, const Tensor& tv, const AttentionMask& mask, double scale,
+                                  const Tensor& keep) {
+  const Tensor weights = composed_attention(q, k, v, mask, scale, Tensor()).weights;
+  return attention_tangent(q, k, v, tq, tk, tv, weights, keep, scale);
 }
 
 }  // namespace detail
@@ -182,7 +209,14 @@ AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
       return std::vector<Tensor>{dq, dk, dv};
     };
   }
-  return {record(kOp, loc, out, {q, k, v}, std::move(bw), saved), p};
+  // The tangent from the weights in hand; composed (weights included) when it joins the
+  // graph, so that it is differentiable backward as the ops' tangents are.
+  auto jvp = [&](const std::vector<Tensor>& t) {
+    if (wants_grad(q, k, v, t[0], t[1], t[2]))
+      return detail::composed_attention_tangent(q, k, v, t[0], t[1], t[2], mask, sc, keep);
+    return detail::attention_tangent(q, k, v, t[0], t[1], t[2], p, keep, sc);
+  };
+  return {record(kOp, loc, out, {q, k, v}, std::move(bw), saved, jvp), p};
 }
 
 // ------------------------------------------------------------------ the reference

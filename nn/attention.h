@@ -67,7 +67,8 @@ AttentionImpl attention_impl();  // the current thread's choice
 // scaled_dot_product_attention, it returns the weights too, and the scale cannot be 0
 // (0 stands for the default). Error when q, k or v is undefined, of another dtype or of
 // mismatched sizes, the batch dims or the mask do not broadcast, dropout_p is outside
-// [0, 1], or scale is not finite.
+// [0, 1], or scale is not finite. In forward mode (core/forward_ad.h) the output carries
+// a tangent, with the same dropout decisions; the weights, detached, carry none.
 AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                              const AttentionMask& mask = {}, double dropout_p = 0.0,
                                              bool training = false, Generator* gen = nullptr, double scale = 0.0,
@@ -83,7 +84,9 @@ AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
 // Same arguments, masks, zero-row policy and dropout draws as scaled_dot_product_attention
 // (the same keep/drop decisions from the same generator state); the sums run in another
 // order, so results agree to rounding. Returns the output [..., L, Dv]. Errors as
-// scaled_dot_product_attention.
+// scaled_dot_product_attention. In forward mode (core/forward_ad.h) the output's tangent
+// comes from a tiled kernel too, a second pass over the blocks of keys from the saved
+// log-sum-exp: the weights never exist whole for it either.
 Tensor scaled_dot_product_attention_tiled(const Tensor& q, const Tensor& k, const Tensor& v,
                                           const AttentionMask& mask = {}, double dropout_p = 0.0,
                                           bool training = false, Generator* gen = nullptr, double scale = 0.0,

@@ -42,4 +42,20 @@ struct Composed {
 Composed composed_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask, double scale,
                             const Tensor& keep);
 
+// The forward-mode tangent of attention's output for the tangents tq, tk, tv of q, k, v
+// (each may be undefined: zero; at least one defined), composed of ops from the weights
+// (before dropout, 0 at blocked pairs and on fully blocked rows) and keep (undefined: no
+// dropout):
+//   dS = scale (tq k^T + q tk^T),  dP = weights (dS - rowsum(weights dS))
+//   tangent = (dP keep) v + (weights keep) tv
+// Differentiable in whatever the weights are differentiable in, and in the tangents.
+Tensor attention_tangent(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& tq, const Tensor& tk,
+                         const Tensor& tv, const Tensor& weights, const Tensor& keep, double scale);
+
+// The same with the weights of composed_attention: the tangent differentiable in all six
+// inputs (what the ops give when the tangent joins the graph).
+Tensor composed_attention_tangent(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& tq,
+                                  const Tensor& tk, const Tensor& tv, const AttentionMask& mask, double scale,
+                                  const Tensor& keep);
+
 }  // namespace ember::nn::detail

@@ -2,9 +2,11 @@
 // tensors, and attention_rows over packed rows (sequences of their own lengths). Both lay
 // their operands out for the tiled kernel (core/kernels/attention_tiles.h: an online
 // softmax over blocks of keys, the weights recomputed in backward from the saved
-// log-sum-exp) and record its backward.
+// log-sum-exp) and record its backward and its forward-mode rule (the tangent by the
+// kernel's second pass, from the same log-sum-exp).
 #include <algorithm>
 #include <array>
+#include <functional>
 #include <optional>
 #include <cmath>
 #include <limits>
@@ -22,6 +24,8 @@ using detail::check_inputs;
 using detail::default_scale;
 using detail::Geometry;
 using kernel::AttentionBuffers;
+using kernel::AttentionTangentBuffers;
+using kernel::AttentionTangentTiles;
 using kernel::AttentionTiles;
 using kernel::kAttentionKeyBlock;
 
@@ -42,6 +46,42 @@ Tensor rows_contiguous(const Tensor& t) {
   const bool rows = t.stride(-1) == 1 || t.size(-1) == 1;
   const bool apart = t.stride(-2) >= std::max<int64_t>(t.size(-1), 1);
   return rows && apart ? t : t.contiguous();
+}
+
+// The backward of a tangent the kernel computed, for when the tangent joins the graph:
+// the gradients of composed (the same tangent composed of ops) at the saved inputs for
+// upstream g. In a plain backward (grad mode off) on a graph of its own, built here and
+// dropped after, whose [L, S] blocks live only while it runs.
+std::vector<Tensor> tangent_backward(const std::function<Tensor(const std::vector<Tensor>&)>& composed,
+                                     const std::vector<SavedTensor>& saved, const std::vector<bool>& needs,
+                                     const Tensor& g) {
+  const bool plain = !grad_enabled();
+  std::vector<Tensor> xs;
+  for (size_t i = 0; i < saved.size(); i++) {
+    Tensor x = saved[i].get();
+    if (plain && x.defined() && needs[i]) x = x.detach().requires_grad_();
+    xs.push_back(x);
+  }
+  GradModeGuard on(true);
+  std::vector<Tensor> r = backward_of_composition(composed, xs, g);
+  if (plain)
+    for (Tensor& t : r)
+      if (t.defined()) t = t.detach();
+  return r;
+}
+
+// Records tout, a tangent computed without a graph from ins, as one node whose backward
+// is tangent_backward's.
+Tensor record_tangent(const char* op, const Loc& loc, const Tensor& tout, const std::vector<Tensor>& ins,
+                      std::function<Tensor(const std::vector<Tensor>&)> composed) {
+  std::vector<SavedTensor> saved(ins.begin(), ins.end());
+  std::vector<bool> needs;
+  for (const Tensor& x : ins) needs.push_back(x.defined() && x.requires_grad());
+  return record(op, loc, tout, ins,
+                [saved, needs, composed = std::move(composed)](const Tensor& g) {
+                  return tangent_backward(composed, saved, needs, g);
+                },
+                ins);
 }
 
 }  // namespace
@@ -65,7 +105,8 @@ Tensor scaled_dot_product_attention_tiled(const Tensor& q, const Tensor& k, cons
   Tensor ve = rows_contiguous(v.detach().expand(g.with(g.S, g.Dv)));
   tg.q_rs = qe.stride(-2), tg.k_rs = ke.stride(-2), tg.v_rs = ve.stride(-2);
   Tensor out = empty(g.with(g.L, g.Dv), dt), lse = empty({tg.heads * g.L}, dt);
-  if (tg.heads == 0 || g.L == 0) return record(op, loc, out, {q, k, v}, nullptr);
+  if (tg.heads == 0 || g.L == 0)  // an empty output: an empty tangent
+    return record(op, loc, out, {q, k, v}, nullptr, {}, [&](const std::vector<Tensor>&) { return zeros_like(out); });
   tg.q0 = head_starts(qe, tg.heads), tg.k0 = head_starts(ke, tg.heads), tg.v0 = head_starts(ve, tg.heads);
   tg.contiguous_outputs();
   tg.write_grads = true;  // every head has blocks of its own
@@ -118,7 +159,38 @@ Tensor scaled_dot_product_attention_tiled(const Tensor& q, const Tensor& k, cons
       return std::vector<Tensor>{dq, dk, dv};
     };
   }
-  return record(op, loc, out, {q, k, v}, std::move(bw), {qe, ke, ve, out, me});
+  // The tangent by the tiled kernel, from the saved log-sum-exp (no [L, S] block kept);
+  // when it joins the graph, one node whose backward is that of the composed tangent.
+  auto jvp = [&](const std::vector<Tensor>& t) {
+    AttentionTangentTiles tt;
+    const std::array<Shape, 3> shapes{g.with(g.L, g.D), g.with(g.S, g.D), g.with(g.S, g.Dv)};
+    std::array<Tensor, 3> te;  // each tangent in the operands' broadcast shape, rows contiguous
+    for (size_t i = 0; i < 3; i++)
+      if (t[i].defined()) te[i] = rows_contiguous(t[i].detach().expand(shapes[i]));
+    if (te[0].defined()) tt.q0 = head_starts(te[0], tg.heads), tt.q_rs = te[0].stride(-2);
+    if (te[1].defined()) tt.k0 = head_starts(te[1], tg.heads), tt.k_rs = te[1].stride(-2);
+    if (te[2].defined()) tt.v0 = head_starts(te[2], tg.heads), tt.v_rs = te[2].stride(-2);
+    Tensor tout = empty(out.shape(), dt);
+    dispatch_float(dt, op, [&](auto tag) {
+      using T = decltype(tag);
+      auto ptr = [](const Tensor& x) { return x.defined() ? x.data<T>() : nullptr; };
+      kernel::attention_tiles_jvp(tg, tt,
+                                  AttentionTangentBuffers<T>{.q = qe.data<T>(), .k = ke.data<T>(), .v = ve.data<T>(),
+                                                             .out = out.data<T>(), .lse = lse.data<T>(),
+                                                             .tq = ptr(te[0]), .tk = ptr(te[1]), .tv = ptr(te[2]),
+                                                             .tout = tout.data<T>()});
+    });
+    if (!wants_grad(q, k, v, t[0], t[1], t[2])) return tout;
+    const Shape out_shape = out.shape();
+    return record_tangent("scaled_dot_product_attention_tiled_jvp", loc, tout, {q, k, v, t[0], t[1], t[2]},
+                          [mask, tg, g, out_shape, dt](const std::vector<Tensor>& x) {
+                            Tensor keep = tg.dropout ? detail::dropout_keep(g.with(g.L, g.S), dt, tg.draws) : Tensor();
+                            return detail::composed_attention_tangent(x[0], x[1], x[2], x[3], x[4], x[5], mask,
+                                                                      tg.scale, keep)
+                                .expand(out_shape);
+                          });
+  };
+  return record(op, loc, out, {q, k, v}, std::move(bw), {qe, ke, ve, out, me}, jvp);
 }
 
 // ------------------------------------------------------------------ attention over rows
@@ -190,19 +262,30 @@ bool blocks_tile(const std::vector<Tensor>& in, const std::array<int, 3>& which,
 
 // The padded computation attention_rows stands for, composed of differentiable ops on its
 // distinct inputs: what it is checked against, and differentiated through under create_graph.
+// Given the inputs' tangents (undefined: zero), the output's tangent instead, composed too.
 Tensor composed_rows(const std::vector<Tensor>& in, const std::array<int, 3>& which, const std::array<int64_t, 3>& col,
                      int64_t heads, int64_t D, const Packing* q_packing, int64_t q_length, const Packing& kv_packing,
-                     double scale, bool causal, const Tensor& keep) {
+                     double scale, bool causal, const Tensor& keep, const std::vector<Tensor>* tangents = nullptr) {
   const int64_t B = kv_packing.batch, E = heads * D;
-  auto split = [&](int i, const Packing* p, int64_t length) {
-    Tensor x = in[(size_t)which[(size_t)i]].narrow(1, col[(size_t)i], E);
+  auto split = [&](const std::vector<Tensor>& from, int i, const Packing* p, int64_t length) {
+    const Tensor& whole = from[(size_t)which[(size_t)i]];
+    if (!whole.defined()) return Tensor();
+    Tensor x = whole.narrow(1, col[(size_t)i], E);
     Tensor padded = p ? p->unpack(x) : x.reshape({B, length, E});
     return padded.view({B, padded.size(1), heads, D}).transpose(1, 2);
   };
-  Tensor q = split(0, q_packing, q_length), k = split(1, &kv_packing, 0), v = split(2, &kv_packing, 0);
+  Tensor q = split(in, 0, q_packing, q_length), k = split(in, 1, &kv_packing, 0), v = split(in, 2, &kv_packing, 0);
   AttentionMask mask = kv_packing.padding.reshape({B, 1, 1, kv_packing.length});
   if (causal) mask = mask | causal_mask(q.size(2), kv_packing.length);
-  Tensor out = detail::composed_attention(q, k, v, mask, scale, keep).output;
+  Tensor out;
+  if (tangents) {
+    const std::vector<Tensor>& t = *tangents;
+    out = detail::composed_attention_tangent(q, k, v, split(t, 0, q_packing, q_length), split(t, 1, &kv_packing, 0),
+                                             split(t, 2, &kv_packing, 0), mask, scale, keep)
+              .expand({B, heads, q.size(2), D});
+  } else {
+    out = detail::composed_attention(q, k, v, mask, scale, keep).output;
+  }
   Tensor merged = out.transpose(1, 2).reshape({B, q.size(2), E});
   return q_packing ? q_packing->pack(merged) : merged.reshape({B * q.size(2), E});
 }
@@ -337,9 +420,53 @@ Tensor attention_rows(const AttentionRows& q, const AttentionRows& k, const Atte
       return grads;
     };
   }
+  // The tangent by the tiled kernel, from the saved log-sum-exp, each tangent read where
+  // its input's operand is; when it joins the graph, one node whose backward is that of
+  // the composed tangent.
+  auto jvp = [&](const std::vector<Tensor>& t) {
+    std::vector<Tensor> td;  // the tangents in BLAS's layout
+    for (const Tensor& x : t) {
+      const Tensor y = x.defined() ? x.detach() : Tensor();
+      td.push_back(!y.defined() || (y.stride(1) == 1 && y.stride(0) >= y.size(1)) ? y : y.contiguous());
+    }
+    const Tensor &tq = td[(size_t)which[0]], &tk = td[(size_t)which[1]], &tv = td[(size_t)which[2]];
+    AttentionTangentTiles tt;
+    tt.q_rs = tq.defined() ? tq.stride(0) : 0, tt.k_rs = tk.defined() ? tk.stride(0) : 0;
+    tt.v_rs = tv.defined() ? tv.stride(0) : 0;
+    for (int64_t b = 0; b < B; b++)
+      for (int64_t h = 0; h < H; h++) {
+        const int64_t qr = qs.start[(size_t)b], kr = ks.start[(size_t)b];
+        if (tq.defined()) tt.q0.push_back(qr * tt.q_rs + q.col + h * D);
+        if (tk.defined()) tt.k0.push_back(kr * tt.k_rs + k.col + h * D);
+        if (tv.defined()) tt.v0.push_back(kr * tt.v_rs + v.col + h * D);
+      }
+    Tensor tout = empty({NQ, E}, dt);
+    dispatch_float(dt, op, [&](auto tag) {
+      using T = decltype(tag);
+      auto ptr = [](const Tensor& x) { return x.defined() ? x.data<T>() : nullptr; };
+      kernel::attention_tiles_jvp(tg, tt,
+                                  AttentionTangentBuffers<T>{.q = dq_src.data<T>(), .k = dk_src.data<T>(),
+                                                             .v = dv_src.data<T>(), .out = out.data<T>(),
+                                                             .lse = lse.data<T>(), .tq = ptr(tq), .tk = ptr(tk),
+                                                             .tv = ptr(tv), .tout = tout.data<T>()});
+    });
+    std::vector<Tensor> ins = in;
+    ins.insert(ins.end(), t.begin(), t.end());
+    if (!wants_grad_list(ins)) return tout;
+    const Packing kvp = kv_packing;
+    const std::optional<Packing> qp = q_packing ? std::optional<Packing>(*q_packing) : std::nullopt;
+    const size_t n = in.size();
+    return record_tangent("attention_rows_jvp", loc, tout, ins,
+                          [n, which, col, H, D, qp, q_length, kvp, tg, B, dt](const std::vector<Tensor>& x) {
+                            const std::vector<Tensor> xs(x.begin(), x.begin() + (long)n), ts(x.begin() + (long)n, x.end());
+                            Tensor keep = tg.dropout ? detail::dropout_keep({B, H, tg.L, tg.S}, dt, tg.draws) : Tensor();
+                            return composed_rows(xs, which, col, H, D, qp ? &*qp : nullptr, q_length, kvp, tg.scale,
+                                                 tg.causal, keep, &ts);
+                          });
+  };
   std::vector<Tensor> keep_alive = data;
   keep_alive.push_back(out);
-  return record(op, loc, out, in, std::move(bw), keep_alive);
+  return record(op, loc, out, in, std::move(bw), keep_alive, jvp);
 }
 
 }  // namespace ember::nn

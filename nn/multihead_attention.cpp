@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "core/forward_ad.h"
 #include "nn/attention_inputs.h"
 #include "nn/init.h"
 
@@ -227,7 +228,13 @@ MultiHeadAttentionOutput MultiHeadAttention::forward(const Tensor& query, const 
   const bool weights_in_graph = need_weights != AttnWeights::None && grad_enabled() &&
                                 (q.requires_grad() || k.requires_grad() || v.requires_grad());
   const bool dropped_weights = need_weights != AttnWeights::None && is_training() && dropout_p > 0.0;
-  if (impl == AttentionImpl::Composed || has_attention_hooks() || weights_in_graph || dropped_weights) {
+  // Weights asked for in forward mode carry their tangent, as composed ones do (the fused
+  // op's are detached).
+  const bool weights_tangent = need_weights != AttnWeights::None && forward_detail::active() &&
+                               (forward_detail::tangent_of(q).defined() || forward_detail::tangent_of(k).defined() ||
+                                forward_detail::tangent_of(v).defined());
+  if (impl == AttentionImpl::Composed || has_attention_hooks() || weights_in_graph || dropped_weights ||
+      weights_tangent) {
     detail::check_inputs(op, q, k, v, mask);
     Tensor keep;
     if (is_training() && dropout_p > 0.0) {
@@ -238,7 +245,7 @@ MultiHeadAttentionOutput MultiHeadAttention::forward(const Tensor& query, const 
     detail::Composed c = detail::composed_attention(q, k, v, mask, scale(), keep);
     if (has_attention_hooks())
       attention_hooks_.run(*this, AttentionInternals{c.scores, c.weights, mask.defined() ? mask.blocked() : Tensor()});
-    r = {c.output, weights_in_graph ? c.dropped : c.dropped.detach()};
+    r = {c.output, weights_in_graph || weights_tangent ? c.dropped : c.dropped.detach()};
   } else if (need_weights == AttnWeights::None && !hooks &&
              (impl == AttentionImpl::Tiled || (impl == AttentionImpl::Auto && L * S >= kTiledMinPairs))) {
     r.output = scaled_dot_product_attention_tiled(q, k, v, mask, dropout_p, is_training(), dropout_gen, scale());

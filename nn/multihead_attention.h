@@ -43,7 +43,8 @@ struct MultiHeadAttentionOutput {
   Tensor output;  // [B, L, E] (rows [N, E] for a packed query)
   // [B, H, L, S] per head, [B, L, S] averaged, or undefined. As PyTorch's: the weights
   // the values were averaged with, so in training with dropout they are the dropped ones
-  // (zeros and 1/(1-p) scaling; an attention hook sees them before dropout).
+  // (zeros and 1/(1-p) scaling; an attention hook sees them before dropout). In forward
+  // mode they carry their tangent.
   Tensor weights;
 };
 

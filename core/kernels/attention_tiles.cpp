@@ -206,6 +206,91 @@ void tiled_backward_head(const AttentionTiles& tg, const AttentionBuffers<T>& b,
   }
 }
 
+// One query block of one head: the output's tangent. Per key block, P again from lse (as
+// the backward does), dS = scale (tq k^T + q tk^T), the row sums m of P dS, and
+// o += (P dS keep) v + (P keep) tv; at the end tout = o - m out.
+template <class T>
+void tiled_jvp_block(const AttentionTiles& tg, const AttentionTangentTiles& tt, const AttentionTangentBuffers<T>& b,
+                     int64_t h, int64_t i0) {
+  const AttentionTiles& g = tg;
+  const int64_t L = tg.queries(h), S = tg.keys(h);
+  if (i0 >= L) return;
+  const int64_t nq = std::min(kAttentionQueryBlock, L - i0), D = g.D, Dv = g.Dv;
+  const bool scores_move = b.tq || b.tk;  // dS is not zero
+  const size_t block = (size_t)(nq * std::min(kAttentionKeyBlock, S));
+  std::vector<T> p(block), ds(scores_move ? block : 0), keep(tg.dropout ? block : 0), o((size_t)(nq * Dv), T(0)),
+      m((size_t)nq, T(0));
+  const T sc = T(tg.scale);
+  const DropoutDraws draws = tg.draws;
+  std::vector<uint64_t> keys(tg.dropout ? (size_t)nq : 0);  // each query row's dropout key
+  if (tg.dropout) tg.dropout_keys(h, i0, nq, keys.data());
+  const T* qh = b.q + tg.q0[h] + i0 * tg.q_rs;
+  const T* kh = b.k + tg.k0[h];
+  const T* vh = b.v + tg.v0[h];
+  const T* tqh = b.tq ? b.tq + tt.q0[h] + i0 * tt.q_rs : nullptr;
+  const T* tkh = b.tk ? b.tk + tt.k0[h] : nullptr;
+  const T* tvh = b.tv ? b.tv + tt.v0[h] : nullptr;
+  for (int64_t j0 = 0; j0 < S; j0 += kAttentionKeyBlock) {
+    const int64_t nk = std::min(kAttentionKeyBlock, S - j0);
+    // p = q k^T, then the weights P = exp(scale p - lse), 0 where blocked
+    gemm_serial(Gemm<T>{.M = nq, .N = nk, .K = D, .a = qh, .lda = tg.q_rs, .b = kh + j0 * tg.k_rs, .ldb = tg.k_rs,
+                        .trans_b = true, .c = p.data(), .ldc = nk});
+    for (int64_t r = 0; r < nq; r++) {
+      const int64_t row = h * g.L + i0 + r;
+      T* x = p.data() + r * nk;
+      const T shift = b.lse[row];
+      for (int64_t c = 0; c < nk; c++) x[c] = vec::exp(x[c] * sc - shift);  // shift = inf (no key seen): 0
+      if (tg.mask) {
+        const uint8_t* blocked = tg.mask + tg.mask_rows[(size_t)row] + j0 * tg.mask_cs;
+        for (int64_t c = 0; c < nk; c++) x[c] = blocked[c * tg.mask_cs] ? T(0) : x[c];
+      }
+      if (tg.causal) {
+        const int64_t at = tg.q_at(h, i0 + r);
+        for (int64_t c = 0; c < nk; c++)
+          if (tg.k_at(h, j0 + c) > at) x[c] = T(0);
+      }
+    }
+    if (scores_move) {
+      // ds = tq k^T + q tk^T, then P dS (dS = scale ds), summed into m
+      if (tqh)
+        gemm_serial(Gemm<T>{.M = nq, .N = nk, .K = D, .a = tqh, .lda = tt.q_rs, .b = kh + j0 * tg.k_rs,
+                            .ldb = tg.k_rs, .trans_b = true, .c = ds.data(), .ldc = nk});
+      if (tkh)
+        gemm_serial(Gemm<T>{.M = nq, .N = nk, .K = D, .a = qh, .lda = tg.q_rs, .b = tkh + j0 * tt.k_rs,
+                            .ldb = tt.k_rs, .trans_b = true, .c = ds.data(), .ldc = nk, .accumulate = tqh != nullptr});
+      for (int64_t r = 0; r < nq; r++) {
+        T* d = ds.data() + r * nk;
+        const T* x = p.data() + r * nk;
+        for (int64_t c = 0; c < nk; c++) d[c] = sc * d[c] * x[c];
+        m[(size_t)r] += vec::lane_sum<T>(nk, [&](int64_t c) { return d[c]; });
+      }
+    }
+    if (tg.dropout)  // P keep, and P dS keep
+      for (int64_t r = 0; r < nq; r++) {
+        T* kf = keep.data() + r * nk;
+        apply_keep<T>(tg, draws, h, keys[(size_t)r], j0, nk, p.data() + r * nk, kf);
+        if (scores_move) {
+          T* d = ds.data() + r * nk;
+          for (int64_t c = 0; c < nk; c++) d[c] *= kf[c];
+        }
+      }
+    // o += (P dS keep) v + (P keep) tv
+    if (scores_move)
+      gemm_serial(Gemm<T>{.M = nq, .N = Dv, .K = nk, .a = ds.data(), .lda = nk, .b = vh + j0 * tg.v_rs,
+                          .ldb = tg.v_rs, .c = o.data(), .ldc = Dv, .accumulate = true});
+    if (tvh)
+      gemm_serial(Gemm<T>{.M = nq, .N = Dv, .K = nk, .a = p.data(), .lda = nk, .b = tvh + j0 * tt.v_rs,
+                          .ldb = tt.v_rs, .c = o.data(), .ldc = Dv, .accumulate = true});
+  }
+  for (int64_t r = 0; r < nq; r++) {  // tout = o - m out
+    const int64_t at = tg.out0[h] + (i0 + r) * tg.out_rs;
+    const T* y = b.out + at;
+    T* dst = b.tout + at;
+    const T mr = m[(size_t)r];
+    for (int64_t c = 0; c < Dv; c++) dst[c] = o[(size_t)(r * Dv + c)] - mr * y[c];
+  }
+}
+
 // Every head's forward (its query blocks shared out), and every head's backward.
 template <class T>
 void tiled_forward(const AttentionTiles& tg, const AttentionBuffers<T>& b) {
@@ -222,8 +307,28 @@ void tiled_backward(const AttentionTiles& tg, const AttentionBuffers<T>& b) {
   over_tasks(tg.heads, flops, [&](int64_t h) { tiled_backward_head<T>(tg, b, h); });
 }
 
+template <class T>
+void tiled_jvp(const AttentionTiles& tg, const AttentionTangentTiles& tt, const AttentionTangentBuffers<T>& b) {
+  const AttentionTiles& g = tg;
+  const int64_t qblocks = (g.L + kAttentionQueryBlock - 1) / kAttentionQueryBlock;
+  const double widths = double(g.D) * (1 + (b.tq ? 1 : 0) + (b.tk ? 1 : 0)) +
+                        double(g.Dv) * ((b.tq || b.tk ? 1 : 0) + (b.tv ? 1 : 0));
+  const double flops = 2.0 * double(std::min(kAttentionQueryBlock, g.L)) * double(g.S) * widths;
+  over_tasks(tg.heads * qblocks, flops, [&](int64_t t) {
+    tiled_jvp_block<T>(tg, tt, b, t / qblocks, (t % qblocks) * kAttentionQueryBlock);
+  });
+}
+
 }  // namespace
 
+void attention_tiles_jvp(const AttentionTiles& tg, const AttentionTangentTiles& tt,
+                         const AttentionTangentBuffers<float>& b) {
+  tiled_jvp<float>(tg, tt, b);
+}
+void attention_tiles_jvp(const AttentionTiles& tg, const AttentionTangentTiles& tt,
+                         const AttentionTangentBuffers<double>& b) {
+  tiled_jvp<double>(tg, tt, b);
+}
 void attention_tiles_forward(const AttentionTiles& tg, const AttentionBuffers<float>& b) {
   tiled_forward<float>(tg, b);
 }

@@ -10,6 +10,12 @@
 // Backward, per head: delta = rowsum(dout * out); per block P = exp(scale * q k^T - lse),
 //   dv += (P * keep)^T dout,  dP = (dout v^T) * keep,  dS = scale * P * (dP - delta),
 //   dq += dS k,  dk += dS^T q.
+// Forward-mode tangent (tq, tk, tv the inputs' tangents), per query row i, in a second pass
+// over the key blocks with P recomputed from lse (K the keep factors, 1 without dropout):
+//   dS_ij = scale (tq_i . k_j + q_i . tk_j),  m_i = sum_j P_ij dS_ij
+//   tout_i = sum_j P_ij K_ij dS_ij v_j - m_i out_i + sum_j P_ij K_ij tv_j
+// (the softmax's centring m_i needs every key, but times sum_j P_ij K_ij v_j = out_i it
+// separates from the sums over blocks), so no [L, S] block outlives its pass either.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -89,6 +95,23 @@ struct AttentionBuffers {
   T *dq = nullptr, *dk = nullptr, *dv = nullptr;
 };
 
+// Where the inputs' tangents lie, as AttentionTiles says of q, k and v: per head the first
+// row, and the row strides. A tangent that is zero (a null pointer in the buffers) has no
+// entries. The output's tangent lies as the output does (AttentionTiles' out0, out_rs).
+struct AttentionTangentTiles {
+  std::vector<int64_t> q0, k0, v0;  // per head, the first element of tq, tk, tv
+  int64_t q_rs = 0, k_rs = 0, v_rs = 0;  // their row strides
+};
+
+// The data of a forward-mode tangent: the forward's inputs, output and log-sum-exp, the
+// inputs' tangents (null: zero) and the output's tangent, written.
+template <class T>
+struct AttentionTangentBuffers {
+  const T *q = nullptr, *k = nullptr, *v = nullptr, *out = nullptr, *lse = nullptr;
+  const T *tq = nullptr, *tk = nullptr, *tv = nullptr;
+  T* tout = nullptr;
+};
+
 // out (heads, L, Dv) and lse (heads * L) <- q (heads, L, D), k (heads, S, D), v (heads, S, Dv),
 // each head's matrices where tg says; weights (heads * L * S) too with tg.keep_weights.
 // The heads' query blocks shared out over the threads.
@@ -98,5 +121,12 @@ void attention_tiles_forward(const AttentionTiles& tg, const AttentionBuffers<do
 // forward's q, k, v, out, lse (and weights); one head a task.
 void attention_tiles_backward(const AttentionTiles& tg, const AttentionBuffers<float>& b);
 void attention_tiles_backward(const AttentionTiles& tg, const AttentionBuffers<double>& b);
+// tout (heads, L, Dv) <- tq (heads, L, D), tk (heads, S, D), tv (heads, S, Dv), and the
+// forward's q, k, v, out and lse: the output's tangent, with the forward's masks and
+// dropout decisions. The heads' query blocks shared out over the threads, as the forward's.
+void attention_tiles_jvp(const AttentionTiles& tg, const AttentionTangentTiles& tt,
+                         const AttentionTangentBuffers<float>& b);
+void attention_tiles_jvp(const AttentionTiles& tg, const AttentionTangentTiles& tt,
+                         const AttentionTangentBuffers<double>& b);
 
 }  // namespace ember::kernel
