@@ -65,6 +65,12 @@ expect 0 cross_entropy --forward --smoothing 0.1 --noncontiguous
 expect 0 softmax --forward --second-order
 grep -q "gradgradcheck PASSED" "$dir/$n.out" || fail "softmax --forward --second-order printed no second-order report"
 grep -q "grad_output (forward) .* ok " "$dir/$n.out" || fail "softmax --forward --second-order checked no forward over reverse"
+# attention and the layers: forward mode, and forward over reverse with --second-order
+expect 0 multihead_attention --forward --second-order --mask causal --kdim 10 --vdim 6 --L 4 --S 7 --heads 3 --embed 12
+grep -q "grad_output (forward) .* ok " "$dir/$n.out" || fail "multihead_attention --forward --second-order checked no forward over reverse"
+expect 0 scaled_dot_product_attention --forward --second-order --mask full-row --noncontiguous
+expect 0 encoder_layer --forward --mask padding
+expect 0 decoder_layer --forward --second-order --mask padding --S 7
 expect 0 softmax
 grep -q "(forward)" "$dir/$n.out" && fail "softmax without --forward printed a forward row"
 # broken_square's backward is wrong and its forward rule right: only the reverse row fails
