@@ -127,6 +127,7 @@ void set_tangent(const Tensor& out, const Tensor& tangent, bool on_node) {
 void fail_unsupported(const char* op) { fail(op, "forward-mode differentiation (a tangent) is not supported yet"); }
 
 void propagate(const char* op, const Tensor& out, const std::vector<Tensor>& inputs, const JvpRule& jvp) {
+  if (!is_floating(out.dtype())) return;  // an integer or bool output has no tangent, as no gradient
   std::vector<Tensor> tangents(inputs.size());
   bool any = false;
   for (size_t i = 0; i < inputs.size(); i++) {

@@ -7,6 +7,7 @@
 #include <limits>
 #include <set>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -19,6 +20,7 @@ namespace ember::nn {
 namespace {
 
 constexpr const char* kOp = "per_sample_grads";
+thread_local bool t_running = false;  // per_sample_grads runs on this thread
 
 enum class Kind { Linear, LayerNorm, Embedding };
 
@@ -61,34 +63,65 @@ std::pair<Tensor, Tensor> params_of(const Layer& l) {
   return {};
 }
 
+// The weight of example b's loss in the second backward pass: b + 1 plus a fraction in
+// [0.2, 0.8) drawn from a fixed sequence, so that no average of other examples' weights
+// (what a row mixing examples would show) lands on one of them but by a rare accident.
+double example_weight(int64_t b) {
+  uint64_t z = (uint64_t)b * 0x9e3779b97f4a7c15ULL + 0x632be59bd9b4e019ULL;  // splitmix64
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  z ^= z >> 31;
+  return double(b + 1) + 0.2 + 0.6 * double(z >> 11) / double(uint64_t(1) << 53);
+}
+
 // The rows of each example in g [..., C] (rows: every index but the last), from the two
-// passes' gradients g1 and gc: a row of example b has gc = (b + 1) g1. Rows without
-// gradient belong to none. A row of significant size whose ratio is not such a weight
-// mixes examples: an Error naming the layer.
+// passes' gradients g1 and gc: a row of example b has gc = w_b g1 (example_weight), at
+// every element. Rows without gradient belong to none; a row of rounding noise goes to
+// the nearest weight. A row of significant size whose elements do not all show one
+// example's weight mixes examples: an Error naming the layer.
 std::vector<std::vector<int64_t>> rows_by_example(const Tensor& g1, const Tensor& gc, int64_t B,
                                                   const std::string& layer) {
   const Tensor a = g1.to(kFloat64).contiguous(), c = gc.to(kFloat64).contiguous();
   const int64_t C = a.dim() == 0 ? 1 : a.size(-1), R = C == 0 ? 0 : a.numel() / C;
   const double* pa = a.data<double>();
   const double* pc = c.data<double>();
+  const bool f32 = g1.dtype() == kFloat32;
   double largest = 0;
-  for (int64_t i = 0; i < a.numel(); i++) largest = std::max(largest, std::fabs(pa[i]));
+  for (int64_t i = 0; i < a.numel(); i++) {
+    if (!std::isfinite(pa[i]) || !std::isfinite(pc[i]))
+      fail(kOp, "the gradient reaching ", layer, "'s output holds NaN or Inf (are the losses or the data finite?)");
+    largest = std::max(largest, std::fabs(pa[i]));
+  }
   // below this a row is rounding noise: its ratio means nothing, and it adds nothing
-  const double noise = largest * (g1.dtype() == kFloat32 ? 1e-5 : 1e-11);
+  const double noise = largest * (f32 ? 1e-5 : 1e-11);
+  const double tol = f32 ? 1e-3 : 1e-6;  // relative, on the elements that matter in a row
+  std::vector<double> w((size_t)B);
+  for (int64_t b = 0; b < B; b++) w[(size_t)b] = example_weight(b);
   std::vector<std::vector<int64_t>> rows((size_t)B);
   for (int64_t r = 0; r < R; r++) {
-    int64_t at = -1;
+    const double* ar = pa + r * C;
+    const double* cr = pc + r * C;
     double top = 0;
+    int64_t at = -1;
     for (int64_t j = 0; j < C; j++)
-      if (std::fabs(pa[r * C + j]) > top) top = std::fabs(pa[r * C + j]), at = r * C + j;
+      if (std::fabs(ar[j]) > top) top = std::fabs(ar[j]), at = j;
     if (at < 0) continue;
-    const double ratio = pc[at] / pa[at];
-    const double k = std::nearbyint(ratio) - 1;
-    if (top > noise && !(std::fabs(ratio - (k + 1)) <= 1e-3 * (k + 1) && k >= 0 && k < (double)B))
-      fail(kOp, "the gradient reaching row ", r, " of ", layer, "'s output mixes examples (the weighted pass gave ",
-           ratio, " times the plain one; expected a whole number from 1 to ", B,
-           "): something in the model couples the examples of the batch");
-    rows[(size_t)std::clamp<int64_t>((int64_t)k, 0, B - 1)].push_back(r);
+    const double ratio = cr[at] / ar[at];
+    // the nearest weight: w_b lies in [b + 1.2, b + 1.8)
+    int64_t k = std::clamp<int64_t>((int64_t)std::floor(ratio - 1.0), 0, B - 1);
+    for (int64_t n : {k - 1, k + 1})
+      if (n >= 0 && n < B && std::fabs(ratio - w[(size_t)n]) < std::fabs(ratio - w[(size_t)k])) k = n;
+    if (top > noise) {
+      bool pure = std::fabs(ratio - w[(size_t)k]) <= tol * w[(size_t)k];
+      for (int64_t j = 0; pure && j < C; j++)
+        if (std::fabs(ar[j]) >= 1e-2 * top)
+          pure = std::fabs(cr[j] - w[(size_t)k] * ar[j]) <= tol * w[(size_t)k] * std::fabs(ar[j]);
+      if (!pure)
+        fail(kOp, "the gradient reaching row ", r, " of ", layer, "'s output mixes examples (the weighted pass "
+             "gave ", ratio, " times the plain one, which is no single example's weight): something in the model "
+             "couples the examples of the batch");
+    }
+    rows[(size_t)k].push_back(r);
   }
   return rows;
 }
@@ -191,10 +224,18 @@ NamedTensors per_sample_grads(const std::vector<std::pair<std::string, Module*>>
       fail(kOp, "parameter '", name, "' of shape ", p.shape(), " belongs to a module that is not a Linear, ",
            "LayerNorm or Embedding, whose per-example gradients are not known");
 
+  // the forwards of this call only: not another thread's running the same model meanwhile
+  if (t_running) fail(kOp, "called again from inside its losses function; compute one batch's at a time");
+  struct Running {
+    Running() { t_running = true; }
+    ~Running() { t_running = false; }
+  } running;
+  const std::thread::id me = std::this_thread::get_id();
   Handles handles;
   for (Layer& l : layers)
     handles.list.push_back(l.module->register_forward_hook(
-        [&l](Module&, const std::vector<Tensor>& in, const std::vector<Tensor>& out) {
+        [&l, me](Module&, const std::vector<Tensor>& in, const std::vector<Tensor>& out) {
+          if (std::this_thread::get_id() != me) return;
           if (in.empty() || out.empty() || !out[0].defined() || !out[0].requires_grad()) return;
           Call call{in[0].detach(), std::make_shared<std::vector<Tensor>>()};
           out[0].register_hook([grads = call.grads](const Tensor& g) {
@@ -213,7 +254,9 @@ NamedTensors per_sample_grads(const std::vector<std::pair<std::string, Module*>>
   std::vector<Tensor> params;
   for (auto& [name, p] : named) params.push_back(p);
   std::vector<Tensor> batch_grads(params.size());
-  Tensor weights = add(arange(0, (double)B, 1, L.dtype()), 1.0);
+  std::vector<double> wv((size_t)B);
+  for (int64_t b = 0; b < B; b++) wv[(size_t)b] = example_weight(b);
+  const Tensor weights = from_vector(wv, {B}, L.dtype());
   if (L.requires_grad() && !params.empty()) {
     batch_grads = grad({L}, params, {ones({B}, L.dtype())}, {.retain_graph = true, .allow_unused = true});
     grad({L}, params, {weights}, {.allow_unused = true});
@@ -269,6 +312,7 @@ int64_t batch_of(const NamedTensors& grads, const char* op) {
            "' of shape ", g.shape());
     B = g.size(0);
   }
+  if (B == 0) fail(op, "expected per-example gradients of at least one example, got a batch of 0");
   return B;
 }
 }  // namespace
@@ -317,8 +361,15 @@ GradientNoise gradient_noise(const NamedTensors& grads, const std::string& prefi
   if (r.parameters == 0) fail(op, "no parameter's name starts with '", prefix, "'");
   r.trace_cov = spread / double(B - 1);
   r.signal = r.mean_norm_sq - r.trace_cov / double(B);
-  r.noise_scale = r.signal > 0 ? r.trace_cov / r.signal : std::numeric_limits<double>::infinity();
-  r.snr = r.trace_cov > 0 ? r.signal / (r.trace_cov / double(B)) : std::numeric_limits<double>::infinity();
+  // NaN in, NaN out; a signal that is not positive: an infinite noise scale; no noise: an
+  // infinite ratio, or NaN when there is no signal either (0 / 0)
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  if (std::isnan(r.signal) || std::isnan(r.trace_cov)) {
+    r.noise_scale = r.snr = nan;
+  } else {
+    r.noise_scale = r.signal > 0 ? r.trace_cov / r.signal : inf;
+    r.snr = r.trace_cov > 0 ? r.signal / (r.trace_cov / double(B)) : (r.signal > 0 ? inf : nan);
+  }
   return r;
 }
 

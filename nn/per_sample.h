@@ -14,7 +14,8 @@
 // sums over those rows (G_b^T X_b), and likewise a bias, LayerNorm's weight and bias and an
 // Embedding's rows. Which rows are example b's is read off the gradients themselves: two
 // backward passes of the same graph, one with every loss weighted 1 and one with loss b
-// weighted b + 1, give each row's gradient and that gradient times its example's weight, so
+// weighted about b + 1 (b + 1.2 to b + 1.8, so that a mix of examples shows no single
+// example's weight), give each row's gradient and that gradient times its example's weight, so
 // the packed rows of ember's encoder, padded batches and reshaped activations need no
 // bookkeeping; a row whose gradient mixes examples (a layer coupling them) is an Error.
 // Dropout keeps the batch's masks, each example its own; padded positions, whose rows get
@@ -36,8 +37,9 @@ namespace ember::nn {
 // Error, naming what is wrong, when batch_size < 1; when a parameter that requires grad
 // belongs to a module other than Linear, LayerNorm or Embedding (whose per-example
 // gradients are not known); when losses returns another shape; when a row's gradient mixes
-// examples; and when the per-example gradients do not add up to the batch's gradient (a
-// parameter read outside its module's forward).
+// examples, or holds NaN or Inf; when the per-example gradients do not add up to the batch's
+// gradient (a parameter read outside its module's forward); and when called again from
+// inside losses. Forwards of the same model by other threads meanwhile are not counted.
 NamedTensors per_sample_grads(Module& model, int64_t batch_size, const std::function<Tensor()>& losses);
 // The same over several modules, each named by a prefix of its parameters' names ("" for
 // none): a model assembled from them (the Python module's, whose layers are C++ ones).
@@ -69,7 +71,9 @@ struct GradientNoise {
   // B_simple = S / signal: the batch size beyond which a larger batch stops paying back
   // (infinite when the signal is not positive)
   double noise_scale = 0;
-  double snr = 0;  // signal / (S / B): the batch gradient's signal to its noise
+  // signal / (S / B): the batch gradient's signal to its noise (infinite without noise; NaN
+  // for 0 / 0, and wherever a gradient is NaN)
+  double snr = 0;
 };
 // An Error when B < 2, or no parameter has the prefix.
 GradientNoise gradient_noise(const NamedTensors& grads, const std::string& prefix = "");

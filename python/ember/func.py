@@ -85,6 +85,13 @@ def per_sample_grads(model, batch_size, losses):
     LayerNorm, Embedding and the layers built of them: attention, Transformer); a Python
     Parameter is refused by name. .grad is not touched."""
     from .nn.layers import _CppModule
+    import operator
+    try:
+        batch_size = operator.index(batch_size)
+    except TypeError:
+        raise TypeError(f"per_sample_grads: batch_size must be an int, got {type(batch_size).__name__}") from None
+    if batch_size < 1:
+        raise ValueError(f"per_sample_grads: batch_size must be at least 1, got {batch_size}")
     roots = []
     for prefix, mod in model._tensor_owners():
         if isinstance(mod, _CppModule):

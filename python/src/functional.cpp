@@ -48,6 +48,7 @@ void bind_functional(py::module_& m) {
       fail("exit_dual_level", "expected the open level ", g_level->level(), ", got level ", *level);
     g_level.reset();
   });
+  m.def("_dual_level", [] { return forward_detail::g_level.load(); });
   m.def("_make_dual", [](const Tensor& primal, const Tensor& tangent) { return make_dual(primal, tangent); });
   m.def("_unpack_dual", [](const Tensor& t) {
     UnpackedDual u = unpack_dual(t);

@@ -189,3 +189,13 @@ def test_gradcheck_checks_forward_mode_and_forward_over_reverse():
 
     bad = ember.autograd.gradcheck(Wrong.apply, [x], check_forward_ad=True)
     assert not bad.passed and bad.inputs[0].passed and not bad.inputs[0].forward.passed
+
+
+def test_a_level_argument_must_be_the_open_level():
+    with fwAD.dual_level() as level:
+        d = fwAD.make_dual(f64(X), f64(VX), level=level)
+        assert fwAD.unpack_dual(d, level=level).tangent is not None
+        with pytest.raises(RuntimeError, match="invalid level"):
+            fwAD.make_dual(f64(X), f64(VX), level=level + 3)
+        with pytest.raises(RuntimeError, match="invalid level"):
+            fwAD.unpack_dual(d, level=0)

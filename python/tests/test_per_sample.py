@@ -88,3 +88,56 @@ def test_norms_clipping_and_noise_from_python():
     np.testing.assert_allclose([noise["mean_norm_sq"], noise["trace_cov"], noise["signal"]],
                                [m @ m, S, m @ m - S / 3], rtol=1e-12)
     assert ember.func.gradient_noise(grads, "head.")["parameters"] == 8 * 3 + 3
+
+
+def test_per_sample_grads_hostile_calls_fail_by_name():
+    model = Tagger()
+    model.eval()
+    for bad, kind in ((4.0, TypeError), (None, TypeError), (0, ValueError), (-3, ValueError)):
+        with pytest.raises(kind, match="per_sample_grads: batch_size"):
+            ember.func.per_sample_grads(model, bad, losses(model))
+    # from inside its own losses function
+    def nested():
+        ember.func.per_sample_grads(model, 3, losses(model))
+        return losses(model)()
+    with pytest.raises(RuntimeError, match="called again from inside its losses function"):
+        ember.func.per_sample_grads(model, 3, nested)
+    # examples mixed so that each row's weights average to a whole number: still refused
+    lin = nn.Linear(3, 2, dtype=ember.float64)
+    x = ember.randn(4, 3, dtype=ember.float64)
+
+    def rolled():
+        h = lin(x)
+        return (h + ember.cat([h[2:], h[:2]], 0)).sum(1)
+
+    with pytest.raises(RuntimeError, match="mixes examples"):
+        ember.func.per_sample_grads(lin, 4, rolled)
+    with pytest.raises(RuntimeError, match="mixes examples"):
+        ember.func.per_sample_grads(lin, 3, lambda: (lin(x[:3]) ** 2).sum().expand(3))
+    # NaN in the data: named
+    bad_x = ember.tensor([[1.0, float("nan"), 0.0], [0.0, 1.0, 2.0]], dtype=ember.float64)
+    with pytest.raises(RuntimeError, match="holds NaN or Inf"):
+        ember.func.per_sample_grads(lin, 2, lambda: (lin(bad_x) ** 2).sum(1))
+
+
+def test_per_sample_grads_ignores_other_threads_forwards():
+    import threading
+    lin = nn.Linear(64, 64, dtype=ember.float64)
+    x = ember.randn(32, 64, dtype=ember.float64)
+    stop = []
+
+    def spin():
+        while not stop:
+            lin(x)
+
+    threads = [threading.Thread(target=spin) for _ in range(2)]
+    for t in threads:
+        t.start()
+    try:
+        for _ in range(100):
+            g = ember.func.per_sample_grads(lin, 2, lambda: (lin(x[:2]) ** 2).sum(1))
+            assert g["weight"].shape == (2, 64, 64)
+    finally:
+        stop.append(True)
+        for t in threads:
+            t.join()

@@ -54,5 +54,9 @@ def unpack_dual(tensor, *, level=None):
 
 
 def _check_level(level):
-    if level is not None and not isinstance(level, int):
+    if level is None:
+        return
+    if not isinstance(level, int) or isinstance(level, bool):
         raise TypeError(f"level must be an int or None, got {type(level).__name__}")
+    if level != _C._dual_level():
+        raise RuntimeError(f"invalid level {level}: the open dual level is {_C._dual_level()} (0: none)")
