@@ -116,6 +116,9 @@ void each_basis_vector(const std::vector<Tensor>& xs, const Fn& fn) {
     }
 }
 
+// The name a linearized function's calls report.
+const char* op_of_linearized() { return "func::linearize's jvp"; }
+
 TensorsFn of_one(const TensorFn& f) {
   if (!f) return nullptr;
   return [f](const std::vector<Tensor>& in) { return f(in[0]); };
@@ -132,6 +135,28 @@ std::pair<Tensor, Tensor> jvp(const TensorsFn& f, const std::vector<Tensor>& xs,
 
 std::pair<Tensor, Tensor> jvp(const TensorFn& f, const Tensor& x, const Tensor& t) {
   return func::jvp(of_one(f), std::vector<Tensor>{x}, std::vector<Tensor>{t});
+}
+
+std::pair<Tensor, std::function<Tensor(const std::vector<Tensor>&)>> linearize(const TensorsFn& f,
+                                                                              const std::vector<Tensor>& xs) {
+  const char* op = "func::linearize";
+  std::vector<Tensor> point = point_of(op, f, xs);
+  for (Tensor& x : point) x = x.clone();  // the point stays where it was
+  Tensor y;
+  {
+    NoGradGuard no_grad;
+    y = checked_value(op, f(point), false).detach();
+  }
+  auto jv = [f, point](const std::vector<Tensor>& ts) {
+    check_vectors(op_of_linearized(), ts, point, "t");
+    return forward_pass(op_of_linearized(), f, point, ts).second;
+  };
+  return {y, jv};
+}
+
+std::pair<Tensor, std::function<Tensor(const Tensor&)>> linearize(const TensorFn& f, const Tensor& x) {
+  auto [y, jv] = func::linearize(of_one(f), std::vector<Tensor>{x});
+  return {y, [jv](const Tensor& t) { return jv(std::vector<Tensor>{t}); }};
 }
 
 std::vector<Tensor> jacfwd(const TensorsFn& f, const std::vector<Tensor>& xs) {

@@ -4,6 +4,7 @@
 // those of core/autograd_functional.h (whose jvp and hvp take two backward passes).
 //
 //   func::jvp(f, x, t)     (f(x), J t): one forward pass carrying t
+//   func::linearize(f, x)  (f(x), v -> J v) at a fixed point
 //   func::jacfwd(f, x)     J [y.shape..., x.shape...]: one forward pass per element of x
 //                          (cheaper than jacobian's backward per element of y when x is
 //                          smaller than y)
@@ -18,6 +19,7 @@
 // input's shape and dtype, and, for hvp and hessian, when f's value has not exactly one
 // element. An op in f without a forward rule fails by name.
 #pragma once
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -29,6 +31,16 @@ namespace ember::func {
 ///@{
 std::pair<Tensor, Tensor> jvp(const TensorFn& f, const Tensor& x, const Tensor& t);
 std::pair<Tensor, Tensor> jvp(const TensorsFn& f, const std::vector<Tensor>& xs, const std::vector<Tensor>& ts);
+///@}
+
+// (f(x), v -> J v), as torch.func.linearize: the value now and a function giving the
+// Jacobian-vector product at the same point for any tangent (of x's shape and dtype; several
+// x: one per input). The point is copied, so later changes to x do not move it; each call
+// runs f's forward once more, carrying the tangent (no graph is kept between calls).
+///@{
+std::pair<Tensor, std::function<Tensor(const Tensor&)>> linearize(const TensorFn& f, const Tensor& x);
+std::pair<Tensor, std::function<Tensor(const std::vector<Tensor>&)>> linearize(const TensorsFn& f,
+                                                                              const std::vector<Tensor>& xs);
 ///@}
 
 // The Jacobian of f at x by forward mode, as torch.func.jacfwd (several x: one per input).

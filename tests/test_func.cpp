@@ -167,3 +167,17 @@ TEST_CASE("the forward-mode transforms refuse misuse by name") {
             .rfind("matmul:", 0) == 0);
   CHECK(!dual_level_open());
 }
+
+TEST_CASE("func::linearize gives the value and J v for any v at a fixed point") {
+  Generator gen(8);
+  Tensor x = randn({4}, kFloat64, &gen);
+  const Tensor v1 = randn({4}, kFloat64, &gen), v2 = randn({4}, kFloat64, &gen);
+  auto f = [](const Tensor& a) { return mul(tanh(a), sum(exp(a))); };
+  auto [y, jv] = func::linearize(f, x);
+  const Tensor x0 = x.clone();
+  x.copy_(zeros({4}, kFloat64));  // the point was copied
+  CHECK(max_abs_diff(y, f(x0)) == 0);
+  CHECK(rel_diff(jv(v1), func::jvp(f, x0, v1).second) < 1e-15);
+  CHECK(rel_diff(jv(v2), ember::jvp(f, x0, v2).second) < 1e-12);
+  CHECK(error_of([&] { jv(ones({3}, kFloat64)); }).rfind("func::linearize's jvp: expected t of x's shape [4]", 0) == 0);
+}

@@ -3,6 +3,7 @@
 results carry no graph. Each opens the only dual level, so none may be open around it.
 
     jvp(f, primals, tangents)    (f(*primals), J v): one forward pass carrying the tangents
+    linearize(f, *primals)       (f(*primals), a function of tangents giving J v)
     jacfwd(f, argnums=0)(*args)  the Jacobian by forward mode, one pass per input element
     hvp(f, primals, tangents)    (f(*primals), H v) by forward-over-reverse
     hessian(f, argnums=0)(*args) the Hessian by forward-over-reverse, one pass per element
@@ -54,6 +55,14 @@ def hvp(func, primals, tangents):
     xs = _tensors(primals, "primals")
     out, prods = _C._func_hvp(lambda ys: func(*ys), xs, _tensors(tangents, "tangents"))
     return out, tuple(prods)
+
+
+def linearize(func, *primals):
+    """(func(*primals), jvp_fn), as torch.func.linearize: jvp_fn(*tangents) gives J tangents
+    at the same point (copied now) for any tangents, each call a forward pass carrying them."""
+    xs = _tensors(primals, "primals")
+    out, jv = _C._linearize(lambda ys: func(*ys), xs)
+    return out, lambda *tangents: jv(_tensors(tangents, "tangents"))
 
 
 def jacfwd(func, argnums=0):

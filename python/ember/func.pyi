@@ -12,6 +12,9 @@ def hvp(func: Callable[..., _C.Tensor], primals: Sequence[_C.Tensor],
         tangents: Sequence[_C.Tensor]) -> Tuple[_C.Tensor, Tuple[_C.Tensor, ...]]:
     """(func(*primals), H tangents) of a one-element func, by forward-over-reverse."""
 
+def linearize(func: Callable[..., _C.Tensor], *primals: _C.Tensor) -> Tuple[_C.Tensor, Callable[..., _C.Tensor]]:
+    """(func(*primals), jvp_fn): jvp_fn(*tangents) gives J tangents at the same point."""
+
 def jacfwd(func: Callable[..., _C.Tensor], argnums: Union[int, Tuple[int, ...]] = 0) -> Callable[..., Any]:
     """A function giving func's Jacobian with respect to argument argnums (a tuple of
     positions: a tuple of Jacobians), by forward mode."""

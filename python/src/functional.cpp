@@ -58,6 +58,12 @@ void bind_functional(py::module_& m) {
   m.def("_func_jvp", [](py::function f, const std::vector<Tensor>& xs, const std::vector<Tensor>& ts) {
     return func::jvp(tensors_fn(std::move(f), "jvp"), xs, ts);
   });
+  m.def("_linearize", [](py::function f, const std::vector<Tensor>& xs) {
+    auto [y, jv] = func::linearize(tensors_fn(std::move(f), "linearize"), xs);
+    // the tangents' function, called from Python: the GIL is held, as f needs it
+    py::cpp_function call([jv = std::move(jv)](const std::vector<Tensor>& ts) { return jv(ts); });
+    return py::make_tuple(y, call);
+  });
   m.def("_jacfwd", [](py::function f, const std::vector<Tensor>& xs) {
     return func::jacfwd(tensors_fn(std::move(f), "jacfwd"), xs);
   });

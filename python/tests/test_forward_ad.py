@@ -199,3 +199,17 @@ def test_a_level_argument_must_be_the_open_level():
             fwAD.make_dual(f64(X), f64(VX), level=level + 3)
         with pytest.raises(RuntimeError, match="invalid level"):
             fwAD.unpack_dual(d, level=0)
+
+
+def test_linearize_gives_the_jvp_at_a_fixed_point():
+    x, w = f64(X), f64(W)
+    out, jvp_fn = ember.func.linearize(net(ember), x, w)
+    with tfwAD.dual_level():
+        ty = net(torch)(tfwAD.make_dual(torch.tensor(X), torch.tensor(VX)),
+                        tfwAD.make_dual(torch.tensor(W), torch.tensor(VW)))
+        tout, tjv = tfwAD.unpack_dual(ty)
+    close(out, tout)
+    x.copy_(ember.zeros(3, 4, dtype=ember.float64))  # the point was copied
+    close(jvp_fn(f64(VX), f64(VW)), tjv)
+    with pytest.raises(RuntimeError, match="func::linearize's jvp: expected"):
+        jvp_fn(f64(VX))
