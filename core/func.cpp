@@ -155,8 +155,8 @@ std::pair<Tensor, std::function<Tensor(const std::vector<Tensor>&)>> linearize(c
 }
 
 std::pair<Tensor, std::function<Tensor(const Tensor&)>> linearize(const TensorFn& f, const Tensor& x) {
-  auto [y, jv] = func::linearize(of_one(f), std::vector<Tensor>{x});
-  return {y, [jv](const Tensor& t) { return jv(std::vector<Tensor>{t}); }};
+  auto linear = func::linearize(of_one(f), std::vector<Tensor>{x});
+  return {linear.first, [jv = std::move(linear.second)](const Tensor& t) { return jv(std::vector<Tensor>{t}); }};
 }
 
 std::vector<Tensor> jacfwd(const TensorsFn& f, const std::vector<Tensor>& xs) {
