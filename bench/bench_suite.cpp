@@ -339,6 +339,35 @@ DateBatch date_batch(const std::string& dir, const char* op) {
   return d;
 }
 
+// Two ways of computing the same thing (way(true), way(false)), timed in alternating rounds
+// after one untimed run each: a row per way with its median time and the peak bytes of
+// tensors it added over what was live before it (Storage::peak_bytes), in MB.
+void two_ways(const std::function<void(bool)>& way, int rounds, const std::string& first_name,
+              const std::string& second_name, const std::string& shape, std::vector<Row>& rows) {
+  auto run = [&](bool first, double& peak_mb) {
+    const int64_t live = Storage::live_bytes();
+    Storage::reset_peak_bytes();
+    const auto t0 = Clock::now();
+    way(first);
+    const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    peak_mb = double(Storage::peak_bytes() - live) / (1 << 20);
+    return ms;
+  };
+  double peak[2] = {0, 0}, p = 0;
+  run(true, p), run(false, p);  // warm-up
+  std::vector<double> ms[2];
+  for (int round = 0; round < rounds; round++)
+    for (int w = 0; w < 2; w++) ms[w].push_back(run(w == 0, peak[w]));
+  for (int w = 0; w < 2; w++) {
+    std::sort(ms[w].begin(), ms[w].end());
+    Row r{w == 0 ? first_name : second_name, shape};
+    r.ms = ms[w][ms[w].size() / 2];
+    r.extra_name = "peak_MB";
+    r.extra = peak[w];
+    rows.push_back(r), print_row(r);
+  }
+}
+
 // A Hessian-vector product of loss(parameters) with respect to every parameter of a
 // module, both ways, alternating rounds: the medians of each way's time and the peak bytes
 // of tensors each added over what was live before it (Storage::peak_bytes).
@@ -357,28 +386,8 @@ void hvp_both_ways(nn::Module& module, const std::function<Tensor()>& loss, cons
     for (size_t i = 0; i < ps.size(); i++) replace[names[i]] = ps[i];
     return module.functional_call(replace, loss);
   };
-  auto run = [&](bool forward, double& peak_mb) {
-    const int64_t live = Storage::live_bytes();
-    Storage::reset_peak_bytes();
-    const auto t0 = Clock::now();
-    auto [y, hv] = forward ? func::hvp(f, params, vs) : hvp(f, params, vs);
-    const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-    peak_mb = double(Storage::peak_bytes() - live) / (1 << 20);
-    return ms;
-  };
-  double peak[2] = {0, 0}, p = 0;
-  run(true, p), run(false, p);  // warm-up
-  std::vector<double> ms[2];
-  for (int round = 0; round < 5; round++)
-    for (int way = 0; way < 2; way++) ms[way].push_back(run(way == 0, peak[way]));
-  for (int way = 0; way < 2; way++) {
-    std::sort(ms[way].begin(), ms[way].end());
-    Row r{way == 0 ? "hvp forward-over-reverse" : "hvp reverse-over-reverse", name + " " + shape};
-    r.ms = ms[way][ms[way].size() / 2];
-    r.extra_name = "peak_MB";
-    r.extra = peak[way];
-    rows.push_back(r), print_row(r);
-  }
+  two_ways([&](bool forward) { forward ? func::hvp(f, params, vs) : hvp(f, params, vs); }, 5,
+           "hvp forward-over-reverse", "hvp reverse-over-reverse", name + " " + shape, rows);
 }
 
 std::vector<Row> run_hvp(const std::string& dir) {
@@ -430,30 +439,9 @@ std::vector<Row> run_per_sample(const std::string& dir) {
     for (auto& p : per) out.push_back(stack(p, 0));
     return out;
   };
-  auto run = [&](bool fast, double& peak_mb) {
-    const int64_t live = Storage::live_bytes();
-    Storage::reset_peak_bytes();
-    const auto t0 = Clock::now();
-    if (fast) nn::per_sample_grads(model, B, losses);
-    else loop();
-    const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-    peak_mb = double(Storage::peak_bytes() - live) / (1 << 20);
-    return ms;
-  };
-  double peak[2] = {0, 0}, p = 0;
-  run(true, p), run(false, p);  // warm-up
-  std::vector<double> ms[2];
-  for (int round = 0; round < 3; round++)
-    for (int way = 0; way < 2; way++) ms[way].push_back(run(way == 0, peak[way]));
   std::vector<Row> rows;
-  for (int way = 0; way < 2; way++) {
-    std::sort(ms[way].begin(), ms[way].end());
-    Row r{way == 0 ? "per-sample gradients" : "per-sample gradients by a loop", "date model batch 64"};
-    r.ms = ms[way][ms[way].size() / 2];
-    r.extra_name = "peak_MB";
-    r.extra = peak[way];
-    rows.push_back(r), print_row(r);
-  }
+  two_ways([&](bool fast) { fast ? (void)nn::per_sample_grads(model, B, losses) : (void)loop(); }, 3,
+           "per-sample gradients", "per-sample gradients by a loop", "date model batch 64", rows);
   return rows;
 }
 

@@ -30,6 +30,7 @@ using ember::testing::Domain;
 using ember::testing::Fn;
 using ember::testing::Inputs;
 using ember::testing::draw;
+using ember::testing::check_jvp;
 using ember::testing::error_of;
 using ember::testing::max_abs_diff;
 using ember::testing::strided;
@@ -55,28 +56,6 @@ struct OpCase {
   bool strided_ok = true;  // false for view(), which refuses most strided inputs
 };
 
-// sum(a * b) as a double.
-double dot(const Tensor& a, const Tensor& b) { return sum(mul(a, b)).item(); }
-double abs_dot(const Tensor& a, const Tensor& b) { return sum(mul(abs(a), abs(b))).item(); }
-
-// Runs f on dual inputs (tangent v[i] where defined) and returns {primal, tangent}; a
-// tangent the rules leave undefined is zero.
-std::pair<Tensor, Tensor> forward_jvp(const Fn& f, const Inputs& x, const Inputs& v) {
-  DualLevel level;
-  Inputs duals;
-  for (size_t i = 0; i < x.size(); i++) duals.push_back(v[i].defined() ? make_dual(x[i], v[i]) : x[i]);
-  const Tensor y = f(duals);
-  UnpackedDual u = unpack_dual(y);
-  Tensor t = u.tangent.defined() ? u.tangent.contiguous() : zeros_like(y);
-  return {u.primal.detach(), t.detach()};
-}
-
-// f run with no level open.
-Tensor f_without_level(const Fn& f, const Inputs& x) {
-  REQUIRE_FALSE(dual_level_open());
-  return f(x).detach();
-}
-
 void check_case(const OpCase& c, Layout layout, Generator& gen) {
   INFO(c.name << " (" << layout_name(layout) << ")");
   Inputs x, v;
@@ -88,35 +67,7 @@ void check_case(const OpCase& c, Layout layout, Generator& gen) {
   }
   if (layout == Layout::FirstWithoutTangent) v[0] = Tensor();
 
-  const Tensor plain = f_without_level(c.f, x);
-  const auto [primal, jv] = forward_jvp(c.f, x, v);
-  REQUIRE(jv.shape() == plain.shape());
-  CHECK(equal(primal, plain));  // the values are untouched by the tangents
-
-  // reverse mode: <u, J v> == <J^T u, v>
-  Inputs leaves;
-  for (const Tensor& xi : x) leaves.push_back(xi.detach().requires_grad_());
-  const Tensor y = c.f(leaves);
-  const Tensor u = randn(y.shape(), kFloat64, &gen);
-  const std::vector<Tensor> g = grad({y}, leaves, {u}, {.allow_unused = true});
-  double lhs = dot(u, jv), rhs = 0, scale = abs_dot(u, jv);
-  for (size_t i = 0; i < x.size(); i++)
-    if (v[i].defined() && g[i].defined()) rhs += dot(g[i], v[i]), scale += abs_dot(g[i], v[i]);
-  INFO("<u, J v> = " << lhs << ", <J^T u, v> = " << rhs);
-  CHECK(std::abs(lhs - rhs) <= 1e-12 * std::max(scale, 1e-300));
-
-  // central differences along v
-  const double eps = 1e-6;
-  Inputs plus, minus;
-  for (size_t i = 0; i < x.size(); i++) {
-    plus.push_back(v[i].defined() ? add(x[i], mul(v[i], eps)) : x[i]);
-    minus.push_back(v[i].defined() ? sub(x[i], mul(v[i], eps)) : x[i]);
-  }
-  const Tensor fd = div(sub(c.f(plus), c.f(minus)), 2 * eps);
-  const double err = max_abs_diff(fd, jv);
-  const double size = max_abs_diff(jv, zeros_like(jv));
-  INFO("finite differences differ by " << err << " (|J v| up to " << size << ")");
-  CHECK(err <= 1e-6 * std::max(1.0, size));
+  check_jvp(c.f, x, v, gen);
 }
 
 void check_all(const std::vector<OpCase>& cases, uint64_t seed) {
