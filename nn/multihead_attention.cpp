@@ -258,6 +258,7 @@ MultiHeadAttentionOutput MultiHeadAttention::forward(const Tensor& query, const 
   out.output = out_proj->forward(merged);
   if (need_weights == AttnWeights::PerHead) out.weights = r.weights;
   else if (need_weights == AttnWeights::Averaged) out.weights = mean(r.weights, {1});
+  if (detail::t_graph_scopes) [[unlikely]] detail::label_ops(*this, {query, key, value}, {out.output, r.weights});
   if (hooks) run_forward_hooks({query, key, value}, {out.output, r.weights});
   return out;
 }
