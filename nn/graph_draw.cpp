@@ -10,20 +10,20 @@ namespace ember::nn {
 namespace {
 void label_between(const std::shared_ptr<const std::string>& name, const std::vector<Tensor>& inputs,
                    const std::vector<Tensor>& outputs) {
-  // the ops between the outputs and the inputs, not claimed by a sub-module before
-  std::unordered_set<const Node*> inputs_of;
+  // the ops between the outputs and the inputs, not claimed by a sub-module before (the
+  // walk goes on through a sub-module's ops, to the ops before its inputs)
+  std::unordered_set<const Node*> seen;
   for (const Tensor& t : inputs)
-    if (t.defined() && t.grad_fn()) inputs_of.insert(t.grad_fn().get());
+    if (t.defined() && t.grad_fn()) seen.insert(t.grad_fn().get());
   std::vector<Node*> stack;
   for (const Tensor& t : outputs)
-    if (t.defined() && t.grad_fn()) stack.push_back(t.grad_fn().get());
+    if (t.defined() && t.grad_fn() && seen.insert(t.grad_fn().get()).second) stack.push_back(t.grad_fn().get());
   while (!stack.empty()) {
     Node* n = stack.back();
     stack.pop_back();
-    if (n->scope || inputs_of.count(n)) continue;
-    n->scope = name;
+    if (!n->scope) n->scope = name;
     for (const Edge& e : n->inputs)
-      if (e.fn) stack.push_back(e.fn.get());
+      if (e.fn && seen.insert(e.fn.get()).second) stack.push_back(e.fn.get());
   }
 }
 }  // namespace

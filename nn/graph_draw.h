@@ -11,7 +11,8 @@
 // there, the ops recorded between its outputs and its inputs that no sub-module claimed
 // before it are its own. So a module's ops are exactly those of its forward, sub-modules'
 // apart, as long as the forward reads no other tensor with a graph than its inputs (the
-// ops behind such a tensor, when no module claimed them, would be counted in too). No
+// ops behind such a tensor, when no module claimed them, would be counted in too). Each
+// forward walks its part of the graph once, so a model nested d deep walks it d times; no
 // forward hook is registered, so the modules compute what they compute without one (the
 // fused attention op stays fused). Without a GraphScopes a forward pays one branch.
 #pragma once

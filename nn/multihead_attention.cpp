@@ -140,6 +140,7 @@ MultiHeadAttentionOutput MultiHeadAttention::forward(const Tensor& query, const 
     MultiHeadAttentionOutput out;
     out.output = out_proj->forward(rows);
     if (!query_packing) out.output = out.output.view({B, L, E});
+    if (detail::t_graph_scopes) [[unlikely]] detail::label_ops(*this, {query, key, value}, {out.output});
     return out;
   }
 

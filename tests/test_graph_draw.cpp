@@ -284,6 +284,16 @@ TEST_CASE("draw_graph writes DOT that Graphviz reads, and renders SVG through it
     nn::GraphScopes scopes(mha, "self_attn");
     loss = sum(mha.forward(x, x, x).output);
   }
+  // the layer's own ops, behind out_proj's, are the layer's; the sum after it is no module's
+  int own = 0;
+  for (const GraphOp& o : describe_graph(loss).ops) {
+    if (o.name == "scaled_dot_product_attention" || o.name == "transpose") {
+      CHECK(o.scope == "self_attn");
+      own++;
+    }
+    if (o.name == "sum") CHECK(o.scope.empty());
+  }
+  CHECK(own >= 2);
   const std::string dot_path = scratch("mha.dot");
   const std::string dot = nn::draw_graph(loss, mha, dot_path, {}, "self_attn");
   CHECK(read_text(dot_path) == dot);
