@@ -240,8 +240,13 @@ std::string graph_dot(const GraphDescription& g, const GraphDrawOptions& options
       label += cat_str("\nsaturated: ", number(100 * o.saturated_share), "% of rows");
       fill = "#f4a6a0";
     }
-    return cat_str("n", i, " [", style, ", fillcolor=\"", fill, "\", label=\"", quoted(label), "\", tooltip=\"",
-                   quoted(o.where), "\"];\n");
+    // the call's file without its folders, when known: where the op came from, on hover
+    std::string tooltip;
+    if (o.where != "an unknown place") {
+      const size_t slash = o.where.rfind('/', o.where.find(':'));
+      tooltip = cat_str(", tooltip=\"", quoted(slash == std::string::npos ? o.where : o.where.substr(slash + 1)), "\"");
+    }
+    return cat_str("n", i, " [", style, ", fillcolor=\"", fill, "\", label=\"", quoted(label), "\"", tooltip, "];\n");
   };
   auto leaf_line = [&](size_t i) {
     const GraphLeaf& l = g.leaves[i];
