@@ -50,11 +50,12 @@ class GraphScopes {
 void label_ops(const std::string& scope, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs);
 
 // options with the model's parameters as names for the leaves (model.named_parameters(),
-// prefixed with `name.` when name is not empty), after the ones options already has.
+// each prefixed with name and a dot when name is not empty), after those options has.
 GraphDrawOptions with_parameters(const Module& model, GraphDrawOptions options = {}, const std::string& name = "");
 
 // draw_graph and graph_dot of core/graph_draw.h, with the leaves named by the model's
-// parameters (`name` as GraphScopes'); clusters come from a forward run under GraphScopes.
+// parameters (prefixed with `name` as GraphScopes prefixes them); clusters come from a forward run
+// under GraphScopes.
 ///@{
 std::string draw_graph(const Tensor& root, const Module& model, const std::string& path,
                        const GraphDrawOptions& options = {}, const std::string& name = "");
