@@ -12,8 +12,10 @@
 // The bytes an op keeps: the sizes of the distinct storages in Node::saved, the tensors
 // record() was told the backward reads (the storage whole, since a saved view keeps all of
 // it alive). Storages an op shares with its neighbours count in each; the graph's label
-// gives the total over distinct storages. After a backward without retain_graph an op has
-// freed them and is drawn as "freed".
+// gives the total over distinct storages. What a backward keeps without listing it for
+// record()'s version check (a dropout mask, an index, a shape) is not counted, so the
+// figure is a lower bound, exact for most ops. After a backward without retain_graph an
+// op has freed them and is drawn as "freed".
 #pragma once
 #include <string>
 #include <utility>
