@@ -25,6 +25,7 @@
 #include "nn/graph_draw.h"
 #include "nn/layers.h"
 #include "nn/multihead_attention.h"
+#include "nn/transformer.h"
 
 using namespace ember;
 using namespace ember::testing;
@@ -181,6 +182,44 @@ TEST_CASE("ops recorded under GraphScopes are grouped by the module that ran the
   // without GraphScopes, nothing is labelled
   Tensor plain = sum(model.forward(pre));
   for (const GraphOp& o : describe_graph(plain).ops) CHECK(o.scope.empty());
+}
+
+TEST_CASE("an encoder layer's ops are grouped by its attention, its norms, and the layer itself") {
+  Generator gen(15);
+  nn::EncoderLayer layer({.d_model = 8, .num_heads = 2, .dim_feedforward = 16, .dropout_p = 0.0}, &gen, kFloat64);
+  Tensor x = randn({2, 3, 8}, kFloat64, &gen).requires_grad_();
+  Tensor loss;
+  {
+    nn::GraphScopes scopes(layer, "encoder.layers.0");
+    loss = sum(layer.forward(x));
+  }
+  std::map<std::string, std::set<std::string>> scopes_of;  // op name -> the modules it ran in
+  for (const GraphOp& o : describe_graph(loss).ops) scopes_of[o.name].insert(o.scope);
+  CHECK(scopes_of["layer_norm"] == std::set<std::string>{"encoder.layers.0.norm1", "encoder.layers.0.norm2"});
+  CHECK(scopes_of["scaled_dot_product_attention"] == std::set<std::string>{"encoder.layers.0.self_attn"});
+  CHECK(scopes_of["add"].count("encoder.layers.0") == 1);  // the residual connections
+  CHECK(scopes_of["sum"] == std::set<std::string>{""});
+  const std::string dot = nn::graph_dot(loss, layer, {}, "encoder.layers.0");
+  // nested clusters: encoder > encoder.layers > encoder.layers.0 > its modules
+  CHECK_THAT(dot, Contains("label=\"encoder\"") && Contains("label=\"encoder.layers\"") &&
+                      Contains("label=\"encoder.layers.0.self_attn.out_proj\""));
+  CHECK(dot.find("label=\"encoder\"") < dot.find("label=\"encoder.layers.0\""));
+}
+
+TEST_CASE("GradNormRecorders nest, and record for grad() too") {
+  Tensor x = leaf({4}, 16);
+  Tensor y = mul(x, 3.0);
+  Tensor loss = sum(mul(y, y));
+  {
+    GradNormRecorder outer;
+    {
+      GradNormRecorder inner;
+    }
+    CHECK(GradNormRecorder::active());
+    const Tensor gy = grad({loss}, {y}, {}, {.retain_graph = true})[0];
+    CHECK(y.grad_fn()->grad_norm == Approx(norm(gy).item()).epsilon(1e-12));
+  }
+  CHECK_FALSE(GradNormRecorder::active());
 }
 
 TEST_CASE("under GradNormRecorder each op records the norm of the gradient that reached it, as grad() computes") {
