@@ -158,7 +158,18 @@ Eigen top_eigen(const Operator& A, int64_t n, int64_t k, const LanczosOptions& o
         return false;
     return true;
   };
-  Lanczos L = lanczos("top_eigen", A, random_unit(g, n), steps, converged);
+  Vec start = options.start;
+  if (start.empty()) {
+    start = random_unit(g, n);
+  } else {
+    if (int64_t(start.size()) != n)
+      throw Error("top_eigen: expected a start vector of length " + std::to_string(n) + ", got " +
+                  std::to_string(start.size()));
+    const double norm = std::sqrt(dot(start, start));
+    if (!(norm > 0) || !std::isfinite(norm)) throw Error("top_eigen: the start vector is zero or not finite");
+    for (double& x : start) x /= norm;
+  }
+  Lanczos L = lanczos("top_eigen", A, std::move(start), steps, converged);
   int64_t m = int64_t(L.alpha.size());
   Vec values, z;
   tridiagonal_eigh(L.alpha, L.beta, values, z);

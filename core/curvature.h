@@ -34,9 +34,12 @@ enum class Order {
 // How top_eigen runs.
 struct LanczosOptions {
   int64_t max_steps = 100;  // at most this many products (capped at n)
-  double tol = 1e-9;        // stop when every wanted Ritz pair's residual is below tol * |value|
-  uint64_t seed = 0;        // of the random start vector
+  double tol = 1e-9;  // stop when every wanted Ritz pair's residual is below tol * |value|
+  uint64_t seed = 0;  // of the random start vector
   Order order = Order::Largest;  // which eigenvalues are wanted
+  // The start vector (normalised here; empty: random from seed) - an eigenvector found
+  // before, for an operator that changed little, converges in fewer steps.
+  std::vector<double> start;
 };
 
 // Eigenvalues in decreasing order (of value, or of magnitude), their unit eigenvectors,
@@ -50,9 +53,10 @@ struct Eigen {
 };
 
 // The k eigenpairs of A at the wanted end, by Lanczos with full reorthogonalisation from a
-// random unit start: stops when they have converged, the Krylov space is exhausted (then
-// exact) or max_steps is reached. An Error when n < 1, k < 1 or k > n, max_steps < k, tol
-// is not positive or A returns a vector of another length or with NaN or Inf.
+// random unit start (or options.start): stops when they have converged, the Krylov space
+// is exhausted (then exact) or max_steps is reached. An Error when n < 1, k < 1 or k > n,
+// max_steps < k, tol is not positive, start has neither n elements nor none or is zero,
+// or A returns a vector of another length or with NaN or Inf.
 Eigen top_eigen(const Operator& A, int64_t n, int64_t k, const LanczosOptions& options = {});
 
 // A trace estimate: the mean of the probes' z^T A z and its standard error (the probes'
@@ -82,7 +86,7 @@ std::vector<Trace> hutchinson_blocks(const Operator& A, int64_t n, const std::ve
 // exactly v^T p(A) v, whose mean over v is trace(p(A)) / n.
 struct SpectralDensity {
   int64_t n = 0;  // the operator's size
-  std::vector<std::vector<double>> nodes;    // per probe, increasing
+  std::vector<std::vector<double>> nodes;  // per probe, increasing
   std::vector<std::vector<double>> weights;  // per probe, summing to 1
   // The density at x, each node a Gaussian of width sigma: integrates to 1 over x.
   double at(double x, double sigma) const;

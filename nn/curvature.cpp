@@ -67,6 +67,11 @@ ParameterSet parameters_under(const Module& model, const std::string& prefix) {
 ParameterSet head_parameters(const Module& model, const std::string& prefix, int64_t head) {
   const auto* mha = dynamic_cast<const MultiHeadAttention*>(find_module(model, prefix));
   if (!mha) throw Error("head_parameters: \"" + prefix + "\" is not a MultiHeadAttention of the model");
+  return head_parameters(*mha, head, prefix);
+}
+
+ParameterSet head_parameters(const MultiHeadAttention& attention, int64_t head, const std::string& prefix) {
+  const MultiHeadAttention* mha = &attention;
   if (head < 0 || head >= mha->num_heads)
     throw Error("head_parameters: expected a head in [0, " + std::to_string(mha->num_heads) + "), got " +
                 std::to_string(head));

@@ -17,6 +17,7 @@
 
 #include "core/curvature.h"
 #include "nn/module.h"
+#include "nn/multihead_attention.h"
 
 namespace ember::nn {
 
@@ -24,9 +25,12 @@ namespace ember::nn {
 // Its elements enter the flat vector in row-major order of the part.
 struct ParameterPart {
   std::string name;  // the parameter's dotted name
-  Tensor param;      // the module's own tensor
+  Tensor param;  // the module's own tensor
   int64_t dim = -1;  // -1: the whole tensor
-  int64_t start = 0, length = 0;  // the indices along dim (when dim >= 0)
+  // The indices along dim (when dim >= 0): length of them from start.
+  ///@{
+  int64_t start = 0, length = 0;
+  ///@}
   int64_t numel() const;  // the number of elements of the part
   Tensor of(const Tensor& full) const;  // the part of a tensor of the parameter's shape (a view)
 };
@@ -46,6 +50,8 @@ ParameterSet parameters_under(const Module& model, const std::string& prefix = "
 // bias is shared by the heads, so it is no head's). An Error naming what is missing when
 // prefix is not such a module or head is not in [0, heads).
 ParameterSet head_parameters(const Module& model, const std::string& prefix, int64_t head);
+// The same for a MultiHeadAttention at hand, its parts named prefix + ".q_proj.weight" etc.
+ParameterSet head_parameters(const MultiHeadAttention& attention, int64_t head, const std::string& prefix = "");
 
 // The Hessian of one loss with respect to a set of parameters (`within`), as operators on
 // any subset of them. The constructor runs loss() once (grad mode on) and records its
@@ -75,7 +81,7 @@ class LossHessian {
  private:
   double loss_ = 0;
   std::vector<Tensor> params_;  // within's distinct parameters
-  std::vector<Tensor> grads_;   // their gradients, with a graph
+  std::vector<Tensor> grads_;  // their gradients, with a graph
   std::shared_ptr<int64_t> products_ = std::make_shared<int64_t>(0);
 };
 
