@@ -59,6 +59,8 @@
 #include "nn/functional.h"
 #include "nn/multihead_attention.h"
 #include "nn/per_sample.h"
+#include "lib/watch/transformer_probe.h"
+#include "lib/watch/watch.h"
 #include "optim/optimizer.h"
 #include "lib/text/text.h"
 #include "lib/seq2seq/seq2seq.h"
@@ -445,6 +447,43 @@ std::vector<Row> run_per_sample(const std::string& dir) {
   return rows;
 }
 
+// The watch's curvature measurement (translate train --watch-curvature) against a
+// training step of the date model (batch 64, Adam), alternating rounds; the probe batch is
+// the same 64 pairs. Prints the share of training time curvature takes at a few intervals.
+std::vector<Row> run_curvature(const std::string& dir) {
+  DateBatch d = date_batch(dir, "bench_suite curvature");
+  nn::Transformer& model = *d.model;
+  model.train();
+  optim::Adam adam(model.named_parameters(), {.lr = 1e-4});
+  const int64_t vocab = d.cfg.tgt_vocab;
+  auto step = [&] {
+    adam.zero_grad();
+    Tensor logits = model.forward(d.batch.src, d.batch.tgt_in);
+    nn::cross_entropy(logits.reshape({-1, vocab}), d.batch.tgt_out.reshape({-1}), text::CharVocab::kPad).backward();
+    adam.step();
+  };
+  const watch::Probe probe =
+      watch::transformer_probe(model, d.batch.src, d.batch.tgt_in, d.batch.tgt_out, text::CharVocab::kPad);
+  std::vector<std::vector<double>> starts;
+  auto measure = [&] {
+    watch::Snapshot snap;
+    watch::measure_curvature(probe, watch::CurvatureOptions{.every = 1}, snap, starts);
+  };
+  // the first measurement has no eigenvectors to start from: it runs more Lanczos steps
+  const auto t0 = Clock::now();
+  measure();
+  const double first_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  std::vector<Row> rows;
+  two_ways([&](bool curvature) { curvature ? measure() : step(); }, 3, "watch curvature measurement",
+           "training step", "date model batch 64", rows);
+  const double ratio = rows[0].ms / rows[1].ms;
+  std::printf("the first measurement: %.0f ms (%.0f training steps); each later one %.0f training steps\n", first_ms,
+              first_ms / rows[1].ms, ratio);
+  for (int every : {250, 500, 1000})
+    std::printf("curvature every %d steps: %.1f%% of training time\n", every, 100 * ratio / every);
+  return rows;
+}
+
 // The longest sequence attn-mem takes: its attention runs tiled, in memory linear in L.
 constexpr int64_t kMaxMemLength = int64_t(1) << 16;
 
@@ -531,6 +570,10 @@ int main(int argc, char** argv) {
                                                             "loop of backward passes");
     cli::text(*per_sample, "--data", data, "the directory holding train.tsv");
     cli::text(*per_sample, "--json", json, "also write the results to this file as JSON");
+    CLI::App* curvature_cmd = app.add_subcommand("curvature", "the watch's curvature measurement of the date model "
+                                                               "against its training step");
+    cli::text(*curvature_cmd, "--data", data, "the directory holding train.tsv");
+    cli::text(*curvature_cmd, "--json", json, "also write the results to this file as JSON");
     CLI::App* cores = app.add_subcommand("cores", "a cache line's round trip between two threads, in ns");
     cli::parse(app, argc, argv);
     set_num_threads(threads);
@@ -545,6 +588,7 @@ int main(int argc, char** argv) {
     if (ops->parsed()) write_json(json, run_ops());
     else if (hvp_cmd->parsed()) write_json(json, run_hvp(data));
     else if (per_sample->parsed()) write_json(json, run_per_sample(data));
+    else if (curvature_cmd->parsed()) write_json(json, run_curvature(data));
     else write_json(json, run_train(data, steps_only));
     return 0;
   });

@@ -221,6 +221,17 @@ def main():
     else:
         floor("per-example gradients measured", False, "no per_sample.json")
 
+    # the watch's curvature measurement (bench_suite curvature) against the training step:
+    # its share of training time at --watch-curvature 500
+    if os.path.exists(f"{work}/curvature.json"):
+        by = {r["workload"]: r for r in load(f"{work}/curvature.json")["results"]}
+        m, step = by["watch curvature measurement"], by["training step"]
+        ratio = add("curvature", "watch curvature measurement", m["shape"], m["ms"], step["ms"], "a training step")
+        floor("the watch's curvature at --watch-curvature 500 at most 10% of training time", ratio / 500 <= 0.10,
+              f"{100 * ratio / 500:.1f}% (a measurement {m['ms']:.0f} ms, {ratio:.0f} training steps of {step['ms']:.1f} ms)")
+    else:
+        floor("the watch's curvature measured", False, "no curvature.json")
+
     # the allocator's policy: the default Keep (malloc tuned, large blocks cached) against
     # System (plain malloc and free), on the same training step
     if os.path.exists(f"{work}/train_system.json"):

@@ -14,7 +14,8 @@
 # (bench/python_overhead.py: a small op against PyTorch's, the training step from Python against
 # C++'s); Hessian-vector products by forward-over-reverse against reverse-over-reverse
 # (bench_suite hvp: time and peak tensor memory); per-example gradients against the loop of
-# backward passes they replace (bench_suite per-sample); peak resident memory of a 300-step training
+# backward passes they replace (bench_suite per-sample); the watch's curvature measurement against
+# the training step (bench_suite curvature); peak resident memory of a 300-step training
 # run and the large-buffer allocation counter (translate against
 # ../shared/bench/torch_translate_ref.py); and, unless --quick, the main job's time to
 # 99.5% validation exact match with the same recipe in PyTorch (bench/translate_vs_torch.sh,
@@ -86,6 +87,8 @@ echo "== Hessian-vector products: forward-over-reverse against reverse-over-reve
 build/bench/bench_suite hvp --data data/dates --json "$work/hvp.json"
 echo "== per-example gradients of the date model: per_sample_grads against a loop of 64 backward passes, alternating"
 build/bench/bench_suite per-sample --data data/dates --json "$work/per_sample.json"
+echo "== the watch's curvature measurement of the date model against its training step, alternating"
+build/bench/bench_suite curvature --data data/dates --json "$work/curvature.json"
 echo "== the same training step with the allocator's System policy (plain malloc, no caching)"
 EMBER_ALLOCATOR=system build/bench/bench_suite train --data data/dates --json "$work/train_system.json"
 echo "== peak memory of a 300-step training run: ember, then PyTorch"

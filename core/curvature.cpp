@@ -1,5 +1,7 @@
 #include "core/curvature.h"
 
+#include <cblas.h>
+
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -21,15 +23,10 @@ namespace {
 
 using Vec = std::vector<double>;
 
-double dot(const Vec& a, const Vec& b) {
-  double s = 0;
-  for (size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
-  return s;
-}
+// BLAS's: vectorised, and the same result for the same thread count.
+double dot(const Vec& a, const Vec& b) { return cblas_ddot(int(a.size()), a.data(), 1, b.data(), 1); }
 
-void axpy(double alpha, const Vec& x, Vec& y) {
-  for (size_t i = 0; i < x.size(); ++i) y[i] += alpha * x[i];
-}
+void axpy(double alpha, const Vec& x, Vec& y) { cblas_daxpy(int(x.size()), alpha, x.data(), 1, y.data(), 1); }
 
 void check_size(const char* fn, int64_t n) {
   if (n < 1) throw Error(std::string(fn) + ": expected an operator size n >= 1, got " + std::to_string(n));

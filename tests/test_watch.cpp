@@ -16,6 +16,7 @@
 #include "nn/transformer.h"
 #include "optim/optimizer.h"
 #include "test_util.h"
+#include "lib/watch/transformer_probe.h"
 #include "lib/watch/watch.h"
 
 using namespace ember;
@@ -586,7 +587,8 @@ TEST_CASE("the watch's curvature: each head's top eigenvalue and trace are its H
   const auto before = t.drop.get_state();
   watch::Snapshot snap = watch::measure(t.probe(), 10);
   std::vector<std::vector<double>> starts;
-  watch::CurvatureOptions o{.every = 10, .lanczos_steps = 200, .trace_probes = 60, .density_steps = 30, .seed = 4};
+  watch::CurvatureOptions o{
+      .every = 10, .lanczos_steps = 200, .first_lanczos_steps = 200, .trace_probes = 60, .density_steps = 30, .seed = 4};
   watch::measure_curvature(t.probe(), o, snap, starts);
   CHECK(t.model->is_training());
   CHECK(t.drop.get_state() == before);
@@ -661,6 +663,21 @@ TEST_CASE("the watch's curvature: each head's top eigenvalue and trace are its H
     watch::CurvatureOptions bad = o;
     bad.trace_probes = 0;
     CHECK_THAT(error_of([&] { watch::measure_curvature(t.probe(), bad, snap, starts); }),
-               Catch::Contains("watch::measure_curvature: expected lanczos_steps >= 1, trace_probes >= 1"));
+               Catch::Contains("watch::measure_curvature: expected lanczos_steps >= 1, first_lanczos_steps >= 1, trace_probes >= 1"));
   }
+}
+
+TEST_CASE("a Transformer probe measures curvature on the batch's first rows") {
+  Tiny t;
+  t.model->eval();
+  const watch::Probe p = watch::transformer_probe(*t.model, t.src, t.tgt_in, t.tgt_out, 0, 2);
+  const Tensor first_two =
+      cross_entropy(t.model->forward(t.src.narrow(0, 0, 2), t.tgt_in.narrow(0, 0, 2)).reshape({-1, 7}),
+                    t.tgt_out.narrow(0, 0, 2).reshape({-1}), 0);
+  CHECK(p.curvature_loss().item() == first_two.item());
+  CHECK(p.loss().item() == t.loss().item());
+  CHECK(watch::transformer_probe(*t.model, t.src, t.tgt_in, t.tgt_out, 0, 100).curvature_loss().item() ==
+        t.loss().item());  // more rows than the batch: all of them
+  CHECK_THAT(error_of([&] { watch::transformer_probe(*t.model, t.src, t.tgt_in, t.tgt_out, 0, 0); }),
+             Catch::Contains("watch::transformer_probe: expected curvature_rows >= 1, got 0"));
 }

@@ -174,7 +174,7 @@ if [ -x "$bench/bench_matmul" ] && [ -x "$bench/bench_mha" ] && [ -x "$bench/ben
   contains "$dir/bs_help.out" "attn-mem"
   expect 0 bs_help_mem "$bench/bench_suite" attn-mem --help
   expect 2 bs_none "$bench/bench_suite"
-  contains "$dir/bs_none.out" "bench_suite: a command is needed: ops, train, attn-mem, hvp, per-sample or cores"
+  contains "$dir/bs_none.out" "bench_suite: a command is needed: ops, train, attn-mem, hvp, per-sample, curvature or cores"
   expect 2 bs_mem_none "$bench/bench_suite" attn-mem
   contains "$dir/bs_mem_none.out" "bench_suite attn-mem: L is required: an integer in [1, 65536]"
   options_need_values bench_matmul "$bench/bench_matmul"

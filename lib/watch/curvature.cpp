@@ -14,9 +14,9 @@ void measure_curvature(const Probe& probe, const CurvatureOptions& o, Snapshot& 
                        std::vector<std::vector<double>>& starts) {
   const char* op = "watch::measure_curvature";
   if (!probe.model || !probe.loss || probe.sites.empty()) fail(op, "expected a model, a loss function and sites");
-  if (o.lanczos_steps < 1 || o.trace_probes < 1 || o.density_steps < 0)
-    fail(op, "expected lanczos_steps >= 1, trace_probes >= 1 and density_steps >= 0, got ", o.lanczos_steps, ", ",
-         o.trace_probes, " and ", o.density_steps);
+  if (o.lanczos_steps < 1 || o.first_lanczos_steps < 1 || o.trace_probes < 1 || o.density_steps < 0)
+    fail(op, "expected lanczos_steps >= 1, first_lanczos_steps >= 1, trace_probes >= 1 and density_steps >= 0, got ",
+         o.lanczos_steps, ", ", o.first_lanczos_steps, ", ", o.trace_probes, " and ", o.density_steps);
   struct Restore {
     nn::Module* model;
     bool training;
@@ -25,7 +25,7 @@ void measure_curvature(const Probe& probe, const CurvatureOptions& o, Snapshot& 
   probe.model->eval();
 
   const nn::ParameterSet all = nn::parameters_under(*probe.model);
-  const nn::LossHessian hessian(probe.loss, all);
+  const nn::LossHessian hessian(probe.curvature_loss ? probe.curvature_loss : probe.loss, all);
   const Log shape = Log::for_sites(probe.sites);
 
   // every head's block, in site order, and where each lies in their joint vector
@@ -50,10 +50,11 @@ void measure_curvature(const Probe& probe, const CurvatureOptions& o, Snapshot& 
     for (int64_t h = 0; h < s.attention->num_heads; h++, b++) {
       const int64_t n = nn::numel(blocks[b]);
       curvature::LanczosOptions lo;
-      lo.max_steps = std::min(o.lanczos_steps, n);
+      const bool warm = (int64_t)starts[b].size() == n;
+      lo.max_steps = std::min(warm ? o.lanczos_steps : o.first_lanczos_steps, n);
       lo.tol = 1e-3;
       lo.seed = o.seed + b + 1;
-      if ((int64_t)starts[b].size() == n) lo.start = starts[b];
+      if (warm) lo.start = starts[b];
       const curvature::Eigen top = curvature::top_eigen(hessian.on(blocks[b]), n, 1, lo);
       starts[b] = top.vectors[0];
       const size_t at = (size_t)(s.layer * shape.heads + h);

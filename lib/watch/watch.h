@@ -81,12 +81,14 @@ struct Snapshot {
 // What a probe needs from the program: the model (put in eval mode for the measurement,
 // its mode restored), the sites, and a function that runs the model on the probe batch
 // and returns the loss, with which queries are padding, per module role (bool [B, L],
-// true at padding; a role absent from the map has no padding).
+// true at padding; a role absent from the map has no padding). Curvature is measured on
+// curvature_loss, the loss of the batch's first rows (empty: loss).
 struct Probe {
-  ember::nn::Module* model = nullptr;
-  std::vector<Site> sites;
-  std::function<Tensor()> loss;
-  std::map<std::string, Tensor> query_padding;
+  ember::nn::Module* model = nullptr;  // the model measured
+  std::vector<Site> sites;  // its attention modules
+  std::function<Tensor()> loss;  // the probe batch's loss
+  std::map<std::string, Tensor> query_padding;  // per role, bool [B, L]
+  std::function<Tensor()> curvature_loss;  // the loss curvature is measured on (empty: loss)
 };
 
 // Measures every site on the probe batch once.
@@ -99,20 +101,22 @@ Snapshot measure(const Probe& probe, int64_t step);
 // every head (one product each for all heads); and the spectral density of the whole
 // model's Hessian from one probe of `density_steps` Lanczos steps (0: none). A measurement
 // takes heads x lanczos_steps + trace_probes + density_steps Hessian-vector products on the
-// probe batch, each about two forward-backward passes.
+// curvature batch, each about two forward-backward passes. The first measurement, with no
+// eigenvector to start from, runs first_lanczos_steps per head.
 struct CurvatureOptions {
   int64_t every = 0;  // measure at steps that are multiples of it (0: never)
-  int64_t lanczos_steps = 4;  // per head
-  int64_t trace_probes = 8;  // shared by the heads
-  int64_t density_steps = 24; // of the whole model's density (0: none)
+  int64_t lanczos_steps = 3;  // per head, from the eigenvector of the measurement before
+  int64_t first_lanczos_steps = 6;  // per head, from a random vector
+  int64_t trace_probes = 4;  // shared by the heads
+  int64_t density_steps = 12;  // of the whole model's density (0: none)
   uint64_t seed = 0;  // of the probes and first start vectors
 };
 
 // Adds the curvature quantities of every site's heads and the model's density to snap,
-// measured on the probe batch (model in eval mode, its mode restored, no hooks: attention
+// measured on the probe's curvature_loss (model in eval mode, its mode restored, no hooks: attention
 // runs as in training). starts holds each head's last eigenvector, (site, head) in order,
 // updated here (empty at first). No .grad is touched and no generator drawn from. An Error
-// when options are out of range (lanczos_steps, trace_probes >= 1, density_steps >= 0).
+// when options are out of range (the Lanczos steps and trace_probes >= 1, density_steps >= 0).
 void measure_curvature(const Probe& probe, const CurvatureOptions& options, Snapshot& snap,
                        std::vector<std::vector<double>>& starts);
 
