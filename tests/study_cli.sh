@@ -40,7 +40,8 @@ big=99999999999999999999999
 "$tools/softmax_lab" --out "$dir/lab" --trials 50 >"$dir/lab.out" 2>&1 || fail "softmax_lab exited $?"
 contains "$dir/lab.out" "largest |autograd - formula|"
 contains "$dir/lab.out" "every blocked weight is exactly 0: yes"
-for f in saturation.csv saturation_profile.png saturation_gradient.png curvature.csv curvature.png; do
+for f in saturation.csv saturation_profile.png saturation_gradient.png curvature.csv curvature.png \
+  attention_curvature.csv attention_curvature.png; do
   [ -s "$dir/lab/$f" ] || fail "no $f"
 done
 # the double-backward Hessians equal diag(p) - p p^T to rounding
@@ -49,6 +50,11 @@ for what in logsumexp cross-entropy; do
   awk -v e="$err" 'BEGIN { exit !(e != "" && e + 0 < 1e-12) }' || fail "Hessian of $what differs by '$err'"
 done
 [ "$(wc -l <"$dir/lab/saturation.csv")" -eq 20 ] || fail "saturation.csv: expected a header and 19 rows"
+# one attention layer's Hessian: a row per score scale; the queries saturate and the Wq, Wk
+# block's largest eigenvalue grows with the scale, more than the Wv, Wo block's
+[ "$(wc -l <"$dir/lab/attention_curvature.csv")" -eq 9 ] || fail "attention_curvature.csv: expected a header and 8 rows"
+awk -F, 'NR == 2 { s0 = $2; qk0 = $7; vo0 = $8 } NR == 9 { exit !($2 > s0 + 0.5 && $7 > 1000 * qk0 && $7 / qk0 > 10 * $8 / vo0) }' \
+  "$dir/lab/attention_curvature.csv" || fail "attention_curvature.csv: the curvature does not grow with the scale"
 "$tools/softmax_lab" --x 1,2,3,40 --out "$dir/lab2" --trials 5 >"$dir/lab2.out" 2>&1 || fail "softmax_lab --x exited $?"
 contains "$dir/lab2.out" "1.00000   2.00000   3.00000  40.00000"
 expect 0 softmax_lab --x 1000,-1000,999.5 --out "$dir/lab3" --trials 5 --n 8
