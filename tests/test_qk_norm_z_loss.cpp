@@ -184,7 +184,7 @@ TEST_CASE("z_loss is the mean over predicted positions of logsumexp(logits)^2") 
   CHECK(seq2seq::z_loss(logits, targets, 0).item() == Approx(want).epsilon(1e-14));
   CHECK(seq2seq::z_loss(logits, zeros({5}, kInt64), 0).item() == 0);
   CHECK_THAT(error_of([&] { seq2seq::z_loss(logits, zeros({4}, kInt64), 0); }),
-             Catch::Contains("seq2seq::z_loss: expected logits [N, V] and int64 targets [N], got logits [5, 6] and "
+             Catch::Contains("seq2seq::z_loss: expected logits [N, V] and int64 targets [N], got logits [5,6] and "
                              "targets [4] int64"));
 }
 
