@@ -12,7 +12,7 @@
 # OUT_DIR/compare_<lr>_*.png (the runs of one learning rate side by side) and
 # OUT_DIR/summary.md. QK_NORM_Z_LOSS_RUNS="base_hi qk_hi" runs only those.
 set -euo pipefail
-translate=$1 watch_plot=$2 out=$3 threads=${4:-1} steps=${5:-1500} high_lr=${6:-3e-2}
+translate=$1 watch_plot=$2 out=$3 threads=${4:-1} steps=${5:-1500} high_lr=${6:-1e-2}
 mkdir -p "$out"
 common=(--steps "$steps" --target-acc 0.99 --eval-every 100 --save-every 100000 --log-every 100 --seed 1
         --watch --watch-every 50 --threads "$threads")
