@@ -100,6 +100,16 @@ struct Node {
   // graph that is never run back is freed when the level closes.
   uint64_t tangent_level = 0;
   std::shared_ptr<TensorImpl> tangent;  // the output's tangent at tangent_level (cleared when it closes)
+  // What tools that inspect the graph read (draw_graph, core/graph_draw.h); none is set
+  // by record(), so recording costs nothing more:
+  // the dotted name of the module whose forward ran the op (nn::GraphScopes), or null;
+  std::shared_ptr<const std::string> scope;
+  // the L2 norm of the gradient that reached the output in the last backward run under a
+  // GradNormRecorder (-1: none reached it there);
+  double grad_norm = -1;
+  // the dim along which saved[0] holds probabilities (a softmax's output, attention's
+  // weights), dense from its storage's start; -1 when it does not (set by those ops).
+  int probs_dim = -1;
 
   Node() = default;
   Node(const Node&) = delete;
@@ -148,6 +158,23 @@ class AnomalyGuard {
   ~AnomalyGuard() { set_anomaly_enabled(prev_); }
   AnomalyGuard(const AnomalyGuard&) = delete;
   AnomalyGuard& operator=(const AnomalyGuard&) = delete;
+ private:
+  bool prev_;
+};
+
+// While a GradNormRecorder lives on a thread, every backward pass (backward() or grad())
+// that thread runs stores in each node it evaluates the L2 norm of the gradient that
+// reached the node's output, after the output's hooks (Node::grad_norm), so that
+// draw_graph can show where gradients grow or vanish. Off, the engine pays one branch per
+// node; on, one pass over each gradient. Recorders nest; the outermost ends recording.
+class GradNormRecorder {
+ public:
+  GradNormRecorder();  // Starts recording on this thread.
+  ~GradNormRecorder();  // Restores the setting before.
+  GradNormRecorder(const GradNormRecorder&) = delete;
+  GradNormRecorder& operator=(const GradNormRecorder&) = delete;
+  static bool active();  // Whether norms are recorded on this thread now.
+
  private:
   bool prev_;
 };

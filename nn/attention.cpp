@@ -216,7 +216,9 @@ AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
       return detail::composed_attention_tangent(q, k, v, t[0], t[1], t[2], mask, sc, keep);
     return detail::attention_tangent(q, k, v, t[0], t[1], t[2], p, keep, sc);
   };
-  return {record(kOp, loc, out, {q, k, v}, std::move(bw), saved, jvp), p};
+  out = record(kOp, loc, out, {q, k, v}, std::move(bw), saved, jvp);
+  if (!saved.empty() && out.grad_fn()) out.grad_fn()->probs_dim = (int)p.dim() - 1;  // p is saved[0], fresh and dense
+  return {out, p};
 }
 
 // ------------------------------------------------------------------ the reference

@@ -20,6 +20,15 @@
 
 namespace ember::nn {
 
+class Module;
+class GraphScopes;
+namespace detail {
+// The GraphScopes alive on this thread (nn/graph_draw.h), or null.
+extern thread_local constinit const GraphScopes* t_graph_scopes;
+// Labels the ops between a forward's inputs and outputs with the module's name (GraphScopes).
+void label_ops(const Module& m, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs);
+}  // namespace detail
+
 // Tensors by dotted name, in registration order.
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 // Tensors by dotted name, sorted by name: what state_dict() returns and checkpoints store.
@@ -173,8 +182,10 @@ class Module {
   bool has_forward_hooks() const { return forward_hooks_.any(); }  // whether a forward hook is registered
 
  protected:
-  // Every forward returns through this: out, after the forward hooks have seen it.
+  // Every forward returns through this: out, after the forward hooks have seen it (and
+  // its ops were labelled with this module, under a GraphScopes).
   Tensor hooked(std::initializer_list<Tensor> inputs, Tensor out) {
+    if (detail::t_graph_scopes) [[unlikely]] detail::label_ops(*this, std::vector<Tensor>(inputs), {out});
     if (has_forward_hooks()) run_forward_hooks(std::vector<Tensor>(inputs), {out});
     return out;
   }

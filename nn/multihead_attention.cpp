@@ -153,6 +153,7 @@ MultiHeadAttentionOutput MultiHeadAttention::forward(const Tensor& query, const 
     MultiHeadAttentionOutput out;
     out.output = out_proj->forward(rows);
     if (!query_packing) out.output = out.output.view({B, L, E});
+    if (detail::t_graph_scopes) [[unlikely]] detail::label_ops(*this, {query, key, value}, {out.output});
     return out;
   }
 
@@ -273,6 +274,7 @@ MultiHeadAttentionOutput MultiHeadAttention::forward(const Tensor& query, const 
   out.output = out_proj->forward(merged);
   if (need_weights == AttnWeights::PerHead) out.weights = r.weights;
   else if (need_weights == AttnWeights::Averaged) out.weights = mean(r.weights, {1});
+  if (detail::t_graph_scopes) [[unlikely]] detail::label_ops(*this, {query, key, value}, {out.output, r.weights});
   if (hooks) run_forward_hooks({query, key, value}, {out.output, r.weights});
   return out;
 }

@@ -6,7 +6,7 @@
 # --steps 2000).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/install_deps.sh
+bash scripts/install_deps.sh graphviz  # draw_graph renders SVG through dot
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$(nproc)" --target translate
 translate=./build/examples/translate/translate

@@ -128,6 +128,23 @@ says 'unexpected argument "stray"'
 expect 2 "$(printf 'soft\tmax')"
 says 'nothing named "softU+0009max"'
 
+# --graph draws the checked expression's graph: DOT that Graphviz reads, with the layer's
+# inputs, parameters and modules by name
+expect 0 multihead_attention --graph "$dir/mha.dot"
+grep -q "^digraph" "$dir/mha.dot" || fail "--graph wrote no DOT: $(head -c 300 "$dir/mha.dot")"
+for want in 'label="query' 'label="q_proj.weight' 'label="out_proj"' 'grad norm'; do
+  grep -qF "$want" "$dir/mha.dot" || fail "--graph's DOT lacks $want"
+done
+if command -v dot >/dev/null; then
+  dot -Tsvg "$dir/mha.dot" -o "$dir/mha_check.svg" || fail "dot refuses the DOT --graph wrote"
+  expect 0 softmax --graph "$dir/softmax.svg"
+  grep -q "<svg" "$dir/softmax.svg" || fail "--graph FILE.svg wrote no SVG"
+fi
+expect 2 softmax --graph "$dir/graph.txt"
+says "--graph needs a file ending .dot"
+expect 1 softmax --graph "$dir/no-such-dir/graph.dot"
+says "no-such-dir"
+
 # shapes too large for finite differences: refused before the work, with the reason
 start=$SECONDS
 expect 1 softmax --L 4096 --S 4096 --batch 4096

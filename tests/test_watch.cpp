@@ -11,6 +11,7 @@
 
 #include "core/autograd.h"
 #include "io/h5.h"
+#include "nn/curvature.h"
 #include "nn/functional.h"
 #include "nn/transformer.h"
 #include "optim/optimizer.h"
@@ -535,7 +536,7 @@ TEST_CASE("a watch file of huge finite values draws its figures") {
   const watch::Log back = watch::Log::read_h5(dir + "/watch.h5");
   std::vector<std::string> written;
   CHECK(error_of([&] { written = back.draw(dir); }) == "<no ember::Error was thrown>");
-  CHECK(written.size() == 7);
+  CHECK(written.size() == 9);  // the seven, and the curvature's two (its values are there too)
   CHECK(error_of([&] { watch::draw_comparison({back, back}, {"a", "b"}, dir + "/both.png"); }) ==
         "<no ember::Error was thrown>");
   fs::remove_all(dir);
@@ -587,4 +588,89 @@ TEST_CASE("a watch file whose modules attribute holds a NUL byte is refused, nam
              Catch::StartsWith("watch::Log::read_h5") && Catch::Contains("watch.h5': attribute 'modules'") &&
                  Catch::Contains("NUL byte"));
   fs::remove_all(dir);
+}
+
+TEST_CASE("the watch's curvature: each head's top eigenvalue and trace are its Hessian block's, the log keeps them") {
+  Tiny t;
+  t.model->train();
+  const auto before = t.drop.get_state();
+  watch::Snapshot snap = watch::measure(t.probe(), 10);
+  std::vector<std::vector<double>> starts;
+  watch::CurvatureOptions o{.every = 10, .lanczos_steps = 200, .trace_probes = 60, .density_steps = 30, .seed = 4};
+  watch::measure_curvature(t.probe(), o, snap, starts);
+  CHECK(t.model->is_training());
+  CHECK(t.drop.get_state() == before);
+  for (auto& [name, p] : t.model->named_parameters()) CHECK_FALSE(p.grad().defined());
+  REQUIRE(starts.size() == 4 * 2);
+
+  // the dense blocks, in eval mode as the watch measures
+  t.model->eval();
+  const nn::LossHessian h([&] { return t.loss(); }, nn::parameters_under(*t.model));
+  t.model->train();
+  size_t b = 0;
+  for (const watch::Site& s : t.sites)
+    for (int64_t head = 0; head < 2; head++, b++) {
+      INFO(s.module << " layer " << s.layer << " head " << head);
+      const nn::ParameterSet block = nn::head_parameters(*s.attention, head);
+      const int64_t n = nn::numel(block);
+      const std::vector<double> dense = h.dense(block);
+      const double top = curvature::dense_eigh(dense, n).first.back();
+      double trace = 0;
+      for (int64_t i = 0; i < n; i++) trace += dense[(size_t)(i * n + i)];
+      const size_t at = (size_t)(s.layer * 2 + head);
+      CHECK(snap.values.at(s.module).at("curvature_top")[at] == Approx(top).epsilon(1e-6));
+      const double se = snap.values.at(s.module).at("curvature_trace_se")[at];
+      CHECK(se > 0);
+      CHECK(std::abs(snap.values.at(s.module).at("curvature_trace")[at] - trace) < 4 * se);
+    }
+  // decoder layer 2 does not exist: NaN
+  CHECK(std::isnan(snap.values.at("decoder_self").at("curvature_top")[2]));
+  CHECK(snap.density.n == t.model->num_parameters());
+  REQUIRE(snap.density.nodes.size() == 1);
+  CHECK(snap.density.nodes[0].size() == 30);
+
+  SECTION("from the eigenvectors found before, two Lanczos steps give the same eigenvalues") {
+    watch::Snapshot again = watch::measure(t.probe(), 20);
+    watch::CurvatureOptions quick = o;
+    quick.lanczos_steps = 2, quick.density_steps = 0;
+    watch::measure_curvature(t.probe(), quick, again, starts);
+    for (const std::string& m : {"encoder_self", "decoder_self", "decoder_cross"})
+      for (size_t i = 0; i < 4; i++) {
+        const double v = snap.values.at(m).at("curvature_top")[i];
+        if (std::isnan(v)) continue;
+        CHECK(again.values.at(m).at("curvature_top")[i] == Approx(v).epsilon(1e-8));
+      }
+    CHECK(again.density.n == 0);
+  }
+  SECTION("the log writes and reads them back, densities included, and draws their figures") {
+    watch::Log log = watch::Log::for_sites(t.sites);
+    log.add(watch::measure(t.probe(), 0));  // a snapshot without curvature: NaN
+    log.add(snap);
+    const std::string dir = scratch("curvature");
+    log.write_h5(dir + "/watch.h5");
+    const watch::Log back = watch::Log::read_h5(dir + "/watch.h5");
+    REQUIRE(back.snapshots.size() == 2);
+    CHECK(std::isnan(back.snapshots[0].values.at("encoder_self").at("curvature_top")[0]));
+    CHECK(back.snapshots[1].values.at("encoder_self").at("curvature_top") ==
+          snap.values.at("encoder_self").at("curvature_top"));
+    CHECK(back.snapshots[0].density.n == 0);
+    CHECK(back.snapshots[1].density.n == snap.density.n);
+    CHECK(back.snapshots[1].density.nodes == snap.density.nodes);
+    CHECK(back.snapshots[1].density.weights == snap.density.weights);
+    CHECK(h5::read(dir + "/watch.h5", "/density/nodes").shape() == Shape{1, 30});
+    const auto files = back.draw(dir);
+    REQUIRE(files.size() == 9);
+    CHECK(files[6] == dir + "/watch_curvature.png");
+    CHECK(files[8] == dir + "/watch_density.png");
+    for (const std::string& f : files) CHECK(bytes_of(f).size() > 1000);
+    fs::remove_all(dir);
+  }
+  SECTION("the recorder's curvature interval must be a multiple of its own") {
+    CHECK_THAT(error_of([&] { watch::Recorder r(t.probe(), scratch("interval"), 5, "test", {}, {.every = 7}); }),
+               Catch::Contains("watch::Recorder: expected a curvature interval that is a multiple of the watch's (5) or 0, got 7"));
+    watch::CurvatureOptions bad = o;
+    bad.trace_probes = 0;
+    CHECK_THAT(error_of([&] { watch::measure_curvature(t.probe(), bad, snap, starts); }),
+               Catch::Contains("watch::measure_curvature: expected lanczos_steps >= 1, trace_probes >= 1"));
+  }
 }

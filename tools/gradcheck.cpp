@@ -9,13 +9,17 @@
 // of the analytic first derivatives against double backward. With --forward, forward mode
 // is checked too (check_forward_ad): a jvp per element against the same finite
 // differences, a "(forward)" row after each input's; an op on the way without a forward
-// rule ends the check with exit 1 and a message naming it.
+// rule ends the check with exit 1 and a message naming it. With --graph FILE, the backward
+// graph of the checked expression (float64) is drawn to FILE (.dot, or .svg/.png/.pdf
+// through Graphviz): inputs and parameters by name, the layer's modules as clusters, and
+// the norm of the gradient each op passed on for an all-ones upstream gradient.
 //
 //   gradcheck --list
 //   gradcheck NAME [--batch B] [--L L] [--S S] [--embed E] [--heads H] [--kdim K] [--vdim V]
 //                  [--ffn F] [--vocab N] [--in N] [--out N] [--dim D] [--smoothing P]
 //                  [--mask none|padding|causal|full-row] [--noncontiguous]
 //                  [--eps X] [--atol X] [--rtol X] [--seed N] [--second-order] [--forward]
+//                  [--graph FILE]
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -30,9 +34,11 @@
 #include "lib/cli/cli.h"
 #include "core/autograd.h"
 #include "core/gradcheck.h"
+#include "core/graph_draw.h"
 #include "core/ops.h"
 #include "nn/attention.h"
 #include "nn/functional.h"
+#include "nn/graph_draw.h"
 #include "nn/multihead_attention.h"
 #include "nn/transformer.h"
 
@@ -422,6 +428,26 @@ void check_time(const Case& c, const std::string& name, bool second_order, bool 
                      " allowed; finite differences are for small shapes (lower --batch, --L, --S or the widths)"};
 }
 
+// Draws the graph of c.f at c's inputs to path, with the norms of an all-ones upstream
+// gradient (which accumulates into the inputs' .grad: the checks are done by then).
+void draw_checked_graph(const Case& c, const std::string& path) {
+  GraphDrawOptions options;
+  for (size_t i = 0; i < c.inputs.size(); i++) options.params.emplace_back(c.names[i], c.inputs[i]);
+  Tensor out;
+  if (c.modules.size() == 1) {
+    nn::GraphScopes scopes(*c.modules[0]);
+    out = c.f(c.inputs);
+  } else {
+    out = c.f(c.inputs);
+  }
+  {
+    GradNormRecorder norms;
+    out.backward(ones_like(out), /*retain_graph=*/true);
+  }
+  draw_graph(out, path, options);
+  std::printf("graph: %s\n", path.c_str());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -461,7 +487,18 @@ int main(int argc, char** argv) {
                  "check second derivatives too (double backward against finite differences of the gradient)");
     app.add_flag("--forward", f.options.check_forward_ad,
                  "check forward mode too (a jvp per element against the same finite differences)");
+    std::string graph;
+    cli::text(app, "--graph", graph,
+              "draw the backward graph of the checked expression to FILE (.dot or .gv; .svg, .png or .pdf through "
+              "Graphviz's dot)");
     cli::parse(app, argc, argv);
+    if (!graph.empty()) {
+      const size_t dot = graph.rfind('.');
+      const std::string ext = dot == std::string::npos ? "" : graph.substr(dot);
+      if (ext != ".dot" && ext != ".gv" && ext != ".svg" && ext != ".png" && ext != ".pdf")
+        throw UsageError{"--graph needs a file ending .dot, .gv, .svg, .png or .pdf, got " + printable(graph)};
+      cli::check_output_file("gradcheck", graph, "the graph");
+    }
     f.options.seed = (uint64_t)seed;
     if (list_them) {
       list(all);
@@ -495,6 +532,7 @@ int main(int argc, char** argv) {
       std::printf("\n%s", second.to_string().c_str());
       passed = passed && second.passed;
     }
+    if (!graph.empty()) draw_checked_graph(c, graph);
     std::printf("\n%s\n", passed ? "PASSED" : "FAILED");
     return passed ? 0 : 1;
   });

@@ -34,6 +34,13 @@ namespace {
 // recursion is an error instead of a stack overflow.
 constexpr int kMaxBackwardNesting = 100;
 thread_local constinit int t_backward_nesting = 0;
+thread_local constinit bool t_record_grad_norms = false;  // GradNormRecorder
+
+// The L2 norm of g, in float64, recording nothing.
+double norm_of(const Tensor& g) {
+  NoGradGuard no_grad;
+  return norm(g.detach().to(kFloat64)).item();
+}
 
 struct InBackward {
   bool prev = t_in_backward;
@@ -405,6 +412,7 @@ class GraphTask {
     // the gradient that reached the node's output tensor: its hooks, then .grad() if it
     // retains it (a copy: g itself flows on, and may be shared with an input's gradient)
     g = run_hooks(n->hooks, std::move(g));
+    if (t_record_grad_norms) [[unlikely]] n->grad_norm = norm_of(g);
     if (capturing_) {
       auto t = node_targets_.find(n);
       if (t != node_targets_.end())
@@ -504,6 +512,10 @@ class GraphTask {
 };
 
 }  // namespace
+
+GradNormRecorder::GradNormRecorder() : prev_(t_record_grad_norms) { t_record_grad_norms = true; }
+GradNormRecorder::~GradNormRecorder() { t_record_grad_norms = prev_; }
+bool GradNormRecorder::active() { return t_record_grad_norms; }
 
 void queue_callback(std::function<void()> fn) {
   if (!t_current_task) fail("queue_callback", "called outside a backward pass (from a hook, during backward)");

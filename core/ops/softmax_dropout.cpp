@@ -51,7 +51,9 @@ static Tensor softmax_impl(const char* name, const Tensor& a, int64_t dim, const
     const Tensor centred = sub(t[0], sum(mul(p, t[0]), {dim}, true));
     return log ? centred : mul(out, centred);
   };
-  return record(name, loc, out, {a}, std::move(bw), {out}, jvp);
+  out = record(name, loc, out, {a}, std::move(bw), {out}, jvp);
+  if (!log && out.grad_fn()) out.grad_fn()->probs_dim = (int)dim;  // out is saved[0], fresh and dense
+  return out;
 }
 
 // The gradient through softmax (or log_softmax) as an op of its own, given the output y

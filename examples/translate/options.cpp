@@ -88,6 +88,10 @@ void add_train_options(CLI::App* app, TrainOptions& o) {
   g["--watch-every"] = integer(*app, "--watch-every", o.watch_every, 1, kMaxSteps, "with --watch: measure every N steps");
   g["--watch-rows"] = integer(*app, "--watch-rows", o.watch_rows, 1, watch::kMaxProbeRows,
                               "with --watch: the probe batch, the first N validation pairs (at most 1024)");
+  g["--watch-curvature"] =
+      integer(*app, "--watch-curvature", o.watch_curvature, 0, kMaxSteps,
+              "with --watch: every N steps (a multiple of --watch-every; 0: never) also the curvature of the loss: "
+              "per head the largest eigenvalue and the trace of its block of the Hessian, and the model's spectral density");
   g["--check-every"] = integer(*app, "--check-every", o.check_every, 0, kMaxSteps,
                                "under mpirun: every N steps, check that all processes hold bitwise the same "
                                "parameters (0: never)");

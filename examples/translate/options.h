@@ -26,6 +26,7 @@ struct TrainOptions {
   int64_t check_every = 0;  // data-parallel: compare the ranks' parameters every N steps
   bool watch = false;       // measure attention on a probe batch (lib/watch)
   int64_t watch_every = 50, watch_rows = 64;
+  int64_t watch_curvature = 0;  // with --watch: each head's Hessian every N steps (0: never)
   // the model's options (the fields of seq2seq::model_fields() that have a flag); its
   // vocabularies come from the training pairs
   nn::TransformerConfig model = seq2seq::default_model_config();

@@ -83,6 +83,51 @@ std::vector<std::string> Log::draw(const std::string& dir, const std::string& pr
   grid("example_spread", "grad_scores_example_cv", "std / mean over examples",
        "how unevenly the examples' gradients reach the scores");
   grid("max_logit", "max_logit", "largest scaled score", "the largest attention logit (softmax input) per head");
+  // curvature, when it was measured: each head's largest eigenvalue and trace, and the
+  // whole model's density at up to four steps (the first, the last and two between)
+  bool curvature = false;
+  for (const Snapshot& snap : snapshots)
+    for (const std::string& m : modules)
+      for (double v : snap.values.at(m).at("curvature_top")) curvature = curvature || std::isfinite(v);
+  if (curvature) {
+    grid("curvature", "curvature_top", "largest Hessian eigenvalue",
+         "the sharpest curvature of each head's block of the loss's Hessian (Wq, Wk, Wv rows, Wo columns)");
+    grid("curvature_trace", "curvature_trace", "Hessian trace (Hutchinson)",
+         "the total curvature of each head's block of the loss's Hessian");
+  }
+  std::vector<const Snapshot*> dens;
+  for (const Snapshot& snap : snapshots)
+    if (snap.density.n > 0) dens.push_back(&snap);
+  if (!dens.empty()) {
+    std::vector<const Snapshot*> shown_steps;
+    for (size_t i = 0; i < 4 && i < dens.size(); i++) {
+      const Snapshot* s = dens[dens.size() <= 4 ? i : i * (dens.size() - 1) / 3];
+      if (shown_steps.empty() || shown_steps.back() != s) shown_steps.push_back(s);
+    }
+    plot::Lines p;
+    p.title = "the whole model's Hessian: eigenvalue density (stochastic Lanczos quadrature)";
+    p.xlabel = "eigenvalue";
+    p.ylabel = "density";
+    p.log_y = true;
+    double lo = INFINITY, hi = -INFINITY;
+    for (const Snapshot* s : shown_steps) lo = std::min(lo, s->density.range().first), hi = std::max(hi, s->density.range().second);
+    const double pad = 0.05 * std::max(hi - lo, 1e-9), sigma = 0.01 * std::max(hi - lo, 1e-9);
+    for (const Snapshot* s : shown_steps) {
+      plot::Series line;
+      line.label = "step " + std::to_string(s->step);
+      const int64_t points = 400;
+      line.y = s->density.on_grid(lo - pad, hi + pad, points, sigma);
+      // six decades below the peak is the floor: the Gaussians' tails underflow past it
+      const double peak = *std::max_element(line.y.begin(), line.y.end());
+      for (double& y : line.y)
+        if (!(y > peak * 1e-6)) y = kNaN;
+      for (int64_t i = 0; i < points; i++) line.x.push_back(lo - pad + (hi - lo + 2 * pad) * double(i) / double(points - 1));
+      p.series.push_back(line);
+    }
+    const std::string file = base + "density.png";
+    plot::save_png(file, {p}, 1, 720, 420);
+    written.push_back(file);
+  }
   return written;
 }
 

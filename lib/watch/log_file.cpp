@@ -1,6 +1,7 @@
 // The watch's log and its files: the HDF5 file a run appends to (and resumes from) and
 // its CSV, each value named by module, quantity, layer and head.
 #include <algorithm>
+#include <cmath>
 #include <cctype>
 #include <cstdio>
 #include <filesystem>
@@ -87,6 +88,34 @@ void Log::write_h5(const std::string& path) const {
       w.attr(key, "meaning", meaning(q));
     }
   }
+  // the densities: per snapshot that has one, its probe's nodes and weights (a probe's
+  // Lanczos run may stop early: NaN nodes and zero weights fill the rest)
+  std::vector<int64_t> density_steps;
+  int64_t width = 0, n = 0;
+  for (const Snapshot& s : snapshots)
+    if (s.density.n > 0) {
+      density_steps.push_back(s.step);
+      n = s.density.n;
+      for (const auto& p : s.density.nodes) width = std::max(width, (int64_t)p.size());
+    }
+  if (!density_steps.empty()) {
+    const int64_t D = (int64_t)density_steps.size();
+    std::vector<double> nodes, weights;
+    for (const Snapshot& s : snapshots) {
+      if (s.density.n == 0) continue;
+      if (s.density.nodes.size() != 1) fail("watch::Log::write_h5", "expected one probe per density, got ", s.density.nodes.size());
+      std::vector<double> x = s.density.nodes[0], y = s.density.weights[0];
+      x.resize((size_t)width, kNaN), y.resize((size_t)width, 0.0);
+      nodes.insert(nodes.end(), x.begin(), x.end());
+      weights.insert(weights.end(), y.begin(), y.end());
+    }
+    w.write("/density/step", ember::from_vector(density_steps, {D}));
+    w.write("/density/nodes", ember::from_vector(nodes, {D, width}));
+    w.write("/density/weights", ember::from_vector(weights, {D, width}));
+    w.attr("/density/nodes", "meaning", "Ritz values of one stochastic Lanczos quadrature probe of the whole model's Hessian");
+    w.attr("/density/weights", "meaning", "their weights (summing to 1 per row)");
+    w.attr_int("/density/nodes", "parameters", n);
+  }
   w.attr("/", "format", kFormat);
   w.attr_int("/", "version", kVersion);
   w.attr("/", "modules", joined);
@@ -163,6 +192,32 @@ Log Log::read_h5(const std::string& path) {
         log.snapshots[(size_t)c].values[m][q].assign(v.begin() + (ptrdiff_t)((size_t)c * per),
                                                      v.begin() + (ptrdiff_t)((size_t)(c + 1) * per));
     }
+  if (r.is_dataset("/density/step")) {
+    const Tensor ds = r.read("/density/step"), nodes = r.read("/density/nodes"), weights = r.read("/density/weights");
+    const int64_t D = ds.dim() == 1 ? ds.size(0) : -1;
+    if (ds.dtype() != ember::kInt64 || D < 0 || nodes.dtype() != ember::kFloat64 || nodes.dim() != 2 ||
+        nodes.size(0) != D || weights.shape() != nodes.shape() || weights.dtype() != ember::kFloat64)
+      fail(op, "'", path, "': '/density/step', '/density/nodes' and '/density/weights' should be int64 [D] and float64 "
+           "[D, steps] twice, got ", ds.shape(), ", ", nodes.shape(), " and ", weights.shape());
+    const int64_t n = r.attr_int("/density/nodes", "parameters");
+    if (n < 1) fail(op, "'", path, "': attribute 'parameters' of '/density/nodes' should be positive, got ", n);
+    const std::vector<int64_t> at = ds.to_vector<int64_t>();
+    const std::vector<double> x = nodes.to_vector<double>(), y = weights.to_vector<double>();
+    const int64_t width = nodes.size(1);
+    for (int64_t d = 0; d < D; d++) {
+      auto snap = std::find_if(log.snapshots.begin(), log.snapshots.end(),
+                               [&](const Snapshot& s) { return s.step == at[(size_t)d]; });
+      if (snap == log.snapshots.end())
+        fail(op, "'", path, "': '/density/step' names step ", at[(size_t)d], ", which no snapshot has");
+      std::vector<double> px, py;
+      for (int64_t i = 0; i < width; i++)
+        if (std::isfinite(x[(size_t)(d * width + i)]))
+          px.push_back(x[(size_t)(d * width + i)]), py.push_back(y[(size_t)(d * width + i)]);
+      snap->density.n = n;
+      snap->density.nodes = {px};
+      snap->density.weights = {py};
+    }
+  }
   return log;
 }
 

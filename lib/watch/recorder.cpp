@@ -13,9 +13,13 @@ namespace ember::watch {
 // ------------------------------------------------------------------ a run's watch
 
 Recorder::Recorder(Probe probe, std::string dir, int64_t every, std::string program,
-                   std::map<std::string, std::string> info)
-    : probe_(std::move(probe)), dir_(std::move(dir)), program_(std::move(program)), every_(every) {
+                   std::map<std::string, std::string> info, CurvatureOptions curvature)
+    : probe_(std::move(probe)), dir_(std::move(dir)), program_(std::move(program)), every_(every),
+      curvature_(curvature) {
   if (every_ < 1) fail("watch::Recorder", "expected a positive interval, got ", every_);
+  if (curvature_.every < 0 || (curvature_.every > 0 && curvature_.every % every_ != 0))
+    fail("watch::Recorder", "expected a curvature interval that is a multiple of the watch's (", every_,
+         ") or 0, got ", curvature_.every);
   for (const Site& s : probe_.sites) check_module_name(s.module, "watch::Recorder", "the probe ");
   log_ = Log::for_sites(probe_.sites);
   log_.info = std::move(info);
@@ -41,7 +45,13 @@ void Recorder::after_step(int64_t step) {
   if (step % every_ != 0) return;
   if (!log_.snapshots.empty() && log_.snapshots.back().step >= step) return;
   const auto start = std::chrono::steady_clock::now();
-  log_.add(measure(probe_, step));
+  Snapshot snap = measure(probe_, step);
+  const auto curvature_start = std::chrono::steady_clock::now();
+  if (curvature_.every > 0 && step % curvature_.every == 0) {
+    measure_curvature(probe_, curvature_, snap, starts_);
+    curvature_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - curvature_start).count();
+  }
+  log_.add(std::move(snap));
   seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   probes_++;
 }
@@ -72,9 +82,14 @@ bool Recorder::write(bool figures) {
 
 std::string Recorder::finish(const std::string& probe, double training_seconds) {
   const bool wrote = write();
-  char b[160];
-  std::snprintf(b, sizeof b, "watch: %lld measurements of %s, %.1f s with the files (%.1f%% of training); ", (long long)probes_,
-                probe.c_str(), seconds_, 100 * seconds_ / std::max(training_seconds, 1e-9));
+  char b[256];
+  char curvature[96] = "";
+  if (curvature_.every > 0)
+    std::snprintf(curvature, sizeof curvature, ", curvature every %lld steps %.1f s of it", (long long)curvature_.every,
+                  curvature_seconds_);
+  std::snprintf(b, sizeof b, "watch: %lld measurements of %s, %.1f s with the files (%.1f%% of training%s); ",
+                (long long)probes_, probe.c_str(), seconds_, 100 * seconds_ / std::max(training_seconds, 1e-9),
+                curvature);
   return b + (wrote ? cat_str(h5_path(), ", watch.csv and watch_*.png in ", dir_)
                     : std::string("(some files not written: see the warning)"));
 }

@@ -34,6 +34,11 @@ const std::map<std::string, std::string>& meanings() {
       {"grad_scores_example_max_ratio",
        "largest / median over the batch's examples of each example's norm of the gradient reaching the scores"},
       {"max_logit", "the largest softmax input (scaled score) over the allowed pairs of the counted queries"},
+      {"curvature_top",
+       "largest eigenvalue of the loss's Hessian on the head's block (its rows of Wq, Wk, Wv and biases, its columns "
+       "of Wo), by Lanczos; NaN where curvature was not measured"},
+      {"curvature_trace", "trace of the loss's Hessian on the head's block (Hutchinson's estimate)"},
+      {"curvature_trace_se", "the standard error of curvature_trace"},
   };
   return m;
 }
@@ -70,10 +75,11 @@ const std::vector<std::string> kQuantities = {
     "score_std",       "entropy_mean",      "entropy_p10",      "entropy_norm_mean", "entropy_norm_p10",
     "max_weight_mean", "saturated_share",   "grad_weights_norm", "grad_scores_norm",  "grad_ratio",
     "grad_q_proj_norm", "grad_k_proj_norm", "grad_scores_example_cv", "grad_scores_example_max_ratio",
-    "max_logit"};
+    "max_logit",       "curvature_top",     "curvature_trace",  "curvature_trace_se"};
 
 const std::set<std::string> kLaterQuantities = {"grad_scores_example_cv", "grad_scores_example_max_ratio",
-                                                "max_logit"};
+                                                "max_logit", "curvature_top", "curvature_trace",
+                                                "curvature_trace_se"};
 
 const std::string& meaning(const std::string& quantity) {
   auto it = meanings().find(quantity);

@@ -32,6 +32,13 @@
 //   max_logit          the largest Z over the allowed pairs of those queries (the "max
 //                      attention logit" of Wortsman et al. 2023, which grows without bound
 //                      before attention-logit divergence)
+// And, at the steps curvature is measured (CurvatureOptions; NaN at the others), of the
+// loss's Hessian on the head's block - its rows of Wq, Wk, Wv and their biases and its
+// columns of Wo (nn::head_parameters) - by Hessian-vector products (nn/curvature.h):
+//   curvature_top       the largest eigenvalue (Lanczos): the sharpest direction
+//   curvature_trace     the trace (Hutchinson): the sum of every direction's curvature
+//   curvature_trace_se  its standard error
+// with the spectral density of the whole model's Hessian (stochastic Lanczos quadrature).
 //
 // A run's measurements are kept as a Log, written as one HDF5 file (docs/watch-format.md),
 // a CSV and PNG figures; the figures can be drawn again from the HDF5 file alone.
@@ -43,6 +50,7 @@
 #include <string>
 #include <vector>
 
+#include "core/curvature.h"
 #include "core/tensor.h"
 #include "nn/multihead_attention.h"
 
@@ -67,8 +75,10 @@ struct Site {
 
 // The measurements of one probe: values.at(module).at(quantity)[layer * heads + head].
 struct Snapshot {
-  int64_t step = 0;
-  std::map<std::string, std::map<std::string, std::vector<double>>> values;
+  int64_t step = 0;  // the optimizer step measured after
+  std::map<std::string, std::map<std::string, std::vector<double>>> values;  // see above
+  // The whole model's Hessian spectral density, when curvature was measured (n = 0: not).
+  curvature::SpectralDensity density;
 };
 
 // What a probe needs from the program: the model (put in eval mode for the measurement,
@@ -85,6 +95,30 @@ struct Probe {
 // Measures every site on the probe batch once.
 Snapshot measure(const Probe& probe, int64_t step);
 
+// How the watch measures curvature: at steps that are multiples of `every` (0: never),
+// per head of every site the largest eigenvalue of the loss's Hessian on its block, by
+// `lanczos_steps` steps of Lanczos started from that head's eigenvector of the measurement
+// before (so few steps suffice), and its trace, from `trace_probes` sign vectors shared by
+// every head (one product each for all heads); and the spectral density of the whole
+// model's Hessian from one probe of `density_steps` Lanczos steps (0: none). A measurement
+// takes heads x lanczos_steps + trace_probes + density_steps Hessian-vector products on the
+// probe batch, each about two forward-backward passes.
+struct CurvatureOptions {
+  int64_t every = 0;  // measure at steps that are multiples of it (0: never)
+  int64_t lanczos_steps = 4;  // per head
+  int64_t trace_probes = 8;  // shared by the heads
+  int64_t density_steps = 24; // of the whole model's density (0: none)
+  uint64_t seed = 0;  // of the probes and first start vectors
+};
+
+// Adds the curvature quantities of every site's heads and the model's density to snap,
+// measured on the probe batch (model in eval mode, its mode restored, no hooks: attention
+// runs as in training). starts holds each head's last eigenvector, (site, head) in order,
+// updated here (empty at first). No .grad is touched and no generator drawn from. An Error
+// when options are out of range (lanczos_steps, trace_probes >= 1, density_steps >= 0).
+void measure_curvature(const Probe& probe, const CurvatureOptions& options, Snapshot& snap,
+                       std::vector<std::vector<double>>& starts);
+
 // Per head, the quantities of one attention module on one batch, from its scores and
 // weights, the gradients reaching them, which pairs are blocked (bool, broadcasting to
 // [B, H, L, S]; undefined: none) and which queries are padding (bool [B, L]; undefined:
@@ -98,7 +132,7 @@ std::map<std::string, std::vector<double>> head_statistics(const Tensor& scores,
 // The measurements of a run, in step order, and what they were measured on.
 struct Log {
   std::vector<std::string> modules;  // the roles, in the order first seen
-  int64_t layers = 0, heads = 0;     // per module (every module has the same)
+  int64_t layers = 0, heads = 0;  // per module (every module has the same)
   std::map<std::string, std::string> info;  // attributes: program, model, score_scale, probe, ...
   std::vector<Snapshot> snapshots;
 
@@ -149,7 +183,9 @@ constexpr int64_t kMaxProbeRows = 1024;
 class Recorder {
  public:
   // info: what the log says about the run (Log::info)
-  Recorder(Probe probe, std::string dir, int64_t every, std::string program, std::map<std::string, std::string> info);
+  // curvature: when and how curvature is measured (every: a multiple of `every`, or 0)
+  Recorder(Probe probe, std::string dir, int64_t every, std::string program, std::map<std::string, std::string> info,
+           CurvatureOptions curvature = {});
   // A resumed run: continues the log of dir/watch.h5 up to step. A missing file starts a
   // new log; so does one that cannot be read, or that watched another model or probe
   // batch (its info differs), which is said on stdout.
@@ -160,19 +196,23 @@ class Recorder {
   // returns whether all were written.
   bool write(bool figures = true);
   // Writes the files and says what the watch did, one line: "watch: N measurements of
-  // <probe>, S s with the files (P% of training); <the files>" - S counts measuring and
-  // writing, figures included.
+  // <probe>, S s with the files (P% of training[, curvature every K steps C s of it]);
+  // <the files>" - S counts measuring and writing, figures included.
   std::string finish(const std::string& probe, double training_seconds);
   const Log& log() const { return log_; }
   int64_t probes() const { return probes_; }   // measurements made by this process
+  double curvature_seconds() const { return curvature_seconds_; }  // spent measuring curvature
   std::string h5_path() const { return dir_ + "/watch.h5"; }
 
  private:
   Probe probe_;
   std::string dir_, program_;
   int64_t every_;
+  CurvatureOptions curvature_;
+  std::vector<std::vector<double>> starts_;  // each head's last eigenvector
   Log log_;
   double seconds_ = 0;  // measuring and writing
+  double curvature_seconds_ = 0;  // of which measuring curvature
   int64_t probes_ = 0;
   bool warned_ = false;
 };

@@ -523,6 +523,9 @@ def is_grad_enabled() -> builtins.bool:
     """Whether ops record a graph on this thread (see ember.no_grad)."""
 def is_anomaly_enabled() -> builtins.bool:
     """Whether anomaly mode is on (see ember.autograd.detect_anomaly)."""
+def graphviz_available() -> builtins.bool:
+    """Whether Graphviz's dot program can be run (ember.draw_graph renders SVG, PNG and PDF
+    through it)."""
 
 # --- elementwise ----------------------------------------------------------------------
 

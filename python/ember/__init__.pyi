@@ -2,6 +2,7 @@
 # documented) and of the pure-Python modules, re-exported as __init__.py does.
 
 from . import autograd as autograd, func as func, grad_mode as grad_mode, nn as nn, optim as optim
+from . import graph as graph
 from . import serialization as serialization, watch as watch
 from ._C import (
     Tensor as Tensor, dtype as dtype, float32 as float32, float64 as float64, int64 as int64,
@@ -30,8 +31,13 @@ from ._C import (
     masked_fill as masked_fill, where as where, cat as cat, concat as concat, stack as stack,
     split as split, chunk as chunk, index_select as index_select, gather as gather,
     is_grad_enabled as is_grad_enabled, set_printoptions as set_printoptions,
+    graphviz_available as graphviz_available,
 )
 from .grad_mode import enable_grad as enable_grad, no_grad as no_grad, set_grad_enabled as set_grad_enabled
+from .graph import (
+    describe_graph as describe_graph, draw_graph as draw_graph, graph_scopes as graph_scopes,
+    record_grad_norms as record_grad_norms,
+)
 from .serialization import load as load, save as save
 
 __version__: str

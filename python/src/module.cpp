@@ -148,6 +148,7 @@ PYBIND11_MODULE(_C, m) {
   bind_functional(m);
   bind_nn(m);
   bind_packing(m);
+  bind_graph(m);
   bind_optim(m);
   bind_io(m);
   bind_watch(m);

@@ -7,6 +7,7 @@ one set of names - those of its state_dict."""
 import collections
 
 from .. import _C
+from .. import graph as _graph
 from ..grad_mode import no_grad
 
 _IncompatibleKeys = collections.namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
@@ -92,7 +93,11 @@ class Module:
             r = hook(self, args)
             if r is not None:
                 args = r if isinstance(r, tuple) else (r,)
-        out = self.forward(*args, **kwargs)
+        scopes = _graph._active()
+        if scopes is None:
+            out = self.forward(*args, **kwargs)
+        else:  # ember.graph_scopes: the ops are labelled with this module
+            out = _graph._labelled_forward(scopes, self, args, kwargs)
         for hook in list(self._forward_hooks.values()):
             r = hook(self, args, out)
             if r is not None:  # as PyTorch: a hook's value replaces the output
