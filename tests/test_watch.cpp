@@ -659,9 +659,9 @@ TEST_CASE("the watch's curvature: each head's top eigenvalue and trace are its H
     CHECK(back.snapshots[1].density.weights == snap.density.weights);
     CHECK(h5::read(dir + "/watch.h5", "/density/nodes").shape() == Shape{1, 30});
     const auto files = back.draw(dir);
-    REQUIRE(files.size() == 9);
-    CHECK(files[6] == dir + "/watch_curvature.png");
-    CHECK(files[8] == dir + "/watch_density.png");
+    REQUIRE(files.size() == 10);
+    CHECK(files[7] == dir + "/watch_curvature.png");
+    CHECK(files[9] == dir + "/watch_density.png");
     for (const std::string& f : files) CHECK(bytes_of(f).size() > 1000);
     fs::remove_all(dir);
   }
