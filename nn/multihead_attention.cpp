@@ -37,11 +37,17 @@ MultiHeadAttention::MultiHeadAttention(const MultiHeadAttentionOptions& o)
   if (!(p >= 0.0 && p < 1.0)) fail(op, "dropout must be in [0, 1), got ", p);
   if (!(o.score_scale > 0.0 && std::isfinite(o.score_scale)))
     fail(op, "score_scale must be positive and finite, got ", o.score_scale);
+  if (o.qk_norm && !(o.qk_norm_eps >= 0.0 && std::isfinite(o.qk_norm_eps)))
+    fail(op, "qk_norm_eps must be non-negative and finite, got ", o.qk_norm_eps);
   head_dim = E / H;
   q_proj = register_module("q_proj", std::make_shared<Linear>(E, E, bias, gen, dtype));
   k_proj = register_module("k_proj", std::make_shared<Linear>(kdim, E, bias, gen, dtype));
   v_proj = register_module("v_proj", std::make_shared<Linear>(vdim, E, bias, gen, dtype));
   out_proj = register_module("out_proj", std::make_shared<Linear>(E, E, bias, gen, dtype));
+  if (o.qk_norm) {
+    q_norm = register_module("q_norm", std::make_shared<LayerNorm>(head_dim, o.qk_norm_eps, true, dtype));
+    k_norm = register_module("k_norm", std::make_shared<LayerNorm>(head_dim, o.qk_norm_eps, true, dtype));
+  }
   // PyTorch: Xavier-uniform input projections, zero input and output biases; the output
   // projection keeps Linear's default weight.
   for (auto& proj : {q_proj, k_proj, v_proj}) init::xavier_uniform_(proj->weight, 1.0, gen);
@@ -135,6 +141,13 @@ MultiHeadAttentionOutput MultiHeadAttention::forward(const Tensor& query, const 
     } else {
       qa = {q_proj->forward(q_rows), 0}, ka = {k_proj->forward(key), 0}, va = {v_proj->forward(value), 0};
     }
+    if (q_norm) {  // each head's features of the rows, normalised: new rows [N, E]
+      auto norm_rows = [&](const AttentionRows& a, LayerNorm& n) {
+        const Tensor x = a.rows.narrow(1, a.col, E);
+        return AttentionRows{n.forward(x.reshape({x.size(0), H, d})).reshape({x.size(0), E}), 0};
+      };
+      qa = norm_rows(qa, *q_norm), ka = norm_rows(ka, *k_norm);
+    }
     Tensor rows = attention_rows(qa, ka, va, H, d, query_packing, L, *kv_packing, dropout_p, is_training(), dropout_gen,
                                  scale(), call.is_causal);
     MultiHeadAttentionOutput out;
@@ -153,7 +166,7 @@ MultiHeadAttentionOutput MultiHeadAttention::forward(const Tensor& query, const 
   Tensor q, k, v;
   if (reuse) {
     q = heads(q_proj->forward(query), query_packing);
-    k = cache->k;
+    k = cache->k;  // normalised before it was cached
     v = cache->v;
   } else {
     // On padded inputs the fused product's q, k and v are column views: their gradients
@@ -178,6 +191,7 @@ MultiHeadAttentionOutput MultiHeadAttention::forward(const Tensor& query, const 
       k = heads(k_proj->forward(key), kv_packing);
       v = heads(v_proj->forward(value), kv_packing);
     }
+    if (k_norm) k = k_norm->forward(k);  // over the last dim, d: each head's features
     if (cache) {
       if (fixed_memory) {
         cache->fixed = true;
@@ -189,6 +203,7 @@ MultiHeadAttentionOutput MultiHeadAttention::forward(const Tensor& query, const 
       cache->v = v;
     }
   }
+  if (q_norm) q = q_norm->forward(q);
   const int64_t S = k.size(2);
 
   AttentionMask mask;

@@ -2,6 +2,8 @@
 //   query [B, L, E], key [B, S, kdim], value [B, S, vdim]
 //   q = query Wq^T + bq, k = key Wk^T + bk, v = value Wv^T + bv     (each [B, *, E])
 //   split into H heads of d = E / H features: head h uses features [h*d, (h+1)*d)
+//   with qk_norm, each head's q and k rows are layer-normalised over their d features
+//   (q_norm, k_norm: one gain and bias [d] each, shared by the heads)
 //   per head: softmax(score_scale * q k^T / sqrt(d), blocked pairs removed) v   -> [B, H, L, d]
 //   merge the heads back to [B, L, E], then out = merged Wo^T + bo
 // Masks use one polarity (true = blocked): key_padding_mask [B, S], attn_mask [L, S] or
@@ -70,6 +72,11 @@ struct MultiHeadAttentionOptions {
   // Multiplies the scores on top of 1/sqrt(head_dim): sqrt(head_dim) leaves them unscaled;
   // positive and finite.
   double score_scale = 1.0;
+  // LayerNorm over each head's d features of the projected queries and keys, before the
+  // scores (qk-layernorm: Dehghani et al. 2023, Wortsman et al. 2023); the keys are cached
+  // normalised.
+  bool qk_norm = false;
+  double qk_norm_eps = 1e-5;  // the qk LayerNorms' eps, non-negative and finite
   Generator* gen = nullptr;  // initialisation (the default generator when null)
   // Attention dropout masks (the default generator when null); must outlive the module.
   Generator* dropout_gen = nullptr;
@@ -113,7 +120,7 @@ class MultiHeadAttention : public Module {
 
   // Error when embed_dim or num_heads is not positive, num_heads does not divide
   // embed_dim, kdim or vdim is negative, dropout_p is outside [0, 1), or score_scale is
-  // not positive and finite.
+  // not positive and finite, or qk_norm_eps is negative or not finite.
   explicit MultiHeadAttention(const MultiHeadAttentionOptions& options);
   // The default options with embed_dim and num_heads.
   MultiHeadAttention(int64_t embed_dim, int64_t num_heads)
@@ -147,6 +154,10 @@ class MultiHeadAttention : public Module {
   // The projections: q_proj E -> E, k_proj kdim -> E, v_proj vdim -> E, out_proj E -> E.
   ///@{
   std::shared_ptr<Linear> q_proj, k_proj, v_proj, out_proj;
+  ///@}
+  // With qk_norm, the LayerNorms [head_dim] of the queries and of the keys (null without).
+  ///@{
+  std::shared_ptr<LayerNorm> q_norm, k_norm;
   ///@}
 
  private:

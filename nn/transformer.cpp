@@ -43,7 +43,7 @@ namespace {
 
 MultiHeadAttentionOptions attention_options(const LayerConfig& c, Generator* gen, DType dtype) {
   return {.embed_dim = c.d_model, .num_heads = c.num_heads, .dropout_p = c.dropout_p, .score_scale = c.score_scale,
-          .gen = gen, .dropout_gen = c.dropout_gen, .dtype = dtype};
+          .qk_norm = c.qk_norm, .qk_norm_eps = c.layer_norm_eps, .gen = gen, .dropout_gen = c.dropout_gen, .dtype = dtype};
 }
 
 FeedForwardOptions feed_forward_options(const LayerConfig& c, Generator* gen, DType dtype) {

@@ -41,6 +41,9 @@ struct LayerConfig {
   bool norm_first = false;  // x + Dropout(sublayer(LayerNorm(x))) instead of post-norm
   double layer_norm_eps = 1e-5;  // every LayerNorm's eps
   double score_scale = 1.0;  // every attention's scores times this, on top of 1/sqrt(d_model / num_heads)
+  // Every attention layer-normalises its queries and keys per head (MultiHeadAttentionOptions::qk_norm,
+  // with layer_norm_eps).
+  bool qk_norm = false;
   // Every dropout mask of the layer is drawn from here: the sub-layers' residual dropouts,
   // attention dropout and the feed-forward dropout. The default generator when null; it
   // must outlive the layer. (The constructor's Generator initialises the weights.)

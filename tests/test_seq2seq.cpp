@@ -76,6 +76,14 @@ TEST_CASE("the model's configuration goes through a checkpoint's config and is c
   cfg = seq2seq::to_config(c);
   cfg.erase("score_scale");
   CHECK(seq2seq::from_config(cfg, "f.h5").layer.score_scale == 1.0);
+  // qk_norm: 0 or 1, and absent (written before queries and keys could be normalised): off
+  cfg = seq2seq::to_config(c);
+  cfg["qk_norm"] = int64_t(1);
+  CHECK(seq2seq::from_config(cfg, "f.h5").layer.qk_norm);
+  cfg["qk_norm"] = int64_t(2);
+  CHECK_THAT(error_of([&] { seq2seq::from_config(cfg, "f.h5"); }), Contains("attribute 'qk_norm' must be in [0, 1]"));
+  cfg.erase("qk_norm");
+  CHECK_FALSE(seq2seq::from_config(cfg, "f.h5").layer.qk_norm);
 }
 
 TEST_CASE("the model's table names every key of a checkpoint's config once, and gives the command line's defaults") {
@@ -155,6 +163,7 @@ TEST_CASE("parameter_count counts a Transformer's parameters exactly") {
     nn::TransformerConfig cfg;
     cfg.src_vocab = 11, cfg.tgt_vocab = 7;
     cfg.layer.norm_first = enc == 2;
+    cfg.layer.qk_norm = enc == 3;
     cfg.layer.d_model = 16, cfg.layer.num_heads = 2, cfg.layer.dim_feedforward = 24;
     cfg.num_encoder_layers = enc, cfg.num_decoder_layers = 2, cfg.max_len = 12;
     nn::Transformer model(cfg);

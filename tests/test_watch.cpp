@@ -180,17 +180,20 @@ TEST_CASE("head statistics of known weights: entropy, its normalised form, the l
   CHECK(s["grad_weights_norm"][0] == Approx(std::sqrt(1 + 4 + 9 + 16 + 25.0)).epsilon(1e-14));
   CHECK(s["grad_scores_norm"][0] == Approx(std::sqrt(0.25 + 1 + 1)).epsilon(1e-14));
   CHECK(s["grad_ratio"][0] == Approx(std::sqrt(2.25 / 55)).epsilon(1e-14));
+  // the largest logit over allowed pairs of real queries: not the padding query's 5
+  CHECK(s["max_logit"][0] == 0);
   // a query with one allowed key has nothing to choose: it does not count
   Tensor one_key = from_bools(std::vector<bool>{0, 1, 1, 0, 0, 1, 0, 0, 0}, {1, 1, 3, 3});
   auto t = watch::head_statistics(scores, weights, dZ, dP, one_key, padding);
   CHECK(t["max_weight_mean"][0] == Approx(a).epsilon(1e-14));
   CHECK(t["saturated_share"][0] == 1.0);
+  CHECK(t["max_logit"][0] == Approx(std::log(a)).epsilon(1e-14));  // query 1 no longer counts
   // a NaN weight (a model gone wrong) makes the head's numbers NaN, not "fully peaked"
   std::vector<double> broken = w;
   broken[4] = std::nan("");
   auto n = watch::head_statistics(scores, from_vector(broken, {1, 1, 3, 3}), dZ, dP, blocked, padding);
   for (const std::string& q : {"entropy_mean", "entropy_p10", "entropy_norm_mean", "max_weight_mean", "saturated_share",
-                               "grad_ratio"}) {
+                               "grad_ratio", "max_logit"}) {
     INFO(q);
     CHECK(std::isnan(n[q][0]));
   }
@@ -297,6 +300,13 @@ TEST_CASE("measure gives the norms retain_grad gives by hand, and the entropy of
                                               : (sorted[sorted.size() / 2 - 1] + sorted[sorted.size() / 2]) / 2;
       CHECK(v.at("grad_scores_example_cv")[at] == Approx(std::sqrt(var) / mean).epsilon(1e-12));
       CHECK(v.at("grad_scores_example_max_ratio")[at] == Approx(sorted.back() / median).epsilon(1e-12));
+      // the largest score over the counted pairs
+      const std::vector<double> zs = seen[i].scores.detach().select(1, h).contiguous().to_vector<double>();
+      const std::vector<double> cs = c.contiguous().to_vector<double>();
+      double top = -INFINITY;
+      for (size_t j = 0; j < zs.size(); j++)
+        if (cs[j] > 0) top = std::max(top, zs[j]);
+      CHECK(v.at("max_logit")[at] == top);
     }
   }
 }
@@ -370,7 +380,7 @@ TEST_CASE("a watch log reads back whole from its HDF5 file, and draws the same f
   CHECK(lines == 3 * 3 * 2 * 2);
   // figures from the live log and from the file are the same bytes
   const auto live = log.draw(dir, "live"), again = back.draw(dir, "again");
-  REQUIRE(live.size() == 6);
+  REQUIRE(live.size() == 7);
   for (size_t i = 0; i < live.size(); i++) {
     INFO(live[i]);
     CHECK(bytes_of(live[i]).size() > 1000);
@@ -527,7 +537,7 @@ TEST_CASE("a watch file of huge finite values draws its figures") {
   const watch::Log back = watch::Log::read_h5(dir + "/watch.h5");
   std::vector<std::string> written;
   CHECK(error_of([&] { written = back.draw(dir); }) == "<no ember::Error was thrown>");
-  CHECK(written.size() == 8);  // the six, and the curvature's two (its values are there too)
+  CHECK(written.size() == 9);  // the seven, and the curvature's two (its values are there too)
   CHECK(error_of([&] { watch::draw_comparison({back, back}, {"a", "b"}, dir + "/both.png"); }) ==
         "<no ember::Error was thrown>");
   fs::remove_all(dir);
@@ -651,9 +661,9 @@ TEST_CASE("the watch's curvature: each head's top eigenvalue and trace are its H
     CHECK(back.snapshots[1].density.weights == snap.density.weights);
     CHECK(h5::read(dir + "/watch.h5", "/density/nodes").shape() == Shape{1, 30});
     const auto files = back.draw(dir);
-    REQUIRE(files.size() == 9);
-    CHECK(files[6] == dir + "/watch_curvature.png");
-    CHECK(files[8] == dir + "/watch_density.png");
+    REQUIRE(files.size() == 10);
+    CHECK(files[7] == dir + "/watch_curvature.png");
+    CHECK(files[9] == dir + "/watch_density.png");
     for (const std::string& f : files) CHECK(bytes_of(f).size() > 1000);
     fs::remove_all(dir);
   }

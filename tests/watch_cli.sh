@@ -4,7 +4,8 @@
 # watch.h5, watch.csv and the figures; watch_plot draws the same figures from watch.h5
 # alone; h5py reads the documented layout (when python3 has h5py); a resumed run continues
 # the watch; translate watch prints a per-head table; --score-scale is kept in the
-# checkpoint and cannot change on resume; tag_dates --watch; bad options, damaged and
+# checkpoint and cannot change on resume, and so is --qk-norm; --z-loss 0 is the training
+# without it; tag_dates --watch; bad options, damaged and
 # crafted files, and FIFOs, directories and devices where a watch file should be.
 #   watch_cli.sh TRANSLATE TAG_DATES WATCH_PLOT DATA_DIR SCRATCH_DIR
 set -uo pipefail
@@ -32,7 +33,7 @@ cmp -s "$dir/a" "$dir/b" || fail "the logged losses differ with --watch"
 [ "$(wc -l <"$dir/a")" -eq 8 ] || fail "expected 8 progress lines, got $(wc -l <"$dir/a")"
 contains "$dir/watched.out" "watch: 5 measurements of the first 12 validation pairs, "
 for f in watch.h5 watch.csv; do [ -s "$dir/watched/$f" ] || fail "$f was not written"; done
-for f in encoder_self decoder_self decoder_cross grad_ratio score_spread example_spread; do png "$dir/watched/watch_$f.png"; done
+for f in encoder_self decoder_self decoder_cross grad_ratio score_spread example_spread max_logit; do png "$dir/watched/watch_$f.png"; done
 # the CSV: a header, then 5 measurements x 3 modules x 2 layers x 2 heads
 [ "$(wc -l <"$dir/watched/watch.csv")" -eq $((1 + 5 * 3 * 2 * 2)) ] || fail "watch.csv has $(wc -l <"$dir/watched/watch.csv") lines"
 head -1 "$dir/watched/watch.csv" | grep -q '^step,module,layer,head,score_std,' || fail "watch.csv's header"
@@ -41,7 +42,7 @@ steps() { tail -n +2 "$1" | cut -d, -f1 | sort -un | tr '\n' ' '; }
 
 # --- the figures again from watch.h5 alone: the same bytes
 run 0 redraw "$plot" "$dir/watched/watch.h5" --out "$dir/redrawn"
-for f in encoder_self decoder_self decoder_cross grad_ratio score_spread example_spread; do
+for f in encoder_self decoder_self decoder_cross grad_ratio score_spread example_spread max_logit; do
   cmp -s "$dir/watched/watch_$f.png" "$dir/redrawn/watch_$f.png" || fail "watch_$f.png drawn from watch.h5 differs"
 done
 run 0 compare "$plot" "$dir/watched/watch.h5" "$dir/watched/watch.h5" --label a --label b --compare "$dir/both"
@@ -83,7 +84,7 @@ with h5py.File(path, "r") as f:
         for q in ["score_std", "entropy_mean", "entropy_p10", "entropy_norm_mean", "entropy_norm_p10",
                   "max_weight_mean", "saturated_share", "grad_weights_norm", "grad_scores_norm", "grad_ratio",
                   "grad_q_proj_norm", "grad_k_proj_norm", "grad_scores_example_cv",
-                  "grad_scores_example_max_ratio"]:
+                  "grad_scores_example_max_ratio", "max_logit"]:
             d = f[m][q]
             assert d.shape == (5, L, H) and d.dtype == np.float64, (m, q, d.shape)
             assert len(d.attrs["meaning"]) > 10
@@ -139,7 +140,7 @@ with h5py.File(sys.argv[2], "r+") as f:
             f[m][q][...] = 1e308
 EOF
   run 0 plot_huge "$plot" "$dir/huge.h5" --out "$dir/huge"
-  for f in encoder_self decoder_self decoder_cross grad_ratio score_spread example_spread; do png "$dir/huge/watch_$f.png"; done
+  for f in encoder_self decoder_self decoder_cross grad_ratio score_spread example_spread max_logit; do png "$dir/huge/watch_$f.png"; done
   run 0 plot_huge_compare "$plot" "$dir/huge.h5" "$dir/watched/watch.h5" --compare "$dir/huge_both"
   png "$dir/huge_both_attention.png"
 else
@@ -210,6 +211,33 @@ for bad in 0 -1 nan 1e7; do
   run 2 "scale_$bad" "$bin" train "${small[@]}" --out "$dir/bad" --steps 1 --score-scale "$bad"
   contains "$dir/scale_$bad.err" "--score-scale"
 done
+# --- --qk-norm: in the checkpoint (older ones, without the field, load as off), refused if
+# changed on resume; --z-loss 0 trains bitwise as without it, a positive one differently
+run 0 qk "$bin" train "${small[@]}" --out "$dir/qk" --steps 20 --qk-norm --watch --watch-every 10 --watch-rows 12
+cmp -s "$dir/qk/ckpt-00000020.h5" "$dir/plain/ckpt-00000020.h5" && fail "--qk-norm changed nothing"
+run 0 qk_eval "$bin" eval --checkpoint "$dir/qk/ckpt-00000020.h5" --data "$dir/valid.tsv"
+run 0 qk_resume "$bin" train "${small[@]}" --out "$dir/qk" --steps 30 --resume auto
+if python3 -c 'import h5py' 2>/dev/null; then
+  python3 - "$dir/qk/ckpt-00000020.h5" "$dir/plain/ckpt-00000020.h5" <<'PY' || fail "qk_norm in the checkpoints"
+import sys, h5py
+with h5py.File(sys.argv[1], "r") as f:
+    assert int(f["config"].attrs["qk_norm"]) == 1
+    names = []
+    f.visit(names.append)
+    assert any(n.endswith("self_attn.k_norm.bias") for n in names), names
+with h5py.File(sys.argv[2], "r") as f:
+    assert int(f["config"].attrs["qk_norm"]) == 0
+PY
+fi
+run 0 z0 "$bin" train "${small[@]}" --out "$dir/z0" --steps 20 --z-loss 0
+cmp -s "$dir/z0/ckpt-00000020.h5" "$dir/plain/ckpt-00000020.h5" || fail "--z-loss 0 trains differently"
+run 1 unqk "$bin" train "${small[@]}" --out "$dir/z0" --steps 40 --resume auto --qk-norm
+contains "$dir/unqk.err" "--qk-norm"
+contains "$dir/unqk.err" "(the checkpoint's qk-norm setting is 0)"
+run 0 z "$bin" train "${small[@]}" --out "$dir/z" --steps 20 --z-loss 1e-2
+cmp -s "$dir/z/ckpt-00000020.h5" "$dir/plain/ckpt-00000020.h5" && fail "--z-loss 1e-2 changed nothing"
+run 2 z_bad "$bin" train "${small[@]}" --out "$dir/bad" --steps 1 --z-loss -1
+contains "$dir/z_bad.err" "--z-loss"
 run 2 watch_every0 "$bin" train "${small[@]}" --out "$dir/bad" --steps 1 --watch --watch-every 0
 contains "$dir/watch_every0.err" "--watch-every"
 
@@ -221,7 +249,7 @@ grep '^step ' "$dir/tag_plain.out" | cut -d'(' -f1 >"$dir/a"
 grep '^step ' "$dir/tag_watch.out" | cut -d'(' -f1 >"$dir/b"
 cmp -s "$dir/a" "$dir/b" || fail "tag_dates trains differently with --watch"
 contains "$dir/tag_watch.out" "watch: 4 measurements of the first 8 test dates"
-for f in encoder_self grad_ratio score_spread example_spread; do png "$dir/tag_watch/watch_$f.png"; done
+for f in encoder_self grad_ratio score_spread example_spread max_logit; do png "$dir/tag_watch/watch_$f.png"; done
 [ "$(wc -l <"$dir/tag_watch/watch.csv")" -eq $((1 + 4 * 2 * 2)) ] || fail "tag_dates' watch.csv has $(wc -l <"$dir/tag_watch/watch.csv") lines"
 run 0 tag_unscaled "$tagger" "${tag[@]}" --out "$dir/tag_unscaled" --score-scale 2.8284271247461903
 cmp -s "$dir/a" <(grep '^step ' "$dir/tag_unscaled.out" | cut -d'(' -f1) && fail "tag_dates --score-scale changed nothing"

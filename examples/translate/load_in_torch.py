@@ -114,6 +114,9 @@ def main():
     parser.add_argument("text", nargs="*", help="dates to translate (default: each line of stdin)")
     args = parser.parse_args()
     cfg, weights, vocab = read_checkpoint(args.checkpoint)
+    if cfg.get("qk_norm", 0):
+        raise SystemExit(f"load_in_torch.py: '{args.checkpoint}': qk_norm is 1; torch.nn.Transformer has no "
+                         "normalisation of queries and keys")
     model = Translator(cfg)
     model.load_state_dict({k: torch.from_numpy(v) for k, v in torch_names(weights, cfg.get("score_scale", 1.0)).items()}, strict=True)
     model.to(torch.float32 if args.float32 else torch.float64).eval()

@@ -43,6 +43,10 @@ void add_train_options(CLI::App* app, TrainOptions& o) {
   g["--batch"] = integer(*app, "--batch", o.batch, 1, kMaxSize, "pairs per batch");
   for (const seq2seq::ModelField& f : seq2seq::model_fields()) {  // the model's shape
     if (!f.flag) continue;
+    if (f.kind == seq2seq::FieldKind::Boolean) {
+      g[f.flag] = app->add_flag(f.flag, f.boolean(o.model), f.help);
+      continue;
+    }
     g[f.flag] = f.kind == seq2seq::FieldKind::Integer
                     ? integer(*app, f.flag, f.integer(o.model), int64_t(f.lo), int64_t(f.hi), f.help)
                     : real(*app, f.flag, f.real(o.model), f.lo, f.hi, f.help);
@@ -65,6 +69,10 @@ void add_train_options(CLI::App* app, TrainOptions& o) {
   g["--min-lr"] = real(*app, "--min-lr", o.min_lr, 0, 1e300, "with --schedule cosine: the final rate")
                       ->default_str("--lr / 20");
   g["--clip"] = real(*app, "--clip", o.clip, 0, 1e12, "clip the gradient norm to this (0: no clipping)");
+  g["--z-loss"] = real(*app, "--z-loss", o.z_loss, 0, 1e6,
+                       "add this times the mean over predicted positions of log(Z)^2 (Z the softmax's normaliser "
+                       "of the output logits) to the training objective; the reported loss stays the cross-entropy "
+                       "(0: none)");
   g["--eval-every"] = integer(*app, "--eval-every", o.eval_every, 1, kMaxSteps, "validation exact match every N steps");
   g["--save-every"] = integer(*app, "--save-every", o.save_every, 1, kMaxSteps,
                               "checkpoint every N steps (also at the end and on a stop signal: INT, TERM, HUP, USR1, USR2, XCPU)");

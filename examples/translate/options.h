@@ -18,6 +18,7 @@ struct TrainOptions {
   int64_t steps = 3000, batch = 64, warmup = 150, eval_every = 100, save_every = 500, keep = 3, log_every = 50;
   int64_t seed = 1;
   double target_acc = 0.995, lr = 3e-3, clip = 0;
+  double z_loss = 0;  // the z-loss's coefficient (seq2seq::z_loss) in the objective; 0: none
   std::string schedule = "cosine";  // to --min-lr at step --decay-steps; or "inverse-sqrt"
   int64_t decay_steps = 700;
   double min_lr = -1;  // cosine's floor; below 0: --lr / 20

@@ -97,11 +97,13 @@ std::pair<double, int> exchange(double loss_share, int signal) {
 // What a watch file says about the run it comes from.
 std::map<std::string, std::string> watch_info(const std::string& program, const nn::TransformerConfig& cfg,
                                               int64_t rows, const std::string& data) {
-  return {{"program", program},
-          {"model", seq2seq::describe(cfg)},
-          {"head_dim", cat_str(cfg.layer.d_model / cfg.layer.num_heads)},
-          {"score_scale", cat_str(cfg.layer.score_scale)},
-          {"probe", cat_str("the first ", rows, " pairs of ", data)}};
+  std::map<std::string, std::string> info = {{"program", program},
+                                             {"model", seq2seq::describe(cfg)},
+                                             {"head_dim", cat_str(cfg.layer.d_model / cfg.layer.num_heads)},
+                                             {"score_scale", cat_str(cfg.layer.score_scale)},
+                                             {"probe", cat_str("the first ", rows, " pairs of ", data)}};
+  if (cfg.layer.qk_norm) info["qk_norm"] = "1";  // absent without: older runs' watches continue
+  return info;
 }
 
 }  // namespace
@@ -197,7 +199,7 @@ int train(const TrainOptions& o) {
   // train something else, or hang at the end). Checked before anything is trained.
   if (world > 1) {
     std::string job = cat_str(o.steps, ' ', o.batch, ' ', o.seed, ' ', o.lr, ' ', o.warmup, ' ', o.schedule, ' ',
-                              o.decay_steps, ' ', o.min_lr, ' ', o.clip, ' ', o.target_acc, ' ', o.eval_every, ' ',
+                              o.decay_steps, ' ', o.min_lr, ' ', o.clip, ' ', o.z_loss, ' ', o.target_acc, ' ', o.eval_every, ' ',
                               o.save_every, ' ', o.check_every, ' ', previous ? previous->progress.step : -1, '\n');
     for (const auto& [key, value] : seq2seq::to_config(cfg)) job += key + '=' + io::to_string(value) + '\n';
     for (const auto* set : {&train_pairs, &valid_pairs})
@@ -376,7 +378,8 @@ int train(const TrainOptions& o) {
     const int64_t held_before = Storage::system_bytes();
     lr = sched->step(opt);
     opt.zero_grad();
-    // The loss is the mean over the batch's target tokens. A rank's share of it is the
+    // The loss is the mean over the batch's target tokens (with --z-loss, plus its
+    // coefficient times the mean of log(Z)^2 over them). A rank's share of it is the
     // mean over its own tokens weighted by their part of the batch's, so that the shares'
     // gradients, summed over the ranks, are the gradient of the mean.
     Tensor loss;
@@ -384,9 +387,15 @@ int train(const TrainOptions& o) {
     if (!rows.empty()) {
       seq2seq::Batch b = seq2seq::make_batch(rows);
       Tensor logits = model->forward(b.src, b.tgt_in);
-      loss = nn::cross_entropy(logits.reshape({-1, cfg.tgt_vocab}), b.tgt_out.reshape({-1}), CharVocab::kPad);
-      if (world > 1) loss = mul(loss, double(b.target_tokens) / double(batch_tokens));
-      loss_value = loss.item();
+      const Tensor flat = logits.reshape({-1, cfg.tgt_vocab}), targets = b.tgt_out.reshape({-1});
+      loss = nn::cross_entropy(flat, targets, CharVocab::kPad);
+      const double share = double(b.target_tokens) / double(batch_tokens);
+      if (world > 1) loss = mul(loss, share);
+      loss_value = loss.item();  // the cross-entropy alone, with or without the z-loss
+      if (o.z_loss > 0) {
+        Tensor z = mul(seq2seq::z_loss(flat, targets, CharVocab::kPad), o.z_loss);
+        loss = add(loss, world > 1 ? mul(z, share) : z);
+      }
     }
     if (world == 1 && !std::isfinite(loss_value)) return training::StepResult{.loss = loss_value};  // the trainer stops here
     if (loss.defined()) loss.backward();

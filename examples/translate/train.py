@@ -227,7 +227,7 @@ def model_config(args, src_vocab, tgt_vocab):
 
 def check_supported(cfg, path):
     """What this script's model builds: the translator's defaults for what has no option."""
-    fixed = {"norm_first": 0, "activation": "relu", "score_scale": 1.0, "pad_id": PAD}
+    fixed = {"norm_first": 0, "activation": "relu", "score_scale": 1.0, "qk_norm": 0, "pad_id": PAD}
     for key, value in fixed.items():
         if cfg.get(key, value) != value:
             raise SystemExit(f"train.py: '{path}': {key} is {cfg[key]!r}; this script builds {key} {value!r} only")

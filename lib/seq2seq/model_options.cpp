@@ -42,6 +42,13 @@ const std::vector<ModelField>& model_fields() {
                "(sqrt(d_k) = sqrt(d_model / heads): unscaled)",
        .initial = 1.0, .what = "score scale", .optional = true,
        .real = [](TransformerConfig& c) -> double& { return c.layer.score_scale; }},
+      // written since queries and keys could be normalised; older checkpoints lack it (then off)
+      {.key = "qk_norm", .kind = K::Boolean, .lo = 0, .hi = 1,
+       .flag = "--qk-norm",
+       .help = "layer-normalise every attention's queries and keys over each head's features before the scores "
+               "(one gain and bias per attention module for the queries and one for the keys, shared by the heads)",
+       .initial = 0, .what = "qk-norm setting", .optional = true,
+       .boolean = [](TransformerConfig& c) -> bool& { return c.layer.qk_norm; }},
       {.key = "max_len", .kind = K::Integer, .lo = 2, .hi = double(kMaxLength),
        .flag = "--max-len", .help = "longest sequence, </s> included", .initial = 64, .what = "maximum length",
        .integer = [](TransformerConfig& c) -> int64_t& { return c.max_len; }},
@@ -72,6 +79,7 @@ TransformerConfig default_model_config() {
     if (!f.flag) continue;
     if (f.kind == FieldKind::Integer) f.integer(c) = int64_t(f.initial);
     if (f.kind == FieldKind::Real) f.real(c) = f.initial;
+    if (f.kind == FieldKind::Boolean) f.boolean(c) = f.initial != 0;
   }
   return c;
 }
@@ -113,6 +121,7 @@ TransformerConfig from_config(const io::Config& config, const std::string& file)
       if (!f.optional) fail(op, "'", file, "': key '/config' lacks '", f.key, "'");
       if (f.kind == FieldKind::Real) f.real(c) = f.initial;
       if (f.kind == FieldKind::Integer) f.integer(c) = int64_t(f.initial);
+      if (f.kind == FieldKind::Boolean) f.boolean(c) = f.initial != 0;
       continue;
     }
     if (f.kind == FieldKind::Real) {
@@ -151,7 +160,8 @@ TransformerConfig from_config(const io::Config& config, const std::string& file)
 
 double parameter_count(const TransformerConfig& c) {
   const double d = double(c.layer.d_model), f = double(c.layer.dim_feedforward);
-  const double attention = 4 * d * d + 4 * d, feed_forward = 2 * d * f + f + d, norm = 2 * d;
+  const double qk_norm = c.layer.qk_norm ? 4 * d / double(c.layer.num_heads) : 0;  // two LayerNorms of d_k
+  const double attention = 4 * d * d + 4 * d + qk_norm, feed_forward = 2 * d * f + f + d, norm = 2 * d;
   const double final_norm = c.layer.norm_first ? norm : 0;  // pre-norm stacks end with a LayerNorm, post-norm ones do not
   const double encoder = double(c.num_encoder_layers) * (attention + feed_forward + 2 * norm) + final_norm;
   const double decoder = double(c.num_decoder_layers) * (2 * attention + feed_forward + 3 * norm) + final_norm;

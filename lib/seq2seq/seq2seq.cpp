@@ -68,6 +68,20 @@ std::vector<Example> encode_pairs(const std::vector<text::Pair>& pairs, const st
   return out;
 }
 
+Tensor z_loss(const Tensor& logits, const Tensor& targets, int64_t ignore_index) {
+  const char* op = "seq2seq::z_loss";
+  if (!logits.defined() || !targets.defined() || logits.dim() != 2 || targets.dim() != 1 ||
+      targets.size(0) != logits.size(0) || targets.dtype() != kInt64)
+    fail(op, "expected logits [N, V] and int64 targets [N], got logits ",
+         logits.defined() ? cat_str(logits.shape()) : "none", " and targets ",
+         targets.defined() ? cat_str(targets.shape(), " ", dtype_name(targets.dtype())) : "none");
+  const Tensor kept = ne(targets, double(ignore_index)).to(logits.dtype());  // [N] 1 at predicted positions
+  const double count = sum(kept).item();
+  if (count == 0) return zeros({}, logits.dtype());
+  const Tensor lse = logsumexp(logits, {1});  // [N] log Z
+  return mul(sum(mul(square(lse), kept)), 1.0 / count);
+}
+
 void xavier_init(nn::Transformer& model, Generator* gen) {
   for (auto& [name, p] : model.named_parameters()) {
     const bool in_stack = name.rfind("encoder.", 0) == 0 || name.rfind("decoder.", 0) == 0;

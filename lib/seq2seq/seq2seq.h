@@ -40,6 +40,12 @@ std::vector<Example> encode_pairs(const std::vector<text::Pair>& pairs, const st
                                   const text::CharVocab& src_vocab, const text::CharVocab& tgt_vocab,
                                   bool unknown_targets = false);
 
+// The z-loss of output logits [N, V] at the positions whose target [N] (int64) is not
+// ignore_index: the mean over them of log(Z)^2, Z = sum exp(logits) the softmax's
+// normaliser (PaLM; Wortsman et al. 2023), which keeps log Z near 0. A scalar of logits'
+// dtype, 0 when every target is ignored. Error for other shapes.
+Tensor z_loss(const Tensor& logits, const Tensor& targets, int64_t ignore_index);
+
 // PyTorch nn.Transformer's initialisation of the encoder and decoder: Xavier-uniform
 // for every matrix (the embeddings keep N(0, 1/d_model)).
 void xavier_init(ember::nn::Transformer& model, ember::Generator* gen);

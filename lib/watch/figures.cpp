@@ -82,6 +82,7 @@ std::vector<std::string> Log::draw(const std::string& dir, const std::string& pr
   grid("score_spread", "score_std", "std of the scaled scores", "spread of the softmax's input per query");
   grid("example_spread", "grad_scores_example_cv", "std / mean over examples",
        "how unevenly the examples' gradients reach the scores");
+  grid("max_logit", "max_logit", "largest scaled score", "the largest attention logit (softmax input) per head");
   // curvature, when it was measured: each head's largest eigenvalue and trace, and the
   // whole model's density at up to four steps (the first, the last and two between)
   bool curvature = false;
@@ -160,7 +161,8 @@ void draw_comparison(const std::vector<Log>& runs, const std::vector<std::string
   const Column columns[] = {{"score_std", "score spread (std)", 0, 0},
                             {"entropy_norm_mean", "entropy / log(keys)", 0, 1},
                             {"saturated_share", "saturated queries", 0, 1},
-                            {"grad_ratio", "|dL/dscores| / |dL/dweights|", 0, 0}};
+                            {"grad_ratio", "|dL/dscores| / |dL/dweights|", 0, 0},
+                            {"max_logit", "largest logit per head", 0, 0}};
   std::vector<plot::Panel> panels;
   for (const std::string& m : modules)
     for (const Column& c : columns) {
@@ -179,7 +181,7 @@ void draw_comparison(const std::vector<Log>& runs, const std::vector<std::string
       }
       panels.push_back(p);
     }
-  plot::save_png(path, panels, 4, 420, 320, "the runs' attention, averaged over layers and heads");
+  plot::save_png(path, panels, 5, 420, 320, "the runs' attention, averaged over layers and heads");
 }
 
 std::string table(const Log& log, const Snapshot& s) {

@@ -2,6 +2,7 @@
 // the gradients reaching them, measured on a probe batch through hooks and autograd::grad.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -32,6 +33,7 @@ const std::map<std::string, std::string>& meanings() {
        "std / mean over the batch's examples of each example's norm of the gradient reaching the scores"},
       {"grad_scores_example_max_ratio",
        "largest / median over the batch's examples of each example's norm of the gradient reaching the scores"},
+      {"max_logit", "the largest softmax input (scaled score) over the allowed pairs of the counted queries"},
       {"curvature_top",
        "largest eigenvalue of the loss's Hessian on the head's block (its rows of Wq, Wk, Wv and biases, its columns "
        "of Wo), by Lanczos; NaN where curvature was not measured"},
@@ -73,10 +75,11 @@ const std::vector<std::string> kQuantities = {
     "score_std",       "entropy_mean",      "entropy_p10",      "entropy_norm_mean", "entropy_norm_p10",
     "max_weight_mean", "saturated_share",   "grad_weights_norm", "grad_scores_norm",  "grad_ratio",
     "grad_q_proj_norm", "grad_k_proj_norm", "grad_scores_example_cv", "grad_scores_example_max_ratio",
-    "curvature_top",   "curvature_trace",   "curvature_trace_se"};
+    "max_logit",       "curvature_top",     "curvature_trace",  "curvature_trace_se"};
 
 const std::set<std::string> kLaterQuantities = {"grad_scores_example_cv", "grad_scores_example_max_ratio",
-                                                "curvature_top", "curvature_trace", "curvature_trace_se"};
+                                                "max_logit", "curvature_top", "curvature_trace",
+                                                "curvature_trace_se"};
 
 const std::string& meaning(const std::string& quantity) {
   auto it = meanings().find(quantity);
@@ -118,7 +121,7 @@ std::map<std::string, std::vector<double>> head_statistics(const Tensor& scores,
     std::vector<double> spread, entropy, entropy_norm, largest;
     std::vector<double> example_dz2((size_t)B, 0.0);  // each example's |dL/dZ|^2 over its pairs
     std::vector<bool> example_counted((size_t)B, false);
-    double saturated = 0, dp2 = 0, dz2 = 0;
+    double saturated = 0, dp2 = 0, dz2 = 0, max_logit = -std::numeric_limits<double>::infinity();
     bool broken = false;  // some weight is NaN: the head's statistics are NaN
     for (int64_t b = 0; b < B; b++)
       for (int64_t i = 0; i < L; i++) {
@@ -135,6 +138,7 @@ std::map<std::string, std::vector<double>> head_statistics(const Tensor& scores,
           if (block[row + j] != 0) continue;
           const double pj = p[row + j];
           var += (z[row + j] - mean) * (z[row + j] - mean);
+          if (std::isnan(z[row + j]) || z[row + j] > max_logit) max_logit = z[row + j];  // NaN stays
           if (pj > 0) ent -= pj * std::log(pj);
           if (!(pj >= 0)) ent = top = kNaN;  // not a probability (NaN): nothing to report
           top = std::isnan(top) ? top : std::max(top, pj);
@@ -162,6 +166,7 @@ std::map<std::string, std::vector<double>> head_statistics(const Tensor& scores,
     out["grad_weights_norm"][k] = std::sqrt(dp2);
     out["grad_scores_norm"][k] = std::sqrt(dz2);
     out["grad_ratio"][k] = dp2 > 0 ? std::sqrt(dz2 / dp2) : kNaN;
+    out["max_logit"][k] = largest.empty() ? kNaN : max_logit;
     // how unevenly the examples' gradients reach the head (each example's norm is its own
     // gradient's: the loss is a sum over examples, and example b's scores see only its own)
     std::vector<double> norms;

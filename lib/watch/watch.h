@@ -29,6 +29,9 @@
 //                                  over examples, and each example's scores see only it):
 //                                  std / mean over the batch's examples
 //   grad_scores_example_max_ratio  the same norms' largest / median
+//   max_logit          the largest Z over the allowed pairs of those queries (the "max
+//                      attention logit" of Wortsman et al. 2023, which grows without bound
+//                      before attention-logit divergence)
 // And, at the steps curvature is measured (CurvatureOptions; NaN at the others), of the
 // loss's Hessian on the head's block - its rows of Wq, Wk, Wv and their biases and its
 // columns of Wo (nn::head_parameters) - by Hessian-vector products (nn/curvature.h):
@@ -155,7 +158,7 @@ struct Log {
 
   // The figures, into dir, named prefix + "_" + what + ".png": per module, the entropy and
   // saturation of each head against the step; the gradient ratio; the score spread; the
-  // spread of the examples' gradients reaching the scores (the
+  // spread of the examples' gradients reaching the scores; the largest logit (the
   // first 64 layers of a deeper model: a PNG holds 32767 pixels a side). Returns the paths
   // written.
   std::vector<std::string> draw(const std::string& dir, const std::string& prefix = "watch") const;
@@ -167,7 +170,7 @@ std::vector<double> average(const Log& log, const std::string& module, const std
 
 // Runs side by side (their modules in common, in the first run's order): per module, the
 // mean over layers and heads of the score spread, the normalised entropy, the saturated
-// share and the gradient ratio against the step, one line per run. One PNG at path.
+// share, the gradient ratio and the largest logit against the step, one line per run. One PNG at path.
 void draw_comparison(const std::vector<Log>& runs, const std::vector<std::string>& labels, const std::string& path);
 
 // The snapshot's per-head table, one line per (module, layer, head), for a terminal.

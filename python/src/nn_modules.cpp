@@ -34,10 +34,10 @@ nn::Activation activation_of(const std::string& name) {
 
 nn::LayerConfig layer_config(int64_t d_model, int64_t nhead, int64_t dim_feedforward, double dropout,
                              const std::string& activation, double layer_norm_eps, bool norm_first,
-                             Generator* dropout_gen) {
+                             Generator* dropout_gen, bool qk_norm) {
   return {.d_model = d_model, .num_heads = nhead, .dim_feedforward = dim_feedforward, .dropout_p = dropout,
           .activation = activation_of(activation), .norm_first = norm_first, .layer_norm_eps = layer_norm_eps,
-          .dropout_gen = dropout_gen};
+          .qk_norm = qk_norm, .dropout_gen = dropout_gen};
 }
 
 void bind_base(py::module_& m) {
@@ -92,13 +92,16 @@ void bind_layers(py::module_& m) {
 void bind_attention(py::module_& m) {
   py::class_<nn::MultiHeadAttention, nn::Module, std::shared_ptr<nn::MultiHeadAttention>>(m, "MultiheadAttention")
       .def(py::init([](int64_t embed_dim, int64_t num_heads, double dropout, bool bias, std::optional<int64_t> kdim,
-                       std::optional<int64_t> vdim, Generator* gen, Generator* dropout_gen, DType dtype) {
+                       std::optional<int64_t> vdim, Generator* gen, Generator* dropout_gen, DType dtype,
+                       bool qk_norm) {
         return std::make_shared<nn::MultiHeadAttention>(nn::MultiHeadAttentionOptions{
             .embed_dim = embed_dim, .num_heads = num_heads, .kdim = kdim.value_or(0), .vdim = vdim.value_or(0),
-            .bias = bias, .dropout_p = dropout, .gen = gen, .dropout_gen = dropout_gen, .dtype = dtype});
+            .bias = bias, .dropout_p = dropout, .qk_norm = qk_norm, .gen = gen, .dropout_gen = dropout_gen,
+            .dtype = dtype});
       }), py::arg("embed_dim"), py::arg("num_heads"), py::arg("dropout") = 0.0, py::arg("bias") = true,
            py::arg("kdim") = py::none(), py::arg("vdim") = py::none(), py::arg("generator") = py::none(),
-           py::arg("dropout_generator") = py::none(), py::arg("dtype") = kFloat32, py::keep_alive<1, 9>())
+           py::arg("dropout_generator") = py::none(), py::arg("dtype") = kFloat32, py::arg("qk_norm") = false,
+           py::keep_alive<1, 9>())
       // (output, weights or None), weights averaged over heads [B, L, S] or per head [B, H, L, S]
       .def("forward", [](nn::MultiHeadAttention& mha, const Tensor& q, const Tensor& k, const Tensor& v,
                          const std::optional<Tensor>& key_padding_mask, bool need_weights,
@@ -126,6 +129,8 @@ void bind_attention(py::module_& m) {
       .def_readonly("k_proj", &nn::MultiHeadAttention::k_proj)
       .def_readonly("v_proj", &nn::MultiHeadAttention::v_proj)
       .def_readonly("out_proj", &nn::MultiHeadAttention::out_proj)
+      .def_readonly("q_norm", &nn::MultiHeadAttention::q_norm)  // None without qk_norm
+      .def_readonly("k_norm", &nn::MultiHeadAttention::k_norm)
       // hook(module, internals) inside every forward, with the scores and weights as
       // tensors of the graph; the module then computes attention from primitive ops
       // (the hook gets an owning handle to the module, which it may keep; the hook does not
@@ -154,13 +159,15 @@ void bind_attention(py::module_& m) {
 void bind_transformer(py::module_& m) {
   py::class_<nn::EncoderLayer, nn::Module, std::shared_ptr<nn::EncoderLayer>>(m, "TransformerEncoderLayer")
       .def(py::init([](int64_t d_model, int64_t nhead, int64_t dim_ff, double dropout, const std::string& activation,
-                       double eps, bool norm_first, Generator* gen, Generator* dropout_gen, DType dtype) {
+                       double eps, bool norm_first, Generator* gen, Generator* dropout_gen, DType dtype,
+                       bool qk_norm) {
         return std::make_shared<nn::EncoderLayer>(
-            layer_config(d_model, nhead, dim_ff, dropout, activation, eps, norm_first, dropout_gen), gen, dtype);
+            layer_config(d_model, nhead, dim_ff, dropout, activation, eps, norm_first, dropout_gen, qk_norm), gen,
+            dtype);
       }), py::arg("d_model"), py::arg("nhead"), py::arg("dim_feedforward") = 2048, py::arg("dropout") = 0.1,
            py::arg("activation") = "relu", py::arg("layer_norm_eps") = 1e-5, py::arg("norm_first") = false,
            py::arg("generator") = py::none(), py::arg("dropout_generator") = py::none(), py::arg("dtype") = kFloat32,
-           py::keep_alive<1, 10>())
+           py::arg("qk_norm") = false, py::keep_alive<1, 10>())
       .def("forward", [](nn::EncoderLayer& layer, const Tensor& src, const std::optional<Tensor>& src_mask,
                          const std::optional<Tensor>& src_key_padding_mask) {
         const nn::AttentionMask pad = blocked_mask(src_key_padding_mask), mask = blocked_mask(src_mask);
@@ -173,13 +180,15 @@ void bind_transformer(py::module_& m) {
 
   py::class_<nn::DecoderLayer, nn::Module, std::shared_ptr<nn::DecoderLayer>>(m, "TransformerDecoderLayer")
       .def(py::init([](int64_t d_model, int64_t nhead, int64_t dim_ff, double dropout, const std::string& activation,
-                       double eps, bool norm_first, Generator* gen, Generator* dropout_gen, DType dtype) {
+                       double eps, bool norm_first, Generator* gen, Generator* dropout_gen, DType dtype,
+                       bool qk_norm) {
         return std::make_shared<nn::DecoderLayer>(
-            layer_config(d_model, nhead, dim_ff, dropout, activation, eps, norm_first, dropout_gen), gen, dtype);
+            layer_config(d_model, nhead, dim_ff, dropout, activation, eps, norm_first, dropout_gen, qk_norm), gen,
+            dtype);
       }), py::arg("d_model"), py::arg("nhead"), py::arg("dim_feedforward") = 2048, py::arg("dropout") = 0.1,
            py::arg("activation") = "relu", py::arg("layer_norm_eps") = 1e-5, py::arg("norm_first") = false,
            py::arg("generator") = py::none(), py::arg("dropout_generator") = py::none(), py::arg("dtype") = kFloat32,
-           py::keep_alive<1, 10>())
+           py::arg("qk_norm") = false, py::keep_alive<1, 10>())
       .def("forward", [](nn::DecoderLayer& layer, const Tensor& tgt, const Tensor& memory,
                          const std::optional<Tensor>& tgt_key_padding_mask,
                          const std::optional<Tensor>& memory_key_padding_mask, bool tgt_is_causal) {
@@ -202,10 +211,10 @@ void bind_transformer(py::module_& m) {
   py::class_<nn::Transformer, nn::Module, std::shared_ptr<nn::Transformer>>(m, "Transformer")
       .def(py::init([](int64_t src_vocab, int64_t tgt_vocab, int64_t d_model, int64_t nhead, int64_t num_encoder_layers,
                        int64_t num_decoder_layers, int64_t dim_ff, double dropout, const std::string& activation,
-                       bool norm_first, int64_t max_len, int64_t pad_id, Generator* gen, DType dtype) {
+                       bool norm_first, int64_t max_len, int64_t pad_id, Generator* gen, DType dtype, bool qk_norm) {
         const nn::TransformerConfig cfg{
             .src_vocab = src_vocab, .tgt_vocab = tgt_vocab,
-            .layer = layer_config(d_model, nhead, dim_ff, dropout, activation, 1e-5, norm_first, nullptr),
+            .layer = layer_config(d_model, nhead, dim_ff, dropout, activation, 1e-5, norm_first, nullptr, qk_norm),
             .num_encoder_layers = num_encoder_layers, .num_decoder_layers = num_decoder_layers,
             .max_len = max_len, .pad_id = pad_id};
         return std::make_shared<nn::Transformer>(cfg, gen, dtype);
@@ -213,7 +222,7 @@ void bind_transformer(py::module_& m) {
            py::arg("num_encoder_layers") = 2, py::arg("num_decoder_layers") = 2, py::arg("dim_feedforward") = 512,
            py::arg("dropout") = 0.1, py::arg("activation") = "relu", py::arg("norm_first") = false,
            py::arg("max_len") = 512, py::arg("pad_id") = 0, py::arg("generator") = py::none(),
-           py::arg("dtype") = kFloat32)
+           py::arg("dtype") = kFloat32, py::arg("qk_norm") = false)
       .def("forward", &nn::Transformer::forward, py::arg("src"), py::arg("tgt"), NoGil());
 }
 

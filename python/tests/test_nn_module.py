@@ -234,6 +234,25 @@ def test_decoder_layer_and_transformer_run_with_pytorch_aliases():
         nn.MultiheadAttention(8, 2, batch_first=False)
 
 
+def test_qk_norm_reaches_every_attention_and_its_derivatives_check():
+    mha = nn.MultiheadAttention(8, 2, qk_norm=True, generator=ember.Generator(1), dtype=ember.float64)
+    assert isinstance(mha.q_norm, nn.LayerNorm) and mha.k_norm.weight.shape == (4,)
+    assert nn.MultiheadAttention(8, 2).q_norm is None
+    names = [n for n, _ in mha.named_parameters()]
+    assert names[-4:] == ["q_norm.weight", "q_norm.bias", "k_norm.weight", "k_norm.bias"]
+    x = f64(RNG.standard_normal((2, 3, 8))).requires_grad_()
+    f = lambda a: mha(a, a, a, need_weights=False)[0]
+    assert ember.autograd.gradcheck(f, [x], check_forward_ad=True).passed
+    assert ember.autograd.gradgradcheck(f, [x]).passed
+    layer = nn.TransformerEncoderLayer(8, 2, 16, qk_norm=True)
+    assert "self_attn.k_norm.bias" in dict(layer.named_parameters())
+    dec = nn.TransformerDecoderLayer(8, 2, 16, qk_norm=True)
+    assert "cross_attn.q_norm.weight" in dict(dec.named_parameters())
+    model = nn.Transformer(10, 12, d_model=8, nhead=2, dim_feedforward=16, dropout=0.0, qk_norm=True)
+    assert "decoder.layers.0.self_attn.q_norm.weight" in dict(model.named_parameters())
+    assert model(ember.tensor([[1, 2, 3, 0]]), ember.tensor([[1, 4, 5]])).shape == (1, 3, 12)
+
+
 def test_embedding_and_dropout_modules():
     emb = nn.Embedding(10, 4, padding_idx=0)
     out = emb(ember.tensor([[0, 3], [9, 0]]))

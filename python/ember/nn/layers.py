@@ -282,6 +282,9 @@ class MultiheadAttention(_CppModule):
         generator: the :class:`ember.Generator` the initial values are drawn from.
         dropout_generator: the :class:`ember.Generator` dropout masks are drawn from.
         dtype: ``ember.float32`` (default) or ``ember.float64``.
+        qk_norm: if ``True``, each head's queries and keys are layer-normalised over its
+            ``head_dim`` features before the scores (``q_norm`` and ``k_norm``, one gain and
+            bias each, shared by the heads; ember's own, not in PyTorch). Default: ``False``
 
     forward(query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
     average_attn_weights=True, is_causal=False) returns ``(attn_output, attn_weights)``:
@@ -316,10 +319,11 @@ class MultiheadAttention(_CppModule):
     _cpp = _nn.MultiheadAttention
 
     def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, kdim=None, vdim=None,
-                 batch_first=True, generator=None, dropout_generator=None, dtype=_C.float32):
+                 batch_first=True, generator=None, dropout_generator=None, dtype=_C.float32,
+                 qk_norm=False):
         _batch_first("MultiheadAttention", batch_first)
         super().__init__(embed_dim, num_heads, dropout, bias, kdim, vdim, generator,
-                         dropout_generator, dtype)
+                         dropout_generator, dtype, qk_norm)
 
     def register_attention_hook(self, hook):
         """hook(module, internals) inside every forward: internals.scores and .weights
@@ -359,6 +363,8 @@ class TransformerEncoderLayer(_CppModule):
         generator: the :class:`ember.Generator` the initial values are drawn from.
         dropout_generator: the :class:`ember.Generator` dropout masks are drawn from.
         dtype: ``ember.float32`` (default) or ``ember.float64``.
+        qk_norm: if ``True``, the attentions layer-normalise their queries and keys per head
+            (see :class:`MultiheadAttention`; ember's own). Default: ``False``
 
     forward(src, src_mask=None, src_key_padding_mask=None): the masks are bool, ``True`` =
     blocked; ``src_mask`` is :math:`(S, S)` or :math:`(B, S, S)`, ``src_key_padding_mask``
@@ -390,10 +396,10 @@ class TransformerEncoderLayer(_CppModule):
 
     def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu",
                  layer_norm_eps=1e-5, batch_first=True, norm_first=False, generator=None,
-                 dropout_generator=None, dtype=_C.float32):
+                 dropout_generator=None, dtype=_C.float32, qk_norm=False):
         _batch_first("TransformerEncoderLayer", batch_first)
         super().__init__(d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps,
-                         norm_first, generator, dropout_generator, dtype)
+                         norm_first, generator, dropout_generator, dtype, qk_norm)
 
 
 class TransformerDecoderLayer(_CppModule):
@@ -416,6 +422,8 @@ class TransformerDecoderLayer(_CppModule):
         generator: the :class:`ember.Generator` the initial values are drawn from.
         dropout_generator: the :class:`ember.Generator` dropout masks are drawn from.
         dtype: ``ember.float32`` (default) or ``ember.float64``.
+        qk_norm: if ``True``, the attentions layer-normalise their queries and keys per head
+            (see :class:`MultiheadAttention`; ember's own). Default: ``False``
 
     forward(tgt, memory, tgt_key_padding_mask=None, memory_key_padding_mask=None,
     tgt_is_causal=False): the padding masks are bool, ``True`` = padding; with
@@ -457,10 +465,10 @@ class TransformerDecoderLayer(_CppModule):
 
     def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu",
                  layer_norm_eps=1e-5, batch_first=True, norm_first=False, generator=None,
-                 dropout_generator=None, dtype=_C.float32):
+                 dropout_generator=None, dtype=_C.float32, qk_norm=False):
         _batch_first("TransformerDecoderLayer", batch_first)
         super().__init__(d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps,
-                         norm_first, generator, dropout_generator, dtype)
+                         norm_first, generator, dropout_generator, dtype, qk_norm)
 
 
 class Transformer(_CppModule):
@@ -484,6 +492,8 @@ class Transformer(_CppModule):
         pad_id: the token id of padding, masked out of attention. Default: 0
         generator: the :class:`ember.Generator` the initial values are drawn from.
         dtype: ``ember.float32`` (default) or ``ember.float64``.
+        qk_norm: if ``True``, every attention layer-normalises its queries and keys per head
+            (see :class:`MultiheadAttention`). Default: ``False``
 
     forward(src, tgt) returns the logits of each target position.
 

@@ -93,6 +93,8 @@ class MultiheadAttention(Module):
     k_proj: Linear
     v_proj: Linear
     out_proj: Linear
+    q_norm: Optional[LayerNorm]
+    k_norm: Optional[LayerNorm]
     def register_attention_hook(self, hook: Callable[[Any, Any], None]) -> RemovableHandle:
         """hook(module, internals) inside every forward: internals.scores and .weights
         [B, H, L, S] are tensors of the graph (the gradient reaching them can be read),
@@ -100,7 +102,7 @@ class MultiheadAttention(Module):
     def __init__(self, embed_dim: int, num_heads: int, dropout: float = 0.0, bias: bool = True,
                  kdim: Optional[int] = None, vdim: Optional[int] = None, batch_first: bool = True,
                  generator: Optional[Generator] = None, dropout_generator: Optional[Generator] = None,
-                 dtype: dtype = ...) -> None: ...
+                 dtype: dtype = ..., qk_norm: bool = False) -> None: ...
     def forward(self, query: Tensor, key: Tensor, value: Tensor, key_padding_mask: Optional[Tensor] = None,
                 need_weights: bool = True, attn_mask: Optional[Tensor] = None, average_attn_weights: bool = True,
                 is_causal: bool = False) -> Tuple[Tensor, Optional[Tensor]]:
@@ -118,7 +120,8 @@ class TransformerEncoderLayer(Module):
     def __init__(self, d_model: int, nhead: int, dim_feedforward: int = 2048, dropout: float = 0.1,
                  activation: str = "relu", layer_norm_eps: float = 1e-5, batch_first: bool = True,
                  norm_first: bool = False, generator: Optional[Generator] = None,
-                 dropout_generator: Optional[Generator] = None, dtype: dtype = ...) -> None: ...
+                 dropout_generator: Optional[Generator] = None, dtype: dtype = ...,
+                 qk_norm: bool = False) -> None: ...
     def forward(self, src: Tensor, src_mask: Optional[Tensor] = None,
                 src_key_padding_mask: Optional[Tensor] = None, packing: Optional[Packing] = None) -> Tensor:
         """src [B, S, d_model] -> [B, S, d_model]; masks are bool, True = blocked. With packing,
@@ -138,7 +141,8 @@ class TransformerDecoderLayer(Module):
     def __init__(self, d_model: int, nhead: int, dim_feedforward: int = 2048, dropout: float = 0.1,
                  activation: str = "relu", layer_norm_eps: float = 1e-5, batch_first: bool = True,
                  norm_first: bool = False, generator: Optional[Generator] = None,
-                 dropout_generator: Optional[Generator] = None, dtype: dtype = ...) -> None: ...
+                 dropout_generator: Optional[Generator] = None, dtype: dtype = ...,
+                 qk_norm: bool = False) -> None: ...
     def forward(self, tgt: Tensor, memory: Tensor, tgt_key_padding_mask: Optional[Tensor] = None,
                 memory_key_padding_mask: Optional[Tensor] = None, tgt_is_causal: bool = False,
                 memory_packing: Optional[Packing] = None, tgt_packing: Optional[Packing] = None) -> Tensor:
@@ -152,7 +156,8 @@ class Transformer(Module):
     def __init__(self, src_vocab: int, tgt_vocab: int, d_model: int = 128, nhead: int = 4,
                  num_encoder_layers: int = 2, num_decoder_layers: int = 2, dim_feedforward: int = 512,
                  dropout: float = 0.1, activation: str = "relu", norm_first: bool = False, max_len: int = 512,
-                 pad_id: int = 0, generator: Optional[Generator] = None, dtype: dtype = ...) -> None: ...
+                 pad_id: int = 0, generator: Optional[Generator] = None, dtype: dtype = ...,
+                 qk_norm: bool = False) -> None: ...
     def forward(self, src: Tensor, tgt: Tensor) -> Tensor:
         """src [B, S] and tgt [B, T] token ids -> logits [B, T, tgt_vocab]."""
 
