@@ -222,7 +222,7 @@ def model_config(args, src_vocab, tgt_vocab):
     return {"src_vocab": src_vocab, "tgt_vocab": tgt_vocab, "d_model": args.d_model, "nhead": args.heads,
             "num_encoder_layers": args.enc_layers, "num_decoder_layers": args.dec_layers,
             "dim_feedforward": args.ffn, "dropout": float(args.dropout), "score_scale": 1.0,
-            "max_len": args.max_len, "norm_first": 0, "pad_id": PAD, "activation": "relu"}
+            "max_len": args.max_len, "norm_first": 0, "pad_id": PAD, "activation": "relu", "qk_norm": 0}
 
 
 def check_supported(cfg, path):
