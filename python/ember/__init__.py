@@ -18,7 +18,7 @@ from ._C import (  # noqa: F401 - the public names
     reset_peak_memory_stats,
 )
 from .grad_mode import no_grad, enable_grad, set_grad_enabled  # noqa: F401
-from . import autograd, func, graph, nn, optim, watch  # noqa: F401
+from . import autograd, curvature, func, graph, nn, optim, watch  # noqa: F401
 from .serialization import save, load  # noqa: F401
 from .graph import draw_graph, describe_graph, record_grad_norms, graph_scopes  # noqa: F401
 

@@ -2,7 +2,7 @@
 # documented) and of the pure-Python modules, re-exported as __init__.py does.
 
 from . import autograd as autograd, func as func, grad_mode as grad_mode, nn as nn, optim as optim
-from . import graph as graph
+from . import curvature as curvature, graph as graph
 from . import serialization as serialization, watch as watch
 from ._C import (
     Tensor as Tensor, dtype as dtype, float32 as float32, float64 as float64, int64 as int64,

@@ -36,6 +36,7 @@ void bind_io(py::module_& m);  // save and load
 void bind_runtime(py::module_& m);  // threads, the default generator's state, the allocator's counters
 void bind_watch(py::module_& m);  // the attention watch's statistics, ember._C.watch
 void bind_graph(py::module_& m);  // draw_graph, grad norm recording, module scopes (after bind_nn)
+void bind_curvature(py::module_& m);  // the loss Hessian, Lanczos, Hutchinson, ember._C._curvature (after bind_nn)
 void bind_packing(py::module_& m);  // Packing and the layers' packed forwards, in ember._C._nn
 
 // A shape from PyTorch's two spellings: zeros(2, 3) and zeros((2, 3)) or zeros([2, 3]).

@@ -149,6 +149,7 @@ PYBIND11_MODULE(_C, m) {
   bind_nn(m);
   bind_packing(m);
   bind_graph(m);
+  bind_curvature(m);
   bind_optim(m);
   bind_io(m);
   bind_watch(m);
