@@ -56,7 +56,19 @@ GraphScopes::GraphScopes(const Module& model, const std::string& name) : prev_(d
   detail::t_graph_scopes = this;
 }
 
-GraphScopes::~GraphScopes() { detail::t_graph_scopes = prev_; }
+GraphScopes::~GraphScopes() {
+  // the innermost: the one before takes over; one destroyed out of order: unlinked from the
+  // chain, so no later scope is left pointing at it
+  if (detail::t_graph_scopes == this) {
+    detail::t_graph_scopes = prev_;
+    return;
+  }
+  for (const GraphScopes* s = detail::t_graph_scopes; s; s = s->prev_)
+    if (s->prev_ == this) {
+      s->prev_ = prev_;
+      return;
+    }
+}
 
 const std::shared_ptr<const std::string>* GraphScopes::name_of(const Module& m) const {
   auto it = names_.find(&m);

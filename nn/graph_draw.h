@@ -41,7 +41,7 @@ class GraphScopes {
 
  private:
   std::unordered_map<const Module*, std::shared_ptr<const std::string>> names_;
-  const GraphScopes* prev_;
+  mutable const GraphScopes* prev_;  // the one before (mutable: unlinked when one is destroyed out of order)
 };
 
 // Labels the ops between inputs and outputs that carry no label yet with scope: what a

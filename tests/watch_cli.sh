@@ -38,6 +38,28 @@ for f in encoder_self decoder_self decoder_cross grad_ratio score_spread example
 [ "$(wc -l <"$dir/watched/watch.csv")" -eq $((1 + 5 * 3 * 2 * 2)) ] || fail "watch.csv has $(wc -l <"$dir/watched/watch.csv") lines"
 head -1 "$dir/watched/watch.csv" | grep -q '^step,module,layer,head,score_std,' || fail "watch.csv's header"
 steps() { tail -n +2 "$1" | cut -d, -f1 | sort -un | tr '\n' ' '; }
+
+# --- curvature: the same training again, every head's Hessian block every 20 steps
+run 0 curved "$bin" train "${small[@]}" --out "$dir/curved" --steps 40 --watch --watch-every 10 --watch-rows 12 \
+  --watch-curvature 20
+cmp -s "$dir/plain/ckpt-00000040.h5" "$dir/curved/ckpt-00000040.h5" || fail "the checkpoint differs with --watch-curvature"
+contains "$dir/curved.out" ", curvature every 20 steps "
+for f in curvature curvature_trace density; do png "$dir/curved/watch_$f.png"; done
+# finite at steps 0, 20 and 40 where a layer exists, NaN at 10 and 30
+col=$(head -1 "$dir/curved/watch.csv" | tr ',' '\n' | grep -n '^curvature_top$' | cut -d: -f1)
+[ -n "$col" ] || fail "watch.csv has no curvature_top column"
+awk -F, -v c="$col" 'NR > 1 && $2 == "encoder_self" { m = ($1 % 20 == 0); if (m != ($c != "nan")) bad = 1 } END { exit bad }' \
+  "$dir/curved/watch.csv" || fail "curvature_top is not finite exactly at the curvature steps"
+# a run going unstable: products overflow float32, the measurement is NaN with a warning and training goes on
+run 0 unstable "$bin" train "${small[@]}" --out "$dir/unstable" --steps 6 --lr 300 --warmup 1 --score-scale 1000 \
+  --watch --watch-every 2 --watch-curvature 2 --log-every 1
+contains "$dir/unstable.err" "could not be measured (NaN in the watch)"
+[ -s "$dir/unstable/ckpt-00000006.h5" ] || fail "the unstable run did not train to its end"
+run 2 curvature_alone "$bin" train "${small[@]}" --out "$dir/curvature_alone" --steps 4 --watch-curvature 2
+contains "$dir/curvature_alone.err" "--watch-curvature needs --watch"
+run 2 curvature_multiple "$bin" train "${small[@]}" --out "$dir/curvature_multiple" --steps 4 --watch --watch-every 10 \
+  --watch-curvature 15
+contains "$dir/curvature_multiple.err" "--watch-curvature 15 must be a multiple of --watch-every 10"
 [ "$(steps "$dir/watched/watch.csv")" = "0 10 20 30 40 " ] || fail "watch.csv's steps: $(steps "$dir/watched/watch.csv")"
 
 # --- the figures again from watch.h5 alone: the same bytes
@@ -157,15 +179,18 @@ cmp -s "$dir/resumed/watch.csv" "$dir/watched/watch.csv" || fail "the resumed wa
 mkdir -p "$dir/damaged" && cp "$dir/watched/ckpt-00000020.h5" "$dir/damaged/"
 head -c 300 "$dir/watched/watch.h5" >"$dir/damaged/watch.h5"
 run 0 damaged "$bin" train "${small[@]}" --out "$dir/damaged" --steps 40 --resume auto --watch --watch-every 10
-contains "$dir/damaged.out" "a new watch begins"
+contains "$dir/damaged.out" "a new watch begins (the old one cannot be read: "
+contains "$dir/damaged.out" "the old file is now $dir/damaged/watch.h5.old"
 [ "$(steps "$dir/damaged/watch.csv")" = "20 30 40 " ] || fail "the new watch's steps: $(steps "$dir/damaged/watch.csv")"
+[ "$(head -c 300 "$dir/watched/watch.h5" | cmp - "$dir/damaged/watch.h5.old" && echo same)" = same ] ||
+  fail "the damaged watch file was not kept as watch.h5.old"
 
 # a FIFO where the watch file should be is refused at once, never waited on (timeout: a
 # regression fails rather than hangs); training goes on and the FIFO stays
 mkdir -p "$dir/fifo" && cp "$dir/watched/ckpt-00000020.h5" "$dir/fifo/" && mkfifo "$dir/fifo/watch.h5"
 run 0 fifo_resume timeout -s KILL 60 "$bin" train "${small[@]}" --out "$dir/fifo" --steps 30 --resume auto --watch \
   --watch-every 10
-contains "$dir/fifo_resume.out" "a new watch begins, the old one cannot be read: watch::Log::read_h5: '$dir/fifo/watch.h5' is a FIFO, not a regular file"
+contains "$dir/fifo_resume.out" "a new watch begins (the old one cannot be read: watch::Log::read_h5: '$dir/fifo/watch.h5' is a FIFO, not a regular file; expected an attention watch file)"
 contains "$dir/fifo_resume.err" "'$dir/fifo/watch.h5' exists and is a FIFO, not a regular file"
 [ -p "$dir/fifo/watch.h5" ] || fail "the FIFO in the run's directory was replaced"
 [ -s "$dir/fifo/ckpt-00000030.h5" ] || fail "the run with a FIFO for its watch file did not save step 30"
@@ -173,8 +198,9 @@ contains "$dir/fifo_resume.err" "'$dir/fifo/watch.h5' exists and is a FIFO, not 
 # a resumed run watched on another probe batch starts a new watch rather than splice two
 mkdir -p "$dir/rows" && cp "$dir/watched/ckpt-00000020.h5" "$dir/watched/watch.h5" "$dir/rows/"
 run 0 rows "$bin" train "${small[@]}" --out "$dir/rows" --steps 30 --resume auto --watch --watch-every 10 --watch-rows 5
-contains "$dir/rows.out" "watched another model or probe batch: a new watch begins"
+contains "$dir/rows.out" "a new watch begins ($dir/rows/watch.h5 watched another model or probe batch); the old file is now $dir/rows/watch.h5.old"
 [ "$(steps "$dir/rows/watch.csv")" = "20 30 " ] || fail "the new watch's steps: $(steps "$dir/rows/watch.csv")"
+cmp -s "$dir/watched/watch.h5" "$dir/rows/watch.h5.old" || fail "the replaced watch file was not kept as watch.h5.old"
 # a probe batch is at most 1024 rows: more is refused before anything runs
 run 2 rows_max "$bin" train "${small[@]}" --out "$dir/rows_max" --steps 30 --watch --watch-rows 1025
 contains "$dir/rows_max.err" "--watch-rows"

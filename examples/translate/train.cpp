@@ -115,11 +115,11 @@ int train(const TrainOptions& o) {
   const int rank = dist::rank(), world = dist::world_size();
   const bool leader = rank == 0;
   if (!leader) std::freopen("/dev/null", "w", stdout);
+  if (o.watch_curvature > 0 && !o.watch) throw UsageError{"--watch-curvature needs --watch", "train"};
   if (o.watch_curvature % o.watch_every != 0)
     throw UsageError{cat_str("--watch-curvature ", o.watch_curvature, " must be a multiple of --watch-every ",
                              o.watch_every),
                      "train"};
-  if (o.watch_curvature > 0 && !o.watch) throw UsageError{"--watch-curvature needs --watch", "train"};
   if (given(o, "--threads")) set_num_threads(o.threads);
   else if (world > 1 && !std::getenv("OMP_NUM_THREADS")) set_num_threads(dist::threads_per_process());
   // the data files first: a bad line is named before options that disagree

@@ -2,7 +2,9 @@
 // figures, and resumes with the run.
 #include <chrono>
 #include <cstdio>
+#include <algorithm>
 #include <filesystem>
+#include <system_error>
 
 #include "core/error.h"
 #include "lib/watch/detail.h"
@@ -25,20 +27,47 @@ Recorder::Recorder(Probe probe, std::string dir, int64_t every, std::string prog
   log_.info = std::move(info);
 }
 
+namespace {
+
+// Renames a watch file a new watch will replace to path.old (path.old2, ... when taken), so
+// that nothing is lost; returns the new name ("" when it could not be renamed).
+std::string set_aside(const std::string& path) {
+  for (int i = 1; i < 1000; i++) {
+    const std::string to = path + ".old" + (i > 1 ? std::to_string(i) : std::string());
+    std::error_code ec;
+    if (std::filesystem::exists(to, ec)) continue;
+    std::filesystem::rename(path, to, ec);
+    return ec ? std::string() : to;
+  }
+  return "";
+}
+
+}  // namespace
+
 void Recorder::resume(int64_t step) {
   const std::string path = h5_path();
   if (!std::filesystem::exists(path)) return;
+  std::string why;
   try {
     Log old = Log::read_h5(path);
-    if (!old.same_shape(log_) || old.info != log_.info) {
-      std::printf("%s: %s watched another model or probe batch: a new watch begins\n", program_.c_str(), path.c_str());
+    if (old.same_shape(log_) && old.info == log_.info) {
+      old.truncate_after(step);
+      log_.snapshots = std::move(old.snapshots);
       return;
     }
-    old.truncate_after(step);
-    log_.snapshots = std::move(old.snapshots);
+    why = path + " watched another model or probe batch";
   } catch (const ember::Error& e) {
-    std::printf("%s: a new watch begins, the old one cannot be read: %s\n", program_.c_str(), e.what());
+    why = cat_str("the old one cannot be read: ", e.what());
   }
+  // a regular file is kept under another name; anything else (a FIFO) is left alone, and
+  // writing the new watch over it fails with a warning
+  std::error_code ec;
+  const bool regular = std::filesystem::is_regular_file(path, ec);
+  const std::string aside = regular ? set_aside(path) : std::string();
+  std::printf("%s: a new watch begins (%s)%s\n", program_.c_str(), why.c_str(),
+              !regular       ? ""
+              : aside.empty() ? "; the old file could not be renamed and will be replaced"
+                              : ("; the old file is now " + aside).c_str());
 }
 
 void Recorder::after_step(int64_t step) {
@@ -48,7 +77,20 @@ void Recorder::after_step(int64_t step) {
   Snapshot snap = measure(probe_, step);
   const auto curvature_start = std::chrono::steady_clock::now();
   if (curvature_.every > 0 && step % curvature_.every == 0) {
-    measure_curvature(probe_, curvature_, snap, starts_);
+    // a measurement that fails (products overflowing float32 in a run going unstable) is
+    // NaN in the log and a warning, never a reason to stop training
+    try {
+      measure_curvature(probe_, curvature_, snap, starts_);
+    } catch (const ember::Error& e) {
+      for (auto& [m, qs] : snap.values)
+        for (const char* q : {"curvature_top", "curvature_trace", "curvature_trace_se"})
+          std::fill(qs[q].begin(), qs[q].end(), kNaN);
+      snap.density = {};
+      starts_.clear();
+      std::fflush(stdout);
+      std::fprintf(stderr, "%s: warning: the curvature of step %lld could not be measured (NaN in the watch): %s\n",
+                   program_.c_str(), (long long)step, e.what());
+    }
     curvature_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - curvature_start).count();
   }
   log_.add(std::move(snap));
