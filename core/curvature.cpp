@@ -3,6 +3,7 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cmath>
 #include <numeric>
 #include <string>
@@ -27,6 +28,13 @@ using Vec = std::vector<double>;
 double dot(const Vec& a, const Vec& b) { return cblas_ddot(int(a.size()), a.data(), 1, b.data(), 1); }
 
 void axpy(double alpha, const Vec& x, Vec& y) { cblas_daxpy(int(x.size()), alpha, x.data(), 1, y.data(), 1); }
+
+// A number as %g prints it ("1e-09", not std::to_string's "0.000000").
+std::string num(double x) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%g", x);
+  return b;
+}
 
 void check_size(const char* fn, int64_t n) {
   if (n < 1) throw Error(std::string(fn) + ": expected an operator size n >= 1, got " + std::to_string(n));
@@ -141,7 +149,8 @@ Eigen top_eigen(const Operator& A, int64_t n, int64_t k, const LanczosOptions& o
   if (options.max_steps < k)
     throw Error("top_eigen: expected max_steps >= k (" + std::to_string(k) + "), got " +
                 std::to_string(options.max_steps));
-  if (!(options.tol > 0)) throw Error("top_eigen: expected a positive tol, got " + std::to_string(options.tol));
+  if (!(options.tol > 0) || !std::isfinite(options.tol))
+    throw Error("top_eigen: expected a positive, finite tol, got " + num(options.tol));
   Generator g(options.seed);
   int64_t steps = std::min(options.max_steps, n);
   // Residual of Ritz pair i after j steps: |beta_j * (last component of its vector)|.
@@ -185,17 +194,19 @@ Eigen top_eigen(const Operator& A, int64_t n, int64_t k, const LanczosOptions& o
   return out;
 }
 
-std::vector<Trace> hutchinson_blocks(const Operator& A, int64_t n,
-                                     const std::vector<std::pair<int64_t, int64_t>>& blocks, int64_t probes,
-                                     uint64_t seed) {
-  check_size("hutchinson", n);
-  if (probes < 1) throw Error("hutchinson: expected probes >= 1, got " + std::to_string(probes));
+namespace {
+
+std::vector<Trace> block_traces(const char* fn, const Operator& A, int64_t n,
+                                const std::vector<std::pair<int64_t, int64_t>>& blocks, int64_t probes, uint64_t seed) {
+  check_size(fn, n);
+  if (probes < 1) throw Error(std::string(fn) + ": expected probes >= 1, got " + std::to_string(probes));
+  if (blocks.empty()) throw Error(std::string(fn) + ": expected at least one block, got none");
   std::vector<std::pair<int64_t, int64_t>> sorted = blocks;
   std::sort(sorted.begin(), sorted.end());
   int64_t end = 0;
   for (auto [start, length] : sorted) {
-    if (start < end || length < 1 || start + length > n)
-      throw Error("hutchinson: expected disjoint blocks {start, length} within n = " + std::to_string(n) +
+    if (start < end || length < 1 || start > n || length > n - start)  // no start + length: it may overflow
+      throw Error(std::string(fn) + ": expected disjoint blocks {start, length} within n = " + std::to_string(n) +
                   ", got {" + std::to_string(start) + ", " + std::to_string(length) + "}");
     end = start + length;
   }
@@ -203,7 +214,7 @@ std::vector<Trace> hutchinson_blocks(const Operator& A, int64_t n,
   std::vector<Vec> samples(blocks.size());
   for (int64_t p = 0; p < probes; ++p) {
     Vec z = rademacher(g, n);
-    Vec az = apply("hutchinson", A, z);
+    Vec az = apply(fn, A, z);
     for (size_t b = 0; b < blocks.size(); ++b) {
       double s = 0;
       for (int64_t i = blocks[b].first; i < blocks[b].first + blocks[b].second; ++i) s += z[i] * az[i];
@@ -225,9 +236,17 @@ std::vector<Trace> hutchinson_blocks(const Operator& A, int64_t n,
   return out;
 }
 
+}  // namespace
+
+std::vector<Trace> hutchinson_blocks(const Operator& A, int64_t n,
+                                     const std::vector<std::pair<int64_t, int64_t>>& blocks, int64_t probes,
+                                     uint64_t seed) {
+  return block_traces("hutchinson_blocks", A, n, blocks, probes, seed);
+}
+
 Trace hutchinson(const Operator& A, int64_t n, int64_t probes, uint64_t seed) {
   check_size("hutchinson", n);
-  return hutchinson_blocks(A, n, {{0, n}}, probes, seed)[0];
+  return block_traces("hutchinson", A, n, {{0, n}}, probes, seed)[0];
 }
 
 SpectralDensity spectral_density(const Operator& A, int64_t n, int64_t steps, int64_t probes, uint64_t seed) {
@@ -252,8 +271,28 @@ SpectralDensity spectral_density(const Operator& A, int64_t n, int64_t steps, in
   return d;
 }
 
+namespace {
+
+// Nodes and weights of the same shape, at least one probe with a node: an Error naming fn.
+void check_density(const SpectralDensity& d, const char* fn) {
+  bool any = false;
+  if (d.weights.size() != d.nodes.size())
+    throw Error(std::string(fn) + ": expected weights for each of the " + std::to_string(d.nodes.size()) +
+                " probes' nodes, got " + std::to_string(d.weights.size()));
+  for (size_t p = 0; p < d.nodes.size(); ++p) {
+    if (d.weights[p].size() != d.nodes[p].size())
+      throw Error(std::string(fn) + ": probe " + std::to_string(p) + " has " + std::to_string(d.nodes[p].size()) +
+                  " nodes and " + std::to_string(d.weights[p].size()) + " weights");
+    any = any || !d.nodes[p].empty();
+  }
+  if (!any) throw Error(std::string(fn) + ": the density has no nodes");
+}
+
+}  // namespace
+
 double SpectralDensity::at(double x, double sigma) const {
-  if (!(sigma > 0)) throw Error("SpectralDensity::at: expected a positive sigma, got " + std::to_string(sigma));
+  check_density(*this, "SpectralDensity::at");
+  if (!(sigma > 0) || !std::isfinite(sigma)) throw Error("SpectralDensity::at: expected a positive, finite sigma, got " + num(sigma));
   double s = 0;
   for (size_t p = 0; p < nodes.size(); ++p)
     for (size_t i = 0; i < nodes[p].size(); ++i) {
@@ -264,22 +303,26 @@ double SpectralDensity::at(double x, double sigma) const {
 }
 
 std::vector<double> SpectralDensity::on_grid(double lo, double hi, int64_t points, double sigma) const {
-  if (points < 2 || !(hi > lo))
-    throw Error("SpectralDensity::on_grid: expected points >= 2 and lo < hi, got " + std::to_string(points) +
-                " points over [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  if (points < 2 || !(hi > lo) || !std::isfinite(lo) || !std::isfinite(hi))
+    throw Error("SpectralDensity::on_grid: expected points >= 2 and finite lo < hi, got " + std::to_string(points) +
+                " points over [" + num(lo) + ", " + num(hi) + "]");
+  if (points > (int64_t(1) << 24))
+    throw Error("SpectralDensity::on_grid: expected at most 2^24 points, got " + std::to_string(points));
   std::vector<double> out;
   for (int64_t i = 0; i < points; ++i) out.push_back(at(lo + (hi - lo) * double(i) / double(points - 1), sigma));
   return out;
 }
 
 double SpectralDensity::trace() const {
+  check_density(*this, "SpectralDensity::trace");
   double s = 0;
   for (size_t p = 0; p < nodes.size(); ++p)
     for (size_t i = 0; i < nodes[p].size(); ++i) s += weights[p][i] * nodes[p][i];
-  return nodes.empty() ? 0.0 : double(n) * s / double(nodes.size());
+  return double(n) * s / double(nodes.size());
 }
 
 std::pair<double, double> SpectralDensity::range() const {
+  check_density(*this, "SpectralDensity::range");
   double lo = INFINITY, hi = -INFINITY;
   for (const Vec& v : nodes)
     if (!v.empty()) lo = std::min(lo, v.front()), hi = std::max(hi, v.back());
@@ -291,6 +334,21 @@ std::pair<std::vector<double>, std::vector<std::vector<double>>> dense_eigh(cons
   if (int64_t(a.size()) != n * n)
     throw Error("dense_eigh: expected " + std::to_string(n) + " x " + std::to_string(n) + " = " +
                 std::to_string(n * n) + " values, got " + std::to_string(a.size()));
+  double scale = 0;
+  for (int64_t i = 0; i < n * n; ++i) {
+    if (!std::isfinite(a[i]))
+      throw Error("dense_eigh: expected finite values, got " + num(a[i]) + " at [" + std::to_string(i / n) + ", " +
+                  std::to_string(i % n) + "]");
+    scale = std::max(scale, std::abs(a[i]));
+  }
+  // symmetric to rounding (a Hessian formed from products is), relative to the largest value
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < i; ++j) {
+      const double a_ij = a[i * n + j], a_ji = a[j * n + i];
+      if (std::abs(a_ij - a_ji) > 1e-6 * scale)
+        throw Error("dense_eigh: expected a symmetric matrix, got [" + std::to_string(i) + ", " + std::to_string(j) +
+                    "] = " + num(a_ij) + " and [" + std::to_string(j) + ", " + std::to_string(i) + "] = " + num(a_ji));
+    }
   int ni = int(n), info = 0, lwork = -1, liwork = -1, iquery = 0;
   Vec m = a, w(n), query(1);
   const char jobz = 'V', uplo = 'U';

@@ -104,7 +104,8 @@ SpectralDensity spectral_density(const Operator& A, int64_t n, int64_t steps, in
 
 // The eigenvalues (increasing) and eigenvectors (row i goes with value i) of a dense
 // symmetric n x n matrix, row-major (LAPACK's dsyevd): the reference the estimates are
-// checked against, for matrices small enough to form. An Error when a.size() != n * n.
+// checked against, for matrices small enough to form. An Error when a.size() != n * n, a
+// value is not finite, or a[i][j] and a[j][i] differ by more than 1e-6 of the largest value.
 std::pair<std::vector<double>, std::vector<std::vector<double>>> dense_eigh(const std::vector<double>& a, int64_t n);
 
 }  // namespace ember::curvature

@@ -318,7 +318,9 @@ std::string draw_graph(const Tensor& root, const std::string& path, const GraphD
     fail(op, "rendering '", path, "' needs Graphviz's dot program, which is not installed (Debian: apt-get install ",
          "graphviz); the DOT text was written to '", dot_path, "'");
   io::check_regular_or_missing(path, op);
-  const int status = run_dot({"-T" + ext, dot_path, "-o", path}, false);
+  // a relative name starting with '-' would read as one of dot's options
+  auto arg = [](const std::string& p) { return !p.empty() && p[0] == '-' ? "./" + p : p; };
+  const int status = run_dot({"-T" + ext, arg(dot_path), "-o" + arg(path)}, false);
   if (status != 0)
     fail(op, "Graphviz's dot could not write '", path, "' from '", dot_path, "' (exit status ", status, ")");
   return dot;

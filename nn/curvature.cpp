@@ -20,6 +20,9 @@ std::string describe(const ParameterPart& p) {
 
 void check_part(const char* fn, const ParameterPart& p) {
   if (!p.param.defined()) throw Error(std::string(fn) + ": the parameter " + p.name + " is undefined");
+  if (p.dim < -1)
+    throw Error(std::string(fn) + ": the part of " + p.name + " has dim " + std::to_string(p.dim) +
+                " (expected -1 for the whole tensor, or a dim of its shape " + shape_str(p.param.shape()) + ")");
   if (p.dim < 0) return;
   if (p.dim >= p.param.dim() || p.start < 0 || p.length < 1 || p.start + p.length > p.param.size(p.dim))
     throw Error(std::string(fn) + ": the part " + describe(p) + " is out of range for a parameter of shape " +
@@ -102,6 +105,10 @@ LossHessian::LossHessian(const std::function<Tensor()>& loss, const ParameterSet
     throw Error("LossHessian: expected loss() to return a one-element float tensor, got " +
                 (value.defined() ? shape_str(value.shape()) + " " + dtype_name(value.dtype()) : "an undefined tensor"));
   loss_ = value.item();
+  if (!value.requires_grad()) {  // no parameter reaches the loss: the Hessian is zero, as PyTorch's
+    for (const Tensor& p : params_) grads_.push_back(zeros_like(p));
+    return;
+  }
   GradOptions options;
   options.create_graph = true;
   options.allow_unused = true;
@@ -157,7 +164,8 @@ curvature::Operator LossHessian::on(const ParameterSet& set) const {
     GradOptions options;
     options.retain_graph = true;
     options.allow_unused = true;
-    std::vector<Tensor> hv = grad({s}, targets, {}, options);
+    // a gradient with no graph (a loss linear in the set, or not reaching it) has zero curvature
+    std::vector<Tensor> hv = s.requires_grad() ? grad({s}, targets, {}, options) : std::vector<Tensor>(targets.size());
     ++*products;
     std::vector<double> out;
     out.reserve(n);

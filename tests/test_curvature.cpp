@@ -146,7 +146,7 @@ TEST_CASE("Hutchinson's trace: exact on a diagonal, within its stated error othe
           4 * per_block[b].std_error);
 
   CHECK_THROWS_WITH(curvature::hutchinson_blocks(matrix_operator(a, n), n, {{0, 10}, {5, 10}}, 3),
-                    Catch::Contains("hutchinson: expected disjoint blocks"));
+                    Catch::Contains("hutchinson_blocks: expected disjoint blocks"));
   CHECK_THROWS_WITH(curvature::hutchinson_blocks(matrix_operator(a, n), n, {{35, 10}}, 3),
                     Catch::Contains("within n = 40"));
 }
@@ -410,4 +410,42 @@ TEST_CASE("LossHessian and the parameter sets refuse what they cannot use, by na
   out_of_range.dim = 0, out_of_range.start = 7, out_of_range.length = 4;
   CHECK_THROWS_WITH(h.on({out_of_range}), Catch::Contains("out of range for a parameter of shape"));
   CHECK_THROWS_WITH(h.on(enc)(Vec(3, 0.0)), Catch::Contains("LossHessian: expected a vector of length"));
+}
+
+TEST_CASE("curvature's checks: overflowing blocks, densities of mismatched shapes, tolerances, symmetric input") {
+  const Vec a{2, 1, 1, 3};
+  const curvature::Operator A = matrix_operator(a, 2);
+  CHECK_THROWS_WITH(curvature::hutchinson_blocks(A, 2, {{1, INT64_MAX}}, 3),
+                    Catch::Contains("hutchinson_blocks: expected disjoint blocks {start, length} within n = 2"));
+  CHECK_THROWS_WITH(curvature::hutchinson_blocks(A, 2, {{INT64_MAX, 2}}, 3), Catch::Contains("within n = 2"));
+  CHECK_THROWS_WITH(curvature::hutchinson_blocks(A, 2, {}, 3), Catch::Contains("hutchinson_blocks: expected at least one block"));
+  CHECK_THROWS_WITH(curvature::top_eigen(A, 2, 1, {.tol = INFINITY}), Catch::Contains("expected a positive, finite tol, got inf"));
+  CHECK_THROWS_WITH(curvature::dense_eigh({1, 5, 0, 1}, 2), Catch::Contains("dense_eigh: expected a symmetric matrix, got [1, 0] = 0"));
+  CHECK_THROWS_WITH(curvature::dense_eigh({1, NAN, NAN, 1}, 2), Catch::Contains("dense_eigh: expected finite values"));
+  curvature::SpectralDensity d;
+  d.n = 10;
+  CHECK_THROWS_WITH(d.trace(), Catch::Contains("SpectralDensity::trace: expected weights for each of the 0 probes' nodes")
+                                   || Catch::Contains("SpectralDensity::trace: the density has no nodes"));
+  d.nodes = {{1, 2}};
+  CHECK_THROWS_WITH(d.trace(), Catch::Contains("SpectralDensity::trace: expected weights for each of the 1 probes' nodes, got 0"));
+  d.weights = {{0.5}};
+  CHECK_THROWS_WITH(d.at(1, 0.5), Catch::Contains("SpectralDensity::at: probe 0 has 2 nodes and 1 weights"));
+  d.weights = {{0.5, 0.5}};
+  CHECK(d.trace() == Approx(15));
+  CHECK_THROWS_WITH(d.at(1, 1e-9 * 0), Catch::Contains("expected a positive, finite sigma, got 0"));
+  CHECK_THROWS_WITH(d.on_grid(0, INFINITY, 3, 1), Catch::Contains("expected points >= 2 and finite lo < hi"));
+}
+
+TEST_CASE("a loss linear in the parameters, or not reaching them, has a zero Hessian") {
+  Generator g(3);
+  const Tensor w = randn({3, 4}, kFloat64, &g).requires_grad_();
+  const nn::ParameterSet set{{"w", w}};
+  const nn::LossHessian linear([&] { return sum(mul(w, 2.0)); }, set);
+  CHECK(linear.dense(set) == Vec(144, 0.0));
+  CHECK(linear.gradient(set) == Vec(12, 2.0));
+  const nn::LossHessian detached([&] { return sum(w.detach()); }, set);
+  CHECK(detached.dense(set) == Vec(144, 0.0));
+  CHECK(curvature::top_eigen(detached.on(set), 12, 1).values[0] == 0.0);
+  nn::ParameterPart bad{"w", w, -2};
+  CHECK_THROWS_WITH(linear.on({bad}), Catch::Contains("LossHessian::on: the part of w has dim -2 (expected -1 for the whole tensor"));
 }

@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <regex>
@@ -352,4 +353,29 @@ TEST_CASE("draw_graph writes DOT that Graphviz reads, and renders SVG through it
   CHECK_THAT(svg, Contains("self_attn.q_proj.weight"));
   std::remove(svg_path.c_str());
   std::remove((svg_path + ".dot").c_str());
+
+  // a relative name starting with '-' is a file, not one of dot's options
+  const std::string cwd = std::filesystem::current_path().string();
+  std::filesystem::current_path("/tmp");
+  const std::string dashed = cat_str("-V_ember_test_graph_", getpid(), ".svg");
+  nn::draw_graph(loss, mha, dashed, {}, "self_attn");
+  CHECK_THAT(read_text("/tmp/" + dashed), Contains("<svg"));
+  std::remove(("/tmp/" + dashed).c_str());
+  std::remove(("/tmp/" + dashed + ".dot").c_str());
+  std::filesystem::current_path(cwd);
+}
+
+TEST_CASE("GraphScopes destroyed out of order leave the others in force, and nothing dangling") {
+  Generator gen(6);
+  nn::Linear model(3, 3, true, &gen, kFloat64);
+  auto outer = std::make_unique<nn::GraphScopes>(model, "outer");
+  auto inner = std::make_unique<nn::GraphScopes>(model, "inner");
+  outer.reset();  // out of order: inner stays the one in force
+  Tensor x = leaf({2, 3}, 1);
+  CHECK(model.forward(x).grad_fn()->scope);
+  CHECK(*model.forward(x).grad_fn()->scope == "inner");
+  std::vector<std::unique_ptr<int[]>> reuse;  // the freed scope's memory, reused
+  for (int i = 0; i < 64; i++) reuse.push_back(std::make_unique<int[]>(64));
+  inner.reset();
+  CHECK(model.forward(x).grad_fn()->scope == nullptr);  // none left
 }

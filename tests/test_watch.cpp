@@ -665,6 +665,16 @@ TEST_CASE("the watch's curvature: each head's top eigenvalue and trace are its H
     CHECK(files[7] == dir + "/watch_curvature.png");
     CHECK(files[9] == dir + "/watch_density.png");
     for (const std::string& f : files) CHECK(bytes_of(f).size() > 1000);
+    // a density that is not one is refused when read, naming the file and the step
+    for (const auto& [nodes, weights] : std::vector<std::pair<std::vector<double>, std::vector<double>>>{
+             {{1, 2}, {0.5, 0.6}}, {{1, 2}, {NAN, 0.5}}, {{1, INFINITY}, {0.5, 0.5}}, {{1, 2}, {1.5, -0.5}}}) {
+      watch::Log bad = log;
+      bad.snapshots[1].density.nodes = {nodes};
+      bad.snapshots[1].density.weights = {weights};
+      bad.write_h5(dir + "/bad.h5");
+      CHECK_THAT(error_of([&] { watch::Log::read_h5(dir + "/bad.h5"); }),
+                 Catch::Contains("watch::Log::read_h5: '" + dir + "/bad.h5': the density of step 10 has"));
+    }
     fs::remove_all(dir);
   }
   SECTION("the recorder's curvature interval must be a multiple of its own") {

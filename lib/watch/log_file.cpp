@@ -198,7 +198,8 @@ Log Log::read_h5(const std::string& path) {
     if (ds.dtype() != ember::kInt64 || D < 0 || nodes.dtype() != ember::kFloat64 || nodes.dim() != 2 ||
         nodes.size(0) != D || weights.shape() != nodes.shape() || weights.dtype() != ember::kFloat64)
       fail(op, "'", path, "': '/density/step', '/density/nodes' and '/density/weights' should be int64 [D] and float64 "
-           "[D, steps] twice, got ", ds.shape(), ", ", nodes.shape(), " and ", weights.shape());
+           "[D, steps] twice, got ", ember::dtype_name(ds.dtype()), " ", ds.shape(), ", ", ember::dtype_name(nodes.dtype()),
+           " ", nodes.shape(), " and ", ember::dtype_name(weights.dtype()), " ", weights.shape());
     const int64_t n = r.attr_int("/density/nodes", "parameters");
     if (n < 1) fail(op, "'", path, "': attribute 'parameters' of '/density/nodes' should be positive, got ", n);
     const std::vector<int64_t> at = ds.to_vector<int64_t>();
@@ -209,10 +210,21 @@ Log Log::read_h5(const std::string& path) {
                                [&](const Snapshot& s) { return s.step == at[(size_t)d]; });
       if (snap == log.snapshots.end())
         fail(op, "'", path, "': '/density/step' names step ", at[(size_t)d], ", which no snapshot has");
+      if (snap->density.n != 0) fail(op, "'", path, "': '/density/step' names step ", at[(size_t)d], " twice");
+      // a row: finite nodes with finite weights >= 0 summing to 1, then NaN nodes with weight 0
       std::vector<double> px, py;
-      for (int64_t i = 0; i < width; i++)
-        if (std::isfinite(x[(size_t)(d * width + i)]))
-          px.push_back(x[(size_t)(d * width + i)]), py.push_back(y[(size_t)(d * width + i)]);
+      double sum = 0;
+      for (int64_t i = 0; i < width; i++) {
+        const double node = x[(size_t)(d * width + i)], w = y[(size_t)(d * width + i)];
+        if (std::isnan(node) && w == 0) continue;
+        if (!std::isfinite(node) || std::abs(node) > 1e300 || !std::isfinite(w) || w < 0)
+          fail(op, "'", path, "': the density of step ", at[(size_t)d], " has node ", node, " with weight ", w,
+               " (expected finite nodes with weights >= 0, or NaN nodes with weight 0)");
+        px.push_back(node), py.push_back(w), sum += w;
+      }
+      if (px.empty() || std::abs(sum - 1) > 1e-6)
+        fail(op, "'", path, "': the density of step ", at[(size_t)d], " has weights summing to ", sum,
+             " over ", px.size(), " nodes (expected 1)");
       snap->density.n = n;
       snap->density.nodes = {px};
       snap->density.weights = {py};

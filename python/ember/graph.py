@@ -26,12 +26,21 @@ def _named_params(params):
         return list(params.named_parameters())
     items = params.items() if isinstance(params, dict) else params
     pairs = []
-    for name, t in items:
+    for item in items:
+        if not (isinstance(item, (tuple, list)) and len(item) == 2):
+            raise TypeError("draw_graph: params must be a Module or a dict of name -> Tensor, got an item "
+                            f"of type {type(item).__name__}")
+        name, t = item
         if not isinstance(name, str) or not isinstance(t, _C.Tensor):
             raise TypeError("draw_graph: params must be a Module or a dict of name -> Tensor, got an item "
                             f"({type(name).__name__}, {type(t).__name__})")
         pairs.append((name, t))
     return pairs
+
+
+def _check_saturation(saturation, fn):
+    if not isinstance(saturation, (int, float)) or not 0 < saturation < 1:
+        raise ValueError(f"{fn}: saturation must be a number in (0, 1), got {saturation!r}")
 
 
 def draw_graph(tensor, params=None, path=None, title="", saturation=0.99):
@@ -41,6 +50,7 @@ def draw_graph(tensor, params=None, path=None, title="", saturation=0.99):
     row counts as saturated when its largest weight is above `saturation`."""
     if not isinstance(tensor, _C.Tensor):
         raise TypeError(f"draw_graph: expected a Tensor, got {type(tensor).__name__}")
+    _check_saturation(saturation, "draw_graph")
     named = _named_params(params)
     if path is None:
         return _C._graph_dot(tensor, named, title, saturation)
@@ -54,6 +64,7 @@ def describe_graph(tensor, params=None, saturation=0.99):
     unknown), ops[0] the op that produced tensor."""
     if not isinstance(tensor, _C.Tensor):
         raise TypeError(f"describe_graph: expected a Tensor, got {type(tensor).__name__}")
+    _check_saturation(saturation, "describe_graph")
     return _C._describe_graph(tensor, _named_params(params), saturation)
 
 
@@ -90,7 +101,14 @@ class graph_scopes:
         return self
 
     def __exit__(self, *exc):
-        _local.stack.pop()
+        stack = getattr(_local, "stack", None)
+        if not stack or self not in stack:
+            raise RuntimeError("graph_scopes: __exit__ without a matching __enter__ on this thread")
+        # the innermost, or one left out of order: removed wherever it is
+        for i in range(len(stack) - 1, -1, -1):
+            if stack[i] is self:
+                del stack[i]
+                break
         return False
 
 

@@ -110,3 +110,22 @@ def test_misuse_is_named(tmp_path):
         ember.draw_graph((leaf(2) * 2.0).sum(), path=tmp_path / "no-such-dir" / "g.dot")
     with pytest.raises(TypeError, match="params must be a Module or a dict"):
         ember.draw_graph((leaf(2) * 2.0).sum(), params={"w": 3})
+
+
+def test_graph_scopes_and_params_misuse_is_named():
+    import ember.nn as nn
+    lin = nn.Linear(3, 3)
+    a, b = ember.graph_scopes(lin, "a"), ember.graph_scopes(lin, "b")
+    with pytest.raises(RuntimeError, match="graph_scopes: __exit__ without a matching __enter__"):
+        a.__exit__(None, None, None)
+    a.__enter__(), b.__enter__()
+    a.__exit__(None, None, None)  # out of order: a leaves, b stays the innermost
+    assert ember.graph._active() is b
+    b.__exit__(None, None, None)
+    assert ember.graph._active() is None
+    y = lin(ember.randn(2, 3)).sum()
+    with pytest.raises(TypeError, match="draw_graph: params must be a Module or a dict of name -> Tensor, got an item of type int"):
+        ember.draw_graph(y, params=[1, 2])
+    for bad in (float("nan"), -1, 5):
+        with pytest.raises(ValueError, match="draw_graph: saturation must be a number in"):
+            ember.draw_graph(y, saturation=bad)
