@@ -15,13 +15,17 @@ contains() {  # FILE TEXT
 }
 # options_need_values NAME PROGRAM [COMMAND]: every option that PROGRAM [COMMAND] --help
 # lists with a value, given last without one, exits 2 with "--opt needs a value: " and
-# what it takes, never CLI11's wording ("--opt: 1 required TYPE missing").
+# what it takes, never CLI11's wording ("--opt: 1 required TYPE missing") - but an option
+# whose help says what it means given "alone: " takes its value as optional.
 options_need_values() {
   local name=$1 prog=$2
   shift 2
   "$prog" "$@" --help >"$dir/$name.help" 2>&1 || fail "$name --help: exit $?"
   local opts opt rc
   opts=$(sed -nE 's/^  (-[a-zA-Z],)?(--[a-z0-9-]+) [^ ].*/\2/p' "$dir/$name.help")
+  local alone
+  alone=$(tr '\n' ' ' <"$dir/$name.help" | sed -E 's/  +(-[a-zA-Z],)?--/\n--/g' | grep -E 'alone: ' | cut -d' ' -f1)
+  opts=$(for opt in $opts; do grep -qxF -- "$opt" <<<"$alone" || echo "$opt"; done)
   [ -n "$opts" ] || fail "$name --help lists no option with a value"
   for opt in $opts; do
     timeout 20 "$prog" "$@" "$opt" >"$dir/$name$opt.nothing" 2>&1

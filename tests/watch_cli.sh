@@ -55,6 +55,9 @@ run 0 unstable "$bin" train "${small[@]}" --out "$dir/unstable" --steps 6 --lr 3
   --watch --watch-every 2 --watch-curvature 2 --log-every 1
 contains "$dir/unstable.err" "could not be measured (NaN in the watch)"
 [ -s "$dir/unstable/ckpt-00000006.h5" ] || fail "the unstable run did not train to its end"
+# given alone, the interval whose cost the benchmarks measure
+run 0 curvature_default "$bin" train "${small[@]}" --out "$dir/curvature_default" --steps 2 --watch --watch-curvature
+contains "$dir/curvature_default.out" ", curvature every 500 steps "
 run 2 curvature_alone "$bin" train "${small[@]}" --out "$dir/curvature_alone" --steps 4 --watch-curvature 2
 contains "$dir/curvature_alone.err" "--watch-curvature needs --watch"
 run 2 curvature_multiple "$bin" train "${small[@]}" --out "$dir/curvature_multiple" --steps 4 --watch --watch-every 10 \

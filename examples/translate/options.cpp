@@ -88,11 +88,14 @@ void add_train_options(CLI::App* app, TrainOptions& o) {
   g["--watch-every"] = integer(*app, "--watch-every", o.watch_every, 1, kMaxSteps, "with --watch: measure every N steps");
   g["--watch-rows"] = integer(*app, "--watch-rows", o.watch_rows, 1, watch::kMaxProbeRows,
                               "with --watch: the probe batch, the first N validation pairs (at most 1024)");
+  // given alone, every kDefaultCurvatureEvery steps (CLI11 takes the default string as its value)
   g["--watch-curvature"] =
       integer(*app, "--watch-curvature", o.watch_curvature, 0, kMaxSteps,
-              "with --watch: every N steps (a multiple of --watch-every; 0: never) also the curvature of the loss on "
+              "with --watch: every N steps (a multiple of --watch-every; not given: never; alone: 500) also the curvature of the loss on "
               "the probe's first 16 pairs: per head the largest eigenvalue and the trace of its block of the Hessian, "
-              "and the model's spectral density (each measurement costs about 45 training steps: 500 takes 9%)");
+              "and the model's spectral density (a measurement costs about 45 training steps: every 500, 9%)")
+          ->expected(0, 1)
+          ->default_str(std::to_string(kDefaultCurvatureEvery));
   g["--check-every"] = integer(*app, "--check-every", o.check_every, 0, kMaxSteps,
                                "under mpirun: every N steps, check that all processes hold bitwise the same "
                                "parameters (0: never)");

@@ -13,6 +13,10 @@
 
 namespace ember::translate {
 
+// --watch-curvature given without a number: the interval whose cost bench_suite curvature
+// measures (under 10% of training time).
+constexpr int64_t kDefaultCurvatureEvery = 500;
+
 struct TrainOptions {
   std::string train = "data/dates/train.tsv", valid = "data/dates/valid.tsv", out = "runs/dates", resume;
   int64_t steps = 3000, batch = 64, warmup = 150, eval_every = 100, save_every = 500, keep = 3, log_every = 50;
