@@ -137,29 +137,33 @@ curvature::Operator LossHessian::on(const ParameterSet& set) const {
     }
     index.push_back(k);
   }
-  int64_t n = numel(set);
-  ParameterSet parts = set;
-  std::vector<Tensor> params = params_, grads = grads_;
-  auto products = products_;
-  return [parts, index, n, params, grads, products](const std::vector<double>& v) {
+  // the distinct parameters the set's parts lie in (grad's inputs), each part's among them,
+  // and each part's slice of the recorded gradient: worked out once, not per product
+  std::vector<Tensor> targets, slices;
+  std::vector<size_t> target_of;
+  for (size_t i = 0; i < set.size(); ++i) {
+    const Tensor& param = params_[index[i]];
+    size_t t = std::find_if(targets.begin(), targets.end(), [&](const Tensor& x) { return x.same(param); }) -
+               targets.begin();
+    if (t == targets.size()) targets.push_back(param);
+    target_of.push_back(t);
+    slices.push_back(set[i].of(grads_[index[i]]));
+  }
+  const int64_t n = numel(set);
+  return [parts = set, targets, slices, target_of, n, products = products_](const std::vector<double>& v) {
     if (int64_t(v.size()) != n)
       throw Error("LossHessian: expected a vector of length " + std::to_string(n) + ", got " +
                   std::to_string(v.size()));
     GradModeGuard on(true);
     // sum over parts of <gradient part, v part>: its gradient is H v (zero off the set)
     Tensor s;
-    std::vector<Tensor> targets;
     int64_t offset = 0;
     for (size_t i = 0; i < parts.size(); ++i) {
-      const ParameterPart& p = parts[i];
-      Tensor g = p.of(grads[index[i]]);
-      std::vector<double> chunk(v.begin() + offset, v.begin() + offset + p.numel());
-      offset += p.numel();
+      const Tensor& g = slices[i];
+      std::vector<double> chunk(v.begin() + offset, v.begin() + offset + parts[i].numel());
+      offset += parts[i].numel();
       Tensor term = sum(g * from_vector(chunk, g.shape(), g.dtype()));
       s = s.defined() ? s + term : term;
-      if (std::find_if(targets.begin(), targets.end(), [&](const Tensor& t) { return t.same(params[index[i]]); }) ==
-          targets.end())
-        targets.push_back(params[index[i]]);
     }
     GradOptions options;
     options.retain_graph = true;
@@ -170,14 +174,12 @@ curvature::Operator LossHessian::on(const ParameterSet& set) const {
     std::vector<double> out;
     out.reserve(n);
     for (size_t i = 0; i < parts.size(); ++i) {
-      size_t t = std::find_if(targets.begin(), targets.end(),
-                              [&](const Tensor& x) { return x.same(params[index[i]]); }) -
-                 targets.begin();
-      if (!hv[t].defined()) {
+      const Tensor& h = hv[target_of[i]];
+      if (!h.defined()) {
         out.insert(out.end(), parts[i].numel(), 0.0);
         continue;
       }
-      std::vector<double> part = parts[i].of(hv[t]).contiguous().to(DType::Float64).to_vector<double>();
+      std::vector<double> part = parts[i].of(h).contiguous().to(DType::Float64).to_vector<double>();
       out.insert(out.end(), part.begin(), part.end());
     }
     return out;

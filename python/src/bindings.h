@@ -4,7 +4,9 @@
 #pragma once
 #include <pybind11/pybind11.h>
 
+#include <functional>
 #include <memory>
+#include <string>
 #include <optional>
 #include <vector>
 
@@ -52,6 +54,10 @@ py::object tensor_or_none(const Tensor& t);
 // array a tensor views) may be dropped on any thread, with or without the GIL (a graph
 // freed by backward, which runs without it).
 std::shared_ptr<py::object> hold(py::object obj);
+
+// A Python function of no arguments as a C++ one returning a Tensor (called with the GIL
+// held): anything else it returns is a TypeError "<who> must return a Tensor<what>, got <type>".
+std::function<Tensor()> tensor_function(py::function fn, std::string who, std::string what = "");
 
 // The Python line that called into ember: the innermost frame outside ember's own package
 // (so that a layer's forward in ember/nn names the user's line that called it), as a Loc

@@ -103,14 +103,8 @@ void bind_curvature(py::module_& m) {
 
   py::class_<nn::LossHessian, std::shared_ptr<nn::LossHessian>>(c, "LossHessian")
       .def(py::init([](py::function loss, const std::vector<PartTuple>& parts) {
-             auto fn = [f = hold(std::move(loss))]() {
-               py::object r = (*f)();
-               if (!py::isinstance<Tensor>(r))
-                 throw py::type_error("LossHessian: the loss function must return a Tensor, got " +
-                                      std::string(py::str(py::type::of(r).attr("__name__"))));
-               return r.cast<Tensor>();
-             };
-             return std::make_shared<nn::LossHessian>(fn, parts_of(parts));
+             return std::make_shared<nn::LossHessian>(
+                 tensor_function(std::move(loss), "LossHessian: the loss function"), parts_of(parts));
            }),
            py::arg("loss"), py::arg("parts"))
       .def_property_readonly("loss", &nn::LossHessian::loss)

@@ -27,6 +27,16 @@ std::shared_ptr<py::object> hold(py::object obj) {
   });
 }
 
+std::function<Tensor()> tensor_function(py::function fn, std::string who, std::string what) {
+  return [f = hold(std::move(fn)), who = std::move(who), what = std::move(what)]() {
+    py::object r = (*f)();
+    if (!py::isinstance<Tensor>(r))
+      throw py::type_error(who + " must return a Tensor" + what + ", got " +
+                           std::string(py::str(py::type::of(r).attr("__name__"))));
+    return r.cast<Tensor>();
+  };
+}
+
 namespace {
 
 // A Python str kept for good, as UTF-8 text whose pointer stays valid (the str is never

@@ -233,14 +233,8 @@ void bind_per_sample(py::module_& m) {
                                 int64_t batch_size, py::function losses) {
     std::vector<std::pair<std::string, nn::Module*>> roots;
     for (const auto& [prefix, mod] : modules) roots.emplace_back(prefix, mod.get());
-    auto fn = [f = hold(std::move(losses))]() {
-      py::object r = (*f)();
-      if (!py::isinstance<Tensor>(r))
-        throw py::type_error("per_sample_grads: the losses function must return a Tensor [B], got " +
-                             std::string(py::str(py::type::of(r).attr("__name__"))));
-      return r.cast<Tensor>();
-    };
-    return pairs(nn::per_sample_grads(roots, batch_size, fn));
+    return pairs(nn::per_sample_grads(roots, batch_size,
+                                      tensor_function(std::move(losses), "per_sample_grads: the losses function", " [B]")));
   });
   m.def("_per_sample_norms", &nn::per_sample_norms, py::arg("grads"));
   m.def("_clipped_mean", [](const nn::NamedTensors& grads, double max_norm) {
