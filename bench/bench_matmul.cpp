@@ -2,7 +2,9 @@
 // run, so the ratio shows our overhead (allocation, dispatch, autograd bookkeeping).
 // Each timing is the median of several repetitions after a warm-up, ours and the
 // reference alternating. Raw sgemm runs with OpenBLAS's own threading at our thread
-// count; ember runs OpenBLAS on one thread per tile and threads the tiles itself.
+// count; ember runs OpenBLAS on one thread per tile and threads the tiles itself. The
+// "bf16" rows run ember's side under Autocast (bfloat16 products, float32 sums) against
+// the same float32 sgemm: their ratio is bfloat16's speed-up.
 //
 //   bench_matmul [--reps N] [--threads N] [--json FILE]
 #include <cblas.h>
@@ -18,6 +20,7 @@ extern "C" void openblas_set_num_threads(int);
 #include <vector>
 
 #include "lib/cli/cli.h"
+#include "core/autocast.h"
 #include "core/error.h"
 #include "core/file_io.h"
 #include "core/ops.h"
@@ -63,6 +66,7 @@ struct Case {
   bool trans_b;  // B given as a transposed view (a weight used as x @ W^T)
   bool grad;     // forward + backward
   bool linear = false;  // ember::linear with a bias (a Linear layer) instead of matmul
+  bool bf16 = false;    // ember's side under Autocast: bfloat16 products (sgemm stays float32)
 };
 
 static int bench(int reps, const std::string& json) {
@@ -76,6 +80,13 @@ static int bench(int reps, const std::string& json) {
       {"Linear 512->512 fwd+bwd", 1, 4096, 512, 512, true, true, true},
       {"Linear 512->2048 fwd+bwd", 1, 4096, 512, 2048, true, true, true},
       {"Linear 2048->512 fwd+bwd", 1, 4096, 2048, 512, true, true, true},
+      {"bf16 [4096x512]x[512x512]", 1, 4096, 512, 512, false, false, false, true},
+      {"bf16 [4096x512]x[512x512]^T (Linear)", 1, 4096, 512, 512, true, false, false, true},
+      {"bf16 [4096x512]x[512x2048]", 1, 4096, 512, 2048, false, false, false, true},
+      {"bf16 [4096x2048]x[2048x512]", 1, 4096, 2048, 512, false, false, false, true},
+      {"bf16 Linear 512->512 fwd+bwd", 1, 4096, 512, 512, true, true, true, true},
+      {"bf16 Linear 512->2048 fwd+bwd", 1, 4096, 512, 2048, true, true, true, true},
+      {"bf16 Linear 2048->512 fwd+bwd", 1, 4096, 2048, 512, true, true, true, true},
   };
   std::printf("threads: %d\n", num_threads());
   std::printf("%-34s %12s %12s %8s %10s %10s\n", "shape", "ember ms", "sgemm ms", "ratio", "ember GF/s",
@@ -92,6 +103,7 @@ static int bench(int reps, const std::string& json) {
     const float* pb = bc.data<float>();
     double flops = 2.0 * c.batch * c.M * c.N * c.K * (c.grad ? 3 : 1);
     double ours, ref;
+    Autocast autocast(c.bf16);
     if (!c.grad) {
       NoGradGuard ng;
       std::tie(ours, ref) = median_pair(reps, [&] { Tensor y = matmul(a, b); }, [&] {

@@ -46,6 +46,7 @@
 #include <vector>
 
 #include "lib/cli/cli.h"
+#include "core/autocast.h"
 #include "core/autograd.h"
 #include "core/autograd_functional.h"
 #include "core/error.h"
@@ -213,7 +214,8 @@ std::vector<Row> run_ops() {
 }
 
 // steps_only > 0: time that many training steps and nothing else (for a profiler)
-std::vector<Row> run_train(const std::string& dir, int64_t steps_only) {
+// bf16: the step under Autocast (bfloat16 products, float32 sums; rows named so)
+std::vector<Row> run_train(const std::string& dir, int64_t steps_only, bool bf16) {
   using seq2seq::Example;
   using text::CharVocab;
   auto train_pairs = text::read_pairs(dir + "/train.tsv");
@@ -271,6 +273,7 @@ std::vector<Row> run_train(const std::string& dir, int64_t steps_only) {
   auto step = [&] {
     const seq2seq::Batch& b = batches[next++ % batches.size()];
     auto t = Clock::now();
+    Autocast autocast(bf16);
     opt.zero_grad();
     Tensor logits = model.forward(b.src, b.tgt_in);
     Tensor loss = nn::cross_entropy(logits.reshape({-1, cfg.tgt_vocab}), b.tgt_out.reshape({-1}), CharVocab::kPad);
@@ -292,7 +295,7 @@ std::vector<Row> run_train(const std::string& dir, int64_t steps_only) {
   const double flops = double(kernel::matmul_flops() - flops0) / steps;
   std::fprintf(stderr, "page faults per step: %.0f\n", double(minor_faults() - faults0) / steps);
   std::vector<Row> rows;
-  Row r{"training step (batch 64)", "date model"};
+  Row r{bf16 ? "training step bf16 (batch 64)" : "training step (batch 64)", "date model"};
   r.ms = s * 1e3 / steps;
   // every matrix product's FLOPs, forward and backward, as run (the encoder on packed rows)
   r.gflops = flops / (r.ms * 1e6);
@@ -301,7 +304,7 @@ std::vector<Row> run_train(const std::string& dir, int64_t steps_only) {
   r.extra_name = "tokens_per_s";
   r.extra = (double)tokens / s;
   rows.push_back(r), print_row(r);
-  if (steps_only > 0) return rows;
+  if (steps_only > 0 || bf16) return rows;
 
   std::vector<std::vector<int64_t>> valid_sources;
   for (auto& e : valid_set) valid_sources.push_back(e.source);
@@ -558,6 +561,9 @@ int main(int argc, char** argv) {
     cli::text(*train, "--data", data, "the directory holding train.tsv and valid.tsv");
     cli::text(*train, "--json", json, "also write the results to this file as JSON");
     int64_t steps_only = 0;
+    std::string precision = "fp32";
+    cli::choice(*train, "--precision", precision, {"fp32", "bf16"},
+                "bf16: the step under Autocast (bfloat16 matrix products, float32 sums), no decoding");
     cli::integer(*train, "--steps-only", steps_only, 0, 1000000,
                  "time this many training steps and nothing else (no decoding): for a profiler");
     CLI::App* mem = app.add_subcommand("attn-mem", "the peak memory one attention forward+backward adds, in MB");
@@ -589,7 +595,7 @@ int main(int argc, char** argv) {
     else if (hvp_cmd->parsed()) write_json(json, run_hvp(data));
     else if (per_sample->parsed()) write_json(json, run_per_sample(data));
     else if (curvature_cmd->parsed()) write_json(json, run_curvature(data));
-    else write_json(json, run_train(data, steps_only));
+    else write_json(json, run_train(data, steps_only, precision == "bf16"));
     return 0;
   });
 }

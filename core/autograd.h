@@ -110,6 +110,8 @@ struct Node {
   // the dim along which saved[0] holds probabilities (a softmax's output, attention's
   // weights), dense from its storage's start; -1 when it does not (set by those ops).
   int probs_dim = -1;
+  // whether the op ran under Autocast (core/autocast.h): its backward's products run so too
+  bool autocast = false;
 
   Node() = default;
   Node(const Node&) = delete;

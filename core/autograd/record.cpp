@@ -4,6 +4,7 @@
 
 #include <atomic>
 
+#include "core/autocast.h"
 #include "core/autograd/state.h"
 #include "core/forward_ad.h"
 #include "core/kernels/elementwise.h"
@@ -94,6 +95,7 @@ Tensor attach(const char* op, const Loc& caller_loc, Tensor out, const std::vect
   node->name = op;
   node->where = loc;
   node->out_shape = out.shape();
+  node->autocast = autocast_enabled();
   node->backward = std::move(backward);
   for (const Tensor& t : saved)
     if (t.defined()) node->saved.push_back({t.storage(), t.storage()->version, t.shape(), t.dtype()});

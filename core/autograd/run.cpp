@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "core/autocast.h"
 #include "core/autograd/state.h"
 #include "core/forward_ad.h"
 #include "core/kernels/elementwise.h"
@@ -436,12 +437,13 @@ class GraphTask {
       forward_detail::fail_backward_in_level(n->name);
     std::vector<Tensor> in_grads;
     {
-      const std::shared_ptr<Node>* prev = t_current_node;
-      t_current_node = &np;
+      // (run at the precision of the node's forward: Autocast's products stay bfloat16)
       struct Restore {
         const std::shared_ptr<Node>* prev;
-        ~Restore() { t_current_node = prev; }
-      } restore{prev};
+        bool autocast;
+        ~Restore() { t_current_node = prev, autocast_detail::set_enabled(autocast); }
+      } restore{t_current_node, autocast_detail::set_enabled(n->autocast)};
+      t_current_node = &np;
       in_grads = n->backward(g);
     }
     // a backward given to record() by hand is checked here (Function::apply checks its own)

@@ -7,6 +7,7 @@
 #include <limits>
 #include <vector>
 
+#include "core/autocast.h"
 #include "core/kernels/gemm.h"
 #include "core/parallel.h"
 #include "core/vec.h"
@@ -18,8 +19,14 @@ namespace {
 template <class F>
 void over_tasks(int64_t tasks, double flops_each, F&& f) {
   if (worth_threads(tasks, flops_each * double(tasks), cost::kTaskSplitFlops)) {
-#pragma omp parallel for schedule(static)
-    for (int64_t t = 0; t < tasks; t++) f(t);
+    const bool autocast = autocast_enabled();  // (the workers' products run as the caller's)
+#pragma omp parallel
+    {
+      const bool before = autocast_detail::set_enabled(autocast);
+#pragma omp for schedule(static)
+      for (int64_t t = 0; t < tasks; t++) f(t);
+      autocast_detail::set_enabled(before);
+    }
   } else {
     for (int64_t t = 0; t < tasks; t++) f(t);
   }

@@ -7,6 +7,10 @@
 
 #include "core/kernels/gemm.h"
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
 namespace ember::kernel::gemm_detail {
 
 // How a strided matrix [rows, cols] is handed to row-major BLAS without copying.
@@ -90,6 +94,40 @@ constexpr int64_t kSplitMinK = 128;  // a sum cut in halves (a weight gradient's
 // C [M, N] (+)= A [M, K] B [K, N] on the calling thread (g's layouts, float); with a bias
 // [N], C = bias + A B (each sum starting from its column's bias)
 void panel_gemm(const Gemm<float>& g, const float* bias);
+
+// The 16 x 16 block at src (rows ld apart) transposed into dst (rows ldd apart): lanes
+// interleaved in pairs, then fours, then the four 128-bit quarters of four vectors.
+// (GCC 12's own headers trip -Wuninitialized on these shuffles: their unused merge source)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+inline void transpose16(const float* src, int64_t ld, float* dst, int64_t ldd) {
+  __m512 r[16], t[16];
+  for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_ps(src + i * ld);
+  for (int i = 0; i < 8; i++) {  // per quarter: (r0[0] r1[0] r0[1] r1[1]), (r0[2] r1[2] r0[3] r1[3])
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; i++) {  // r[4i + c]'s quarter q: rows 4i .. 4i + 3 of column 4q + c
+    r[4 * i] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+    r[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+    r[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+    r[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  for (int c = 0; c < 4; c++) {  // column 4q + c: quarter q of r[c], r[4 + c], r[8 + c], r[12 + c]
+    const __m512 even_lo = _mm512_shuffle_f32x4(r[c], r[4 + c], 0x88), even_hi = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0x88);
+    const __m512 odd_lo = _mm512_shuffle_f32x4(r[c], r[4 + c], 0xdd), odd_hi = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0xdd);
+    _mm512_storeu_ps(dst + c * ldd, _mm512_shuffle_f32x4(even_lo, even_hi, 0x88));
+    _mm512_storeu_ps(dst + (8 + c) * ldd, _mm512_shuffle_f32x4(even_lo, even_hi, 0xdd));
+    _mm512_storeu_ps(dst + (4 + c) * ldd, _mm512_shuffle_f32x4(odd_lo, odd_hi, 0x88));
+    _mm512_storeu_ps(dst + (12 + c) * ldd, _mm512_shuffle_f32x4(odd_lo, odd_hi, 0xdd));
+  }
+}
+#pragma GCC diagnostic pop
+
+// C [M, N] (+)= A B as panel_gemm computes it, but with A and B rounded to bfloat16 (to
+// nearest even) and each pair of products summed in float32 by AVX512_BF16's dot
+// products (gemm_bf16.cpp): only where bf16_products_available() (core/autocast.h).
+void bf16_gemm(const Gemm<float>& g, const float* bias);
 #endif
 
 }  // namespace ember::kernel::gemm_detail

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/autocast.h"
 #include "core/kernels/dispatch.h"
 #include "core/kernels/gemm_internal.h"
 #include "core/parallel.h"
@@ -162,6 +163,10 @@ PlannedProduct plan_product(const Product& pr) {
   };
   dispatch_float(c.dtype(), "matmul", [&](auto tag) {
     using T = decltype(tag);
+#if defined(__AVX512F__)
+    // under Autocast, float products take bfloat16 inputs (decided here, on the caller's thread)
+    const bool bf16 = std::is_same_v<T, float> && autocast_enabled() && bf16_products_available();
+#endif
     const T* pa = a.data<T>();
     const T* pb = b.data<T>();
     T* pc = c.data<T>();
@@ -219,10 +224,10 @@ PlannedProduct plan_product(const Product& pr) {
         plan.parallel = true;
         plan.run = [=, keep = std::make_pair(a, b)](int64_t task) {
           const int64_t k0 = task == 0 ? 0 : half, k1 = task == 0 ? half : K;
-          panel_gemm(Gemm<T>{.M = M, .N = N, .K = k1 - k0, .a = pa + k0 * la.ld, .lda = la.ld, .trans_a = true,
-                             .b = pb + k0 * lb.ld, .ldb = lb.ld, .c = task == 0 ? pc : ps, .ldc = N,
-                             .accumulate = task == 0 && accumulate},
-                     nullptr);
+          const Gemm<T> g{.M = M, .N = N, .K = k1 - k0, .a = pa + k0 * la.ld, .lda = la.ld, .trans_a = true,
+                          .b = pb + k0 * lb.ld, .ldb = lb.ld, .c = task == 0 ? pc : ps, .ldc = N,
+                          .accumulate = task == 0 && accumulate};
+          bf16 ? bf16_gemm(g, nullptr) : panel_gemm(g, nullptr);
         };
         plan.finish = [=, keep = scratch] {
           parallel_for(M * N, cost::kCopy, [&](int64_t b0, int64_t e0) {
@@ -261,6 +266,7 @@ PlannedProduct plan_product(const Product& pr) {
       }
 #if defined(__AVX512F__)
       if constexpr (std::is_same_v<T, float>) {
+        if (bf16) return bf16_gemm(g, pbias ? pbias + (tiles.along_m ? 0 : begin) : nullptr);
         if (K <= kPanelMaxK && double(g.M) * double(g.N) * double(K) >= kPanelMinWork)
           return panel_gemm(g, pbias ? pbias + (tiles.along_m ? 0 : begin) : nullptr);
       }
@@ -333,6 +339,7 @@ void gemm_serial_impl(const Gemm<T>& g) {
   // panel kernel, which reads it in place, whatever the size (on these few-row products
   // it matches OpenBLAS's small-matrix kernels); a transposed B stays with OpenBLAS.
   if constexpr (std::is_same_v<T, float>) {
+    if (autocast_enabled() && bf16_products_available()) return bf16_gemm(g, nullptr);
     if (!g.trans_b && g.K <= kPanelMaxK) return panel_gemm(g, nullptr);
   }
 #endif

@@ -1,0 +1,55 @@
+#include "core/autocast.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+namespace ember {
+
+namespace {
+thread_local constinit bool t_autocast = false;
+
+bool cpu_has_bf16() {
+#if defined(__x86_64__) || defined(__i386__)
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16");
+#else
+  return false;
+#endif
+}
+}  // namespace
+
+bool autocast_enabled() { return t_autocast; }
+
+bool bf16_products_available() {
+  static const bool available = [] {
+    const char* off = std::getenv("EMBER_NO_BF16");
+    if (off && *off && std::strcmp(off, "0") != 0) return false;
+    return cpu_has_bf16();
+  }();
+  return available;
+}
+
+Autocast::Autocast(bool enabled) : prev_(t_autocast) {
+  t_autocast = enabled;
+  static std::once_flag said;
+  if (enabled && !bf16_products_available())
+    std::call_once(said, [] {
+      std::fprintf(stderr,
+                   "ember: this processor has no AVX512_BF16 instructions (or EMBER_NO_BF16 is set): "
+                   "matrix products under Autocast stay float32\n");
+    });
+}
+
+Autocast::~Autocast() { t_autocast = prev_; }
+
+namespace autocast_detail {
+bool set_enabled(bool on) {
+  const bool prev = t_autocast;
+  t_autocast = on;
+  return prev;
+}
+}  // namespace autocast_detail
+
+}  // namespace ember
