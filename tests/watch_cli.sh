@@ -5,7 +5,8 @@
 # alone; h5py reads the documented layout (when python3 has h5py); a resumed run continues
 # the watch; translate watch prints a per-head table; --score-scale is kept in the
 # checkpoint and cannot change on resume, and so is --qk-norm; --z-loss 0 is the training
-# without it; tag_dates --watch; bad options, damaged and
+# without it; --precision bf16 (the same bits on 1 and 2 threads, kept on resume);
+# tag_dates --watch; bad options, damaged and
 # crafted files, and FIFOs, directories and devices where a watch file should be.
 #   watch_cli.sh TRANSLATE TAG_DATES WATCH_PLOT DATA_DIR SCRATCH_DIR
 set -uo pipefail
@@ -265,6 +266,26 @@ contains "$dir/unqk.err" "--qk-norm"
 contains "$dir/unqk.err" "(the checkpoint's qk-norm setting is 0)"
 run 0 z "$bin" train "${small[@]}" --out "$dir/z" --steps 20 --z-loss 1e-2
 cmp -s "$dir/z/ckpt-00000020.h5" "$dir/plain/ckpt-00000020.h5" && fail "--z-loss 1e-2 changed nothing"
+# --- --precision bf16: bfloat16 products, watched or not, on 1 or 2 threads: the same bits;
+# kept in the checkpoint, so that a resumed run goes on in bf16; evaluated in float32.
+# Where the processor has no AVX512_BF16 (or EMBER_NO_BF16 says so): float32, said once.
+run 0 bf16 "$bin" train "${small[@]}" --out "$dir/bf16" --steps 40 --precision bf16 --watch --watch-every 10 --watch-rows 12
+run 0 bf16_threads "$bin" train "${small[@]}" --out "$dir/bf16_threads" --steps 20 --precision bf16 --threads 2
+cmp -s "$dir/bf16/ckpt-00000020.h5" "$dir/bf16_threads/ckpt-00000020.h5" || fail "--precision bf16 differs on 2 threads"
+run 0 bf16_first "$bin" train "${small[@]}" --out "$dir/bf16_resumed" --steps 20 --precision bf16
+run 0 bf16_resume "$bin" train "${small[@]}" --out "$dir/bf16_resumed" --steps 40 --resume auto
+cmp -s "$dir/bf16_resumed/ckpt-00000040.h5" "$dir/bf16/ckpt-00000040.h5" || fail "a resumed bf16 run differs"
+run 0 bf16_eval "$bin" eval --checkpoint "$dir/bf16/ckpt-00000020.h5" --data "$dir/valid.tsv"
+EMBER_NO_BF16=1 run 0 bf16_off "$bin" train "${small[@]}" --out "$dir/bf16_off" --steps 20 --precision bf16
+[ "$(grep -c 'matrix products under Autocast stay float32' "$dir/bf16_off.err")" = 1 ] || fail "no bfloat16: not said once"
+contains "$dir/bf16_off.out" "float32 products (no AVX512_BF16)"
+losses() { grep '^step [0-9]*/' "$1" | sed 's/ *[0-9.]* tok\/s.*//'; }
+cmp -s <(losses "$dir/bf16_off.out") <(losses "$dir/z0.out") || fail "without AVX512_BF16, --precision bf16 trains unlike float32"
+if grep -q "bfloat16 products" "$dir/bf16.out"; then
+  cmp -s "$dir/bf16/ckpt-00000020.h5" "$dir/plain/ckpt-00000020.h5" && fail "--precision bf16 changed nothing"
+fi
+run 2 precision_bad "$bin" train "${small[@]}" --out "$dir/bad" --steps 1 --precision fp16
+contains "$dir/precision_bad.err" "--precision"
 run 2 z_bad "$bin" train "${small[@]}" --out "$dir/bad" --steps 1 --z-loss -1
 contains "$dir/z_bad.err" "--z-loss"
 run 2 watch_every0 "$bin" train "${small[@]}" --out "$dir/bad" --steps 1 --watch --watch-every 0

@@ -73,6 +73,11 @@ void add_train_options(CLI::App* app, TrainOptions& o) {
                        "add this times the mean over predicted positions of log(Z)^2 (Z the softmax's normaliser "
                        "of the output logits) to the training objective; the reported loss stays the cross-entropy "
                        "(0: none)");
+  g["--precision"] = choice(*app, "--precision", o.precision, {"fp32", "bf16"},
+                            "bf16: matrix products (Linear, attention), forward and backward, take bfloat16 inputs "
+                            "and sum in float32, on processors with AVX512_BF16 (elsewhere they stay float32, said "
+                            "once); the parameters, the optimizer and every other op stay float32. On --resume: the "
+                            "checkpoint's unless given");
   g["--eval-every"] = integer(*app, "--eval-every", o.eval_every, 1, kMaxSteps, "validation exact match every N steps");
   g["--save-every"] = integer(*app, "--save-every", o.save_every, 1, kMaxSteps,
                               "checkpoint every N steps (also at the end and on a stop signal: INT, TERM, HUP, USR1, USR2, XCPU)");

@@ -23,6 +23,7 @@ struct TrainOptions {
   int64_t seed = 1;
   double target_acc = 0.995, lr = 3e-3, clip = 0;
   double z_loss = 0;  // the z-loss's coefficient (seq2seq::z_loss) in the objective; 0: none
+  std::string precision = "fp32";  // "bf16": the forward and loss under ember::Autocast
   std::string schedule = "cosine";  // to --min-lr at step --decay-steps; or "inverse-sqrt"
   int64_t decay_steps = 700;
   double min_lr = -1;  // cosine's floor; below 0: --lr / 20

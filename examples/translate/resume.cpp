@@ -163,7 +163,7 @@ void check_resume_options(const TrainOptions& o, const io::Checkpoint& c, const 
   }
   if (c.generators.count(dropout_stream(c)))
     compare("--seed", double(o.seed), double(c.generators.at(dropout_stream(c))[0]), "seed");
-  for (const char* flag : {"--train", "--valid", "--steps", "--target-acc", "--batch", "--clip", "--z-loss", "--eval-every",
+  for (const char* flag : {"--train", "--valid", "--steps", "--target-acc", "--batch", "--clip", "--z-loss", "--precision", "--eval-every",
                            "--save-every", "--keep", "--log-every", "--threads", "--watch", "--watch-every",
                            "--watch-rows", "--watch-curvature"})
     if (given(o, flag)) applies.push_back(std::string(flag) + " " + o.given.at(flag)->as<std::string>());

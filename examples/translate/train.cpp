@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/autocast.h"
 #include "core/autograd.h"
 #include "core/error.h"
 #include "core/ops.h"
@@ -199,7 +200,7 @@ int train(const TrainOptions& o) {
   // train something else, or hang at the end). Checked before anything is trained.
   if (world > 1) {
     std::string job = cat_str(o.steps, ' ', o.batch, ' ', o.seed, ' ', o.lr, ' ', o.warmup, ' ', o.schedule, ' ',
-                              o.decay_steps, ' ', o.min_lr, ' ', o.clip, ' ', o.z_loss, ' ', o.target_acc, ' ', o.eval_every, ' ',
+                              o.decay_steps, ' ', o.min_lr, ' ', o.clip, ' ', o.z_loss, ' ', o.precision, ' ', o.target_acc, ' ', o.eval_every, ' ',
                               o.save_every, ' ', o.check_every, ' ', previous ? previous->progress.step : -1, '\n');
     for (const auto& [key, value] : seq2seq::to_config(cfg)) job += key + '=' + io::to_string(value) + '\n';
     for (const auto* set : {&train_pairs, &valid_pairs})
@@ -226,6 +227,7 @@ int train(const TrainOptions& o) {
   io::Progress progress;
   std::vector<int64_t> order;
   History hist;
+  bool bf16 = o.precision == "bf16";  // the forward and loss under Autocast
   if (previous) {
     io::ResumeTargets t;
     t.model = model->state_dict();
@@ -275,6 +277,16 @@ int train(const TrainOptions& o) {
              w.shape(), w.dtype() == kInt64 && w.numel() == 1 ? cat_str(" holding ", n) : std::string());
       ranks = cat_str(", saved by ", n, " process(es)");
     }
+    // the precision the run trained at (absent: float32), kept unless --precision is given
+    if (c.extra.count("bf16_products")) {
+      const Tensor& t = c.extra.at("bf16_products");
+      const int64_t v = t.dtype() == kInt64 && t.numel() == 1 ? t.to_vector<int64_t>()[0] : -1;
+      if (v != 0 && v != 1)
+        fail("translate train", "'", *resume, "': key '/extra/bf16_products' should hold 1 (trained under --precision "
+             "bf16) or 0, an int64 of shape [1]; got ", dtype_name(t.dtype()), " ", t.shape(),
+             t.dtype() == kInt64 && t.numel() == 1 ? cat_str(" holding ", v) : std::string());
+      if (!given(o, "--precision")) bf16 = v == 1;
+    }
     std::printf("resumed from %s at step %lld (epoch %lld, pair %lld of the epoch%s)\n", resume->c_str(),
                 (long long)progress.step, (long long)progress.epoch, (long long)progress.position, ranks.c_str());
   }
@@ -317,6 +329,7 @@ int train(const TrainOptions& o) {
     c.vocab["target"] = tgt_vocab.tokens();
     c.extra["order"] = from_vector(order, {(int64_t)order.size()});
     c.extra["world_size"] = from_vector(std::vector<int64_t>{world}, {1});
+    c.extra["bf16_products"] = from_vector(std::vector<int64_t>{bf16 ? 1 : 0}, {1});
     auto pairs = [](const std::vector<double>& x, const std::vector<double>& y) {
       std::vector<double> v;
       for (size_t i = 0; i < x.size(); i++) v.push_back(x[i]), v.push_back(y[i]);
@@ -330,9 +343,10 @@ int train(const TrainOptions& o) {
   std::vector<std::vector<int64_t>> valid_sources, valid_targets;
   for (auto& e : valid_set) valid_sources.push_back(e.source), valid_targets.push_back(e.target);
 
-  std::printf("training a %lld-parameter Transformer (%s) on %zu pairs, %s%d thread(s)%s\n",
+  std::printf("training a %lld-parameter Transformer (%s) on %zu pairs, %s%d thread(s)%s%s\n",
               (long long)model->num_parameters(), seq2seq::describe(cfg).c_str(), train_set.size(),
-              world > 1 ? cat_str(world, " processes x ").c_str() : "", num_threads(), world > 1 ? " each" : "");
+              world > 1 ? cat_str(world, " processes x ").c_str() : "", num_threads(), world > 1 ? " each" : "",
+              bf16 ? (bf16_products_available() ? ", bfloat16 products" : ", float32 products (no AVX512_BF16)") : "");
   const std::string curves = (fs::path(o.out) / "curves.png").string();
   const double best_before = hist.eval_acc.empty() ? 0 : hist.eval_acc.back();
   const bool reached_before = !hist.eval_acc.empty() && best_before >= o.target_acc;
@@ -385,6 +399,7 @@ int train(const TrainOptions& o) {
     Tensor loss;
     double loss_value = 0;
     if (!rows.empty()) {
+      Autocast autocast(bf16);  // (the backward runs at the precision the forward ran at)
       seq2seq::Batch b = seq2seq::make_batch(rows);
       Tensor logits = model->forward(b.src, b.tgt_in);
       const Tensor flat = logits.reshape({-1, cfg.tgt_vocab}), targets = b.tgt_out.reshape({-1});
