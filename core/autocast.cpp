@@ -31,16 +31,18 @@ bool bf16_products_available() {
   return available;
 }
 
-Autocast::Autocast(bool enabled) : prev_(t_autocast) {
-  t_autocast = enabled;
+void set_autocast_enabled(bool on) {
+  t_autocast = on;
   static std::once_flag said;
-  if (enabled && !bf16_products_available())
+  if (on && !bf16_products_available())
     std::call_once(said, [] {
       std::fprintf(stderr,
                    "ember: this processor has no AVX512_BF16 instructions (or EMBER_NO_BF16 is set): "
                    "matrix products under Autocast stay float32\n");
     });
 }
+
+Autocast::Autocast(bool enabled) : prev_(t_autocast) { set_autocast_enabled(enabled); }
 
 Autocast::~Autocast() { t_autocast = prev_; }
 

@@ -22,6 +22,9 @@ namespace ember {
 
 // Whether float32 matrix products on this thread take bfloat16 inputs now.
 bool autocast_enabled();
+// Turns them on or off for this thread, as torch.set_autocast_cpu_enabled; the first time
+// it is turned on in a process without bf16_products_available(), it says so on stderr.
+void set_autocast_enabled(bool on);
 
 // Whether this processor runs ember's bfloat16 products (AVX512_BF16), unless the
 // environment variable EMBER_NO_BF16 is set to anything but 0 (as a processor without them).

@@ -7,6 +7,7 @@
 
 #include <iostream>  // tensors, shapes and dtypes print with operator<<
 
+#include "core/autocast.h"
 #include "core/autograd.h"
 #include "core/autograd_functional.h"
 #include "core/dtype.h"

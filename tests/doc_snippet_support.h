@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "core/autocast.h"
 #include "core/autograd_functional.h"
 #include "core/error.h"
 #include "core/forward_ad.h"
