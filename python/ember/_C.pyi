@@ -521,6 +521,11 @@ def set_printoptions(precision: Optional[int] = None, threshold: Optional[int] =
     items shown at each end then, scientific notation; None leaves a setting as it is."""
 def is_grad_enabled() -> builtins.bool:
     """Whether ops record a graph on this thread (see ember.no_grad)."""
+def is_autocast_enabled() -> builtins.bool:
+    """Whether float32 matrix products on this thread take bfloat16 inputs (see ember.autocast)."""
+def bf16_products_available() -> builtins.bool:
+    """Whether this processor runs ember's bfloat16 products (AVX512_BF16), unless the
+    environment variable EMBER_NO_BF16 says otherwise."""
 def is_anomaly_enabled() -> builtins.bool:
     """Whether anomaly mode is on (see ember.autograd.detect_anomaly)."""
 def graphviz_available() -> builtins.bool:

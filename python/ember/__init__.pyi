@@ -1,7 +1,8 @@
 # Type stubs of the package ember: the names of ember._C (_C.pyi, where they are
 # documented) and of the pure-Python modules, re-exported as __init__.py does.
 
-from . import autograd as autograd, func as func, grad_mode as grad_mode, nn as nn, optim as optim
+from . import autograd as autograd, autocast_mode as autocast_mode, func as func, grad_mode as grad_mode, nn as nn
+from . import optim as optim
 from . import curvature as curvature, graph as graph
 from . import serialization as serialization, watch as watch
 from ._C import (
@@ -30,9 +31,11 @@ from ._C import (
     log_softmax as log_softmax,
     masked_fill as masked_fill, where as where, cat as cat, concat as concat, stack as stack,
     split as split, chunk as chunk, index_select as index_select, gather as gather,
-    is_grad_enabled as is_grad_enabled, set_printoptions as set_printoptions,
+    is_grad_enabled as is_grad_enabled, is_autocast_enabled as is_autocast_enabled,
+    bf16_products_available as bf16_products_available, set_printoptions as set_printoptions,
     graphviz_available as graphviz_available,
 )
+from .autocast_mode import autocast as autocast
 from .grad_mode import enable_grad as enable_grad, no_grad as no_grad, set_grad_enabled as set_grad_enabled
 from .graph import (
     describe_graph as describe_graph, draw_graph as draw_graph, graph_scopes as graph_scopes,

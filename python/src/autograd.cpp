@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "bindings.h"
+#include "core/autocast.h"
 #include "core/autograd.h"
 
 namespace ember::python {
@@ -88,6 +89,9 @@ void bind_autograd(py::module_& m, TensorClass& cls) {
 
   m.def("is_grad_enabled", &grad_enabled);
   m.def("_set_grad_enabled", &set_grad_enabled, py::arg("mode"));
+  m.def("is_autocast_enabled", &autocast_enabled);
+  m.def("_set_autocast_enabled", &set_autocast_enabled, py::arg("mode"));
+  m.def("bf16_products_available", &bf16_products_available);
   m.def("is_anomaly_enabled", &anomaly_enabled);
   m.def("_set_anomaly_enabled", &set_anomaly_enabled, py::arg("mode"));
 }
