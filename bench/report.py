@@ -7,7 +7,9 @@ performance floors, and writes both as JSON.
 Ratio = ember's time / the reference's time (below 1: ember is faster); for throughputs
 (steps/s, sentences/s) the ratio is ember's / the reference's (above 1: ember is faster).
 Workloads measured in alternating rounds (MultiHeadAttention, the layer ops, the training
-step) show each side's median over the rounds and the median of the rounds' ratios.
+steps, the larger model) show each side's median over the rounds and the median of the
+rounds' ratios; a training step's share of raw sgemm's rate is the median over the rounds
+of its GFLOP/s over those of the sgemm timed in the same round at the model's products.
 """
 import datetime
 import json
