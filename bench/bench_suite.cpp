@@ -42,8 +42,8 @@
 //                                     the rate a training step's GFLOP/s is compared with,
 //                                     measured in the same round as the step
 //
-// Times are medians over at least 5 runs and 0.3 s, after 3 untimed ones (big: as said).
-// Every command takes --threads N (default: OMP_NUM_THREADS or the cores).
+// Times are medians over at least 5 runs and 0.3 s, after 3 untimed ones (big: over its N
+// steps, after 2). Every command takes --threads N (default: OMP_NUM_THREADS or the cores).
 #include <sys/resource.h>
 
 #include <cblas.h>

@@ -56,8 +56,8 @@ trap 'rm -rf "$work"' EXIT
 mha_rounds=5  # MultiHeadAttention's times are medians over these alternating runs
 rounds=3      # the layer ops' over these
 train_rounds=7  # the training step's (on 2 threads, on 1, bf16, PyTorch's float32 and bf16, sgemm) over these
-big_rounds=3    # and the larger model's (a step takes seconds)
-[ "$quick" = 1 ] && big_rounds=1
+big_rounds=3    # and the larger model's (a step takes seconds; --quick: 1)
+if [ "$quick" = 1 ]; then big_rounds=1; fi
 mkdir -p "$(dirname "$json")"
 
 echo "== matmul against raw sgemm"
