@@ -5,12 +5,13 @@
 //   bench_suite ops [--json FILE]     LayerNorm, softmax and cross-entropy forward+backward
 //                                     at training shapes; MultiHeadAttention forward+backward
 //                                     for L = 64 .. 1024 at B = 4, E = 256, H = 4
-//   bench_suite train --data DIR [--json FILE] [--steps-only N]
+//   bench_suite train --data DIR [--precision fp32|bf16] [--json FILE] [--steps-only N]
 //                                     one training step of the date translator (d_model 128,
 //                                     4 heads, 2+2 layers, FFN 512, batch 64), with the GFLOP/s
 //                                     of its matrix products, and greedy decoding throughput of
-//                                     its validation sources; --steps-only N times N steps and
-//                                     nothing else (perf record -g bench_suite train --steps-only 300)
+//                                     its validation sources; --precision bf16 times the step
+//                                     under Autocast and nothing else; --steps-only N times N
+//                                     steps and nothing else (perf record -g bench_suite train --steps-only 300)
 //   bench_suite attn-mem L            one MultiHeadAttention forward+backward at [4, L, 256, 4]
 //                                     in this fresh process; prints the peak resident memory
 //                                     it added, in MB
@@ -28,12 +29,27 @@
 //   bench_suite cores                 the time a cache line takes to go from one of two
 //                                     threads to the other and back: how far apart the
 //                                     machine has put its cores at this moment
+//   bench_suite big [--precision fp32|bf16] [--steps N] [--json FILE]
+//                                     one training step of a larger model (d_model 512,
+//                                     8 heads, 6+6 layers, FFN 2048, dropout 0.1, batch 32 of
+//                                     48-token sources and targets, vocabularies of 64, Adam):
+//                                     the median of N steps after 2 untimed ones, the GFLOP/s
+//                                     of its matrix products, the peak bytes of tensors and
+//                                     the peak resident memory of this process
+//   bench_suite sgemm [--shape date|big] [--json FILE]
+//                                     raw cblas_sgemm (OpenBLAS threaded at --threads) on the
+//                                     matrix products of the date model or the larger one:
+//                                     the rate a training step's GFLOP/s is compared with,
+//                                     measured in the same round as the step
 //
-// Times are medians over at least 5 runs and 0.3 s, after 3 untimed ones. Every command
-// takes --threads N (default: OMP_NUM_THREADS or the cores).
+// Times are medians over at least 5 runs and 0.3 s, after 3 untimed ones (big: over its N
+// steps, after 2). Every command takes --threads N (default: OMP_NUM_THREADS or the cores).
 #include <sys/resource.h>
 
+#include <cblas.h>
 #include <omp.h>
+
+extern "C" void openblas_set_num_threads(int);
 
 #include <algorithm>
 #include <atomic>
@@ -43,6 +59,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "lib/cli/cli.h"
@@ -100,14 +117,14 @@ double peak_rss_mb() {
 
 struct Row {
   std::string workload, shape;
-  double ms = 0, gflops = 0, extra = 0;  // extra: a workload's own figure (tokens/s, sentences/s)
-  std::string extra_name;
+  double ms = 0, gflops = 0;
+  std::vector<std::pair<std::string, double>> extras;  // a workload's own figures (tokens/s, peak MB)
 };
 
 void print_row(const Row& r) {
   std::printf("%-26s %-22s %10.3f ms", r.workload.c_str(), r.shape.c_str(), r.ms);
   if (r.gflops > 0) std::printf("  %7.1f GF/s", r.gflops);
-  if (!r.extra_name.empty()) std::printf("  %.1f %s", r.extra, r.extra_name.c_str());
+  for (const auto& [name, value] : r.extras) std::printf("  %.1f %s", value, name.c_str());
   std::printf("\n");
   std::fflush(stdout);
 }
@@ -127,7 +144,7 @@ void write_json(const std::string& path, const std::vector<Row>& rows) {
     const Row& r = rows[i];
     js += format("  {\"workload\": \"%s\", \"shape\": \"%s\", \"ms\": %.5f, \"gflops\": %.3f", r.workload.c_str(),
                  r.shape.c_str(), r.ms, r.gflops);
-    if (!r.extra_name.empty()) js += format(", \"%s\": %.3f", r.extra_name.c_str(), r.extra);
+    for (const auto& [name, value] : r.extras) js += format(", \"%s\": %.3f", name.c_str(), value);
     js += format("}%s\n", i + 1 < rows.size() ? "," : "");
   }
   js += "]}\n";
@@ -301,8 +318,7 @@ std::vector<Row> run_train(const std::string& dir, int64_t steps_only, bool bf16
   r.gflops = flops / (r.ms * 1e6);
   std::printf("matrix products: %.2f GFLOP a step; forward and loss %.1f ms, backward %.1f ms, optimizer %.1f ms\n",
               flops * 1e-9, phase[0] * 1e3 / steps, phase[1] * 1e3 / steps, phase[2] * 1e3 / steps);
-  r.extra_name = "tokens_per_s";
-  r.extra = (double)tokens / s;
+  r.extras = {{"tokens_per_s", (double)tokens / s}};
   rows.push_back(r), print_row(r);
   if (steps_only > 0 || bf16) return rows;
 
@@ -310,8 +326,7 @@ std::vector<Row> run_train(const std::string& dir, int64_t steps_only, bool bf16
   for (auto& e : valid_set) valid_sources.push_back(e.source);
   Row d{"greedy decoding", std::to_string(valid_sources.size()) + " sentences"};
   d.ms = median_ms([&] { seq2seq::greedy_decode(model, valid_sources, 12); }, 3, 1.0);
-  d.extra_name = "sentences_per_s";
-  d.extra = (double)valid_sources.size() / (d.ms * 1e-3);
+  d.extras = {{"sentences_per_s", (double)valid_sources.size() / (d.ms * 1e-3)}};
   rows.push_back(d), print_row(d);
   return rows;
 }
@@ -367,8 +382,7 @@ void two_ways(const std::function<void(bool)>& way, int rounds, const std::strin
     std::sort(ms[w].begin(), ms[w].end());
     Row r{w == 0 ? first_name : second_name, shape};
     r.ms = ms[w][ms[w].size() / 2];
-    r.extra_name = "peak_MB";
-    r.extra = peak[w];
+    r.extras = {{"peak_MB", peak[w]}};
     rows.push_back(r), print_row(r);
   }
 }
@@ -487,6 +501,110 @@ std::vector<Row> run_curvature(const std::string& dir) {
   return rows;
 }
 
+// The larger model's batch, sequence length and vocabularies (torch_suite.py big: the same).
+constexpr int64_t kBigBatch = 32, kBigLength = 48, kBigVocab = 64;
+
+// One training step of the larger model (post-norm, as the date model; no padding: token
+// ids drawn from [1, 64) with a fixed seed), under Autocast when bf16: the median of steps
+// timed steps after 2 untimed ones, the GFLOP/s of every matrix product run, the peak bytes
+// of tensors in this process (parameters, gradients, Adam's moments, activations) and its
+// peak resident memory.
+std::vector<Row> run_big(bool bf16, int steps) {
+  nn::TransformerConfig cfg;
+  cfg.src_vocab = cfg.tgt_vocab = kBigVocab;
+  cfg.layer = {.d_model = 512, .num_heads = 8, .dim_feedforward = 2048, .dropout_p = 0.1};
+  cfg.num_encoder_layers = cfg.num_decoder_layers = 6, cfg.max_len = kBigLength;
+  manual_seed(1);
+  Generator gen(1);
+  nn::Transformer model(cfg, &gen);
+  seq2seq::xavier_init(model, &gen);
+  int64_t params = 0;
+  for (const Tensor& p : model.parameters()) params += p.numel();
+  optim::Adam opt(model.named_parameters(), {.lr = 1e-4, .beta1 = 0.9, .beta2 = 0.98, .eps = 1e-9});
+  model.train();
+  const Tensor src = randint(1, kBigVocab, {kBigBatch, kBigLength}, &gen);
+  const Tensor tgt_in = randint(1, kBigVocab, {kBigBatch, kBigLength}, &gen);
+  const Tensor tgt_out = randint(1, kBigVocab, {kBigBatch, kBigLength}, &gen);
+  auto step = [&] {
+    Autocast autocast(bf16);
+    opt.zero_grad();
+    Tensor logits = model.forward(src, tgt_in);
+    nn::cross_entropy(logits.reshape({-1, kBigVocab}), tgt_out.reshape({-1})).backward();
+    opt.step();
+  };
+  for (int i = 0; i < 2; i++) step();
+  const int64_t flops0 = kernel::matmul_flops();
+  std::vector<double> ms;
+  for (int i = 0; i < steps; i++) {
+    const auto t0 = Clock::now();
+    step();
+    ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+  }
+  const double flops = double(kernel::matmul_flops() - flops0) / steps;
+  std::sort(ms.begin(), ms.end());
+  Row r{bf16 ? "larger model step bf16" : "larger model step fp32", "[32,48] d512 6+6 layers"};
+  r.ms = ms[ms.size() / 2];
+  r.gflops = flops / (r.ms * 1e6);
+  const double tensors_mb = double(Storage::peak_bytes()) / (1 << 20);
+  r.extras = {{"tokens_per_s", double(kBigBatch * kBigLength) / (r.ms * 1e-3)},
+              {"peak_tensors_MB", tensors_mb},
+              {"peak_rss_MB", peak_rss_mb()}};
+  std::printf("parameters: %.1fM; matrix products: %.1f GFLOP a step; steps %.0f .. %.0f ms; peak tensors %.0f MB, "
+              "peak resident memory %.0f MB\n",
+              double(params) * 1e-6, flops * 1e-9, ms.front(), ms.back(), tensors_mb, peak_rss_mb());
+  print_row(r);
+  return {r};
+}
+
+// Raw cblas_sgemm, OpenBLAS threaded at the run's thread count (as bench_matmul's
+// reference), on a model's products, row-major, C = A B:
+//   date: the date model's at its decoder's 704 rows (64 targets of 11 tokens), width 128, FFN 512
+//   big:  the larger model's at its 1536 rows (32 x 48 tokens), width 512, FFN 2048
+// A row per product, and one for the products run one after another (their FLOPs over
+// their time together): the rate report.py compares the training step of the same round with.
+std::vector<Row> run_sgemm(const std::string& model) {
+  struct Product {
+    int64_t M, K, N;
+  };
+  const std::vector<Product> products = model == "big"
+                                            ? std::vector<Product>{{1536, 512, 512}, {1536, 512, 2048}, {1536, 2048, 512}}
+                                            : std::vector<Product>{{704, 128, 128}, {704, 128, 512}, {704, 512, 128}};
+  Generator gen(5);
+  std::vector<Tensor> a, b, c;
+  for (const Product& p : products) {
+    a.push_back(randn({p.M, p.K}, kFloat32, &gen));
+    b.push_back(randn({p.K, p.N}, kFloat32, &gen));
+    c.push_back(zeros({p.M, p.N}));
+  }
+  auto product = [&](size_t i) {
+    const Product& p = products[i];
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)p.M, (int)p.N, (int)p.K, 1.f, a[i].data<float>(),
+                (int)p.K, b[i].data<float>(), (int)p.N, 0.f, c[i].data<float>(), (int)p.N);
+  };
+  std::vector<Row> rows;
+  double flops_all = 0;
+  for (size_t i = 0; i < products.size(); i++) {
+    const Product& p = products[i];
+    const double flops = 2.0 * double(p.M) * double(p.K) * double(p.N);
+    flops_all += flops;
+    Row r{"raw sgemm", format("[%lldx%lld]x[%lldx%lld]", (long long)p.M, (long long)p.K, (long long)p.K, (long long)p.N)};
+    r.ms = median_ms([&] {
+      openblas_set_num_threads(num_threads());
+      product(i);
+    });
+    r.gflops = flops / (r.ms * 1e6);
+    rows.push_back(r), print_row(r);
+  }
+  Row all{"raw sgemm", model == "big" ? "larger model's products" : "date model's products"};
+  all.ms = median_ms([&] {
+    openblas_set_num_threads(num_threads());
+    for (size_t i = 0; i < products.size(); i++) product(i);
+  }, 5, 1.0);
+  all.gflops = flops_all / (all.ms * 1e6);
+  rows.push_back(all), print_row(all);
+  return rows;
+}
+
 // The longest sequence attn-mem takes: its attention runs tiled, in memory linear in L.
 constexpr int64_t kMaxMemLength = int64_t(1) << 16;
 
@@ -548,7 +666,8 @@ int core_round_trip() {
 int main(int argc, char** argv) {
   const char* op = "bench_suite";
   return cli::run(op, [&] {
-    CLI::App app{"Times the benchmark table's layer ops, attention scaling and memory, and a training step.", op};
+    CLI::App app{"Times the benchmark table's layer ops, attention scaling and memory, training steps, and raw "
+                 "sgemm at their products.", op};
     app.require_subcommand(1);
     app.fallthrough();  // --threads after the command, too
     int threads = num_threads();
@@ -581,6 +700,19 @@ int main(int argc, char** argv) {
     cli::text(*curvature_cmd, "--data", data, "the directory holding train.tsv");
     cli::text(*curvature_cmd, "--json", json, "also write the results to this file as JSON");
     CLI::App* cores = app.add_subcommand("cores", "a cache line's round trip between two threads, in ns");
+    CLI::App* big = app.add_subcommand("big", "one training step of a larger model: d_model 512, 8 heads, 6+6 "
+                                              "layers, FFN 2048, batch 32 of 48 tokens");
+    cli::choice(*big, "--precision", precision, {"fp32", "bf16"},
+                "bf16: the step under Autocast (bfloat16 matrix products, float32 sums)");
+    int big_steps = 5;
+    cli::integer(*big, "--steps", big_steps, 1, 1000, "timed steps, after 2 untimed ones (the median is reported)");
+    cli::text(*big, "--json", json, "also write the results to this file as JSON");
+    CLI::App* sgemm = app.add_subcommand("sgemm", "raw cblas_sgemm on the matrix products of the date model or "
+                                                  "the larger one");
+    std::string sgemm_model = "date";
+    cli::choice(*sgemm, "--shape", sgemm_model, {"date", "big"},
+                "whose products: the date model's (704 rows, width 128) or the larger model's (1536 rows, width 512)");
+    cli::text(*sgemm, "--json", json, "also write the results to this file as JSON");
     cli::parse(app, argc, argv);
     set_num_threads(threads);
     if (cores->parsed()) return core_round_trip();
@@ -595,6 +727,8 @@ int main(int argc, char** argv) {
     else if (hvp_cmd->parsed()) write_json(json, run_hvp(data));
     else if (per_sample->parsed()) write_json(json, run_per_sample(data));
     else if (curvature_cmd->parsed()) write_json(json, run_curvature(data));
+    else if (big->parsed()) write_json(json, run_big(precision == "bf16", big_steps));
+    else if (sgemm->parsed()) write_json(json, run_sgemm(sgemm_model));
     else write_json(json, run_train(data, steps_only, precision == "bf16"));
     return 0;
   });

@@ -9,8 +9,12 @@
 # MultiHeadAttention at the seeds' and larger shapes (bench_mha against
 # ../shared/bench/torch_mha_bench.py, alternating, 5 times each); LayerNorm, softmax and
 # cross-entropy forward+backward, attention time and memory for L = 64 .. 1024, one translator training
-# step (with 2 threads and 1, and the GFLOP/s of its matrix products) and greedy decoding
-# (bench_suite against bench/torch_suite.py, alternating, 3 and 5 times); what driving ember from Python costs
+# step (with 2 threads and 1, under Autocast's bfloat16 products against PyTorch's bf16 autocast, and
+# the GFLOP/s of its matrix products against raw cblas_sgemm at the model's products, timed in the
+# same round) and greedy decoding (bench_suite against bench/torch_suite.py, alternating, 3 and 7
+# times); a larger model's training step (d_model 512, 6+6 layers, FFN 2048, batch 32 of 48 tokens:
+# float32 and bf16 against PyTorch's float32 and bf16 autocast, raw sgemm at its products, the peak
+# memory of each in a fresh process; alternating, 3 times); what driving ember from Python costs
 # (bench/python_overhead.py: a small op against PyTorch's, the training step from Python against
 # C++'s); Hessian-vector products by forward-over-reverse against reverse-over-reverse
 # (bench_suite hvp: time and peak tensor memory); per-example gradients against the loop of
@@ -51,7 +55,9 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mha_rounds=5  # MultiHeadAttention's times are medians over these alternating runs
 rounds=3      # the layer ops' over these
-train_rounds=7  # and the training step's (on 2 threads, on 1, PyTorch's) over these
+train_rounds=7  # the training step's (on 2 threads, on 1, bf16, PyTorch's float32 and bf16, sgemm) over these
+big_rounds=3    # and the larger model's (a step takes seconds; --quick: 1)
+if [ "$quick" = 1 ]; then big_rounds=1; fi
 mkdir -p "$(dirname "$json")"
 
 echo "== matmul against raw sgemm"
@@ -72,13 +78,27 @@ echo "== attention memory (a fresh process per L)"
 for L in 64 128 256 512 1024; do
   echo "$L $(build/bench/bench_suite attn-mem "$L") $($py bench/torch_suite.py attn-mem "$L")"
 done | tee "$work/attn_mem.txt"
-echo "== training step and decoding: ember on 2 threads and on 1, then PyTorch, alternating, $train_rounds times"
+echo "== training step and decoding: ember on 2 threads, on 1 and in bf16, PyTorch in float32 and bf16 autocast,"
+echo "   raw sgemm at the model's products, alternating, $train_rounds times"
 for r in $(seq "$train_rounds"); do
   echo "round $r: $(build/bench/bench_suite cores)"  # how far apart the cores are now
   build/bench/bench_suite train --data data/dates --json "$work/train.$r.json"
   build/bench/bench_suite train --data data/dates --threads 1 --steps-only 50 --json "$work/train_1thread.$r.json"
+  build/bench/bench_suite train --data data/dates --precision bf16 --json "$work/train_bf16.$r.json"
   $py bench/torch_suite.py train --data data/dates --ref "$shared/torch_translate_ref.py" \
     --json "$work/torch_train.$r.json" 2>/dev/null
+  $py bench/torch_suite.py train --data data/dates --ref "$shared/torch_translate_ref.py" --precision bf16 \
+    --json "$work/torch_train_bf16.$r.json" 2>/dev/null
+  build/bench/bench_suite sgemm --shape date --json "$work/sgemm_date.$r.json"
+done
+echo "== a larger model's training step: ember in float32 and bf16, PyTorch in float32 and bf16 autocast,"
+echo "   raw sgemm at its products, each in a fresh process, alternating, $big_rounds times"
+for r in $(seq "$big_rounds"); do
+  build/bench/bench_suite big --json "$work/big.$r.json"
+  build/bench/bench_suite big --precision bf16 --json "$work/big_bf16.$r.json"
+  $py bench/torch_suite.py big --json "$work/torch_big.$r.json" 2>/dev/null
+  $py bench/torch_suite.py big --precision bf16 --json "$work/torch_big_bf16.$r.json" 2>/dev/null
+  build/bench/bench_suite sgemm --shape big --json "$work/sgemm_big.$r.json"
 done
 echo "== Python's overhead: a small op and its backward against PyTorch's, the training step from Python against C++'s"
 PYTHONPATH=build/python /usr/bin/python3 bench/python_overhead.py --bench-suite build/bench/bench_suite --data data/dates \

@@ -174,13 +174,13 @@ if [ -x "$bench/bench_matmul" ] && [ -x "$bench/bench_mha" ] && [ -x "$bench/ben
   contains "$dir/bs_help.out" "attn-mem"
   expect 0 bs_help_mem "$bench/bench_suite" attn-mem --help
   expect 2 bs_none "$bench/bench_suite"
-  contains "$dir/bs_none.out" "bench_suite: a command is needed: ops, train, attn-mem, hvp, per-sample, curvature or cores"
+  contains "$dir/bs_none.out" "bench_suite: a command is needed: ops, train, attn-mem, hvp, per-sample, curvature, cores, big or sgemm"
   expect 2 bs_mem_none "$bench/bench_suite" attn-mem
   contains "$dir/bs_mem_none.out" "bench_suite attn-mem: L is required: an integer in [1, 65536]"
   options_need_values bench_matmul "$bench/bench_matmul"
   options_need_values bench_mha "$bench/bench_mha"
   options_need_values bench_suite "$bench/bench_suite"
-  for command in ops train; do
+  for command in ops train big sgemm; do
     options_need_values "bench_suite_$command" "$bench/bench_suite" "$command"
   done
   expect 2 bs_command "$bench/bench_suite" frobnicate
@@ -189,6 +189,16 @@ if [ -x "$bench/bench_matmul" ] && [ -x "$bench/bench_mha" ] && [ -x "$bench/ben
     expect 2 bs_len "$bench/bench_suite" attn-mem "$bad"
     contains "$dir/bs_len.out" "L needs an integer in [1, 65536]"
   done
+  expect 2 bs_precision "$bench/bench_suite" big --precision fp16
+  contains "$dir/bs_precision.out" 'bench_suite big: --precision needs fp32 or bf16, got "fp16"'
+  for bad in 0 1001 -1 x; do
+    expect 2 bs_steps "$bench/bench_suite" big --steps "$bad"
+    contains "$dir/bs_steps.out" "bench_suite big: --steps needs an integer in [1, 1000]"
+  done
+  expect 2 bs_shape "$bench/bench_suite" sgemm --shape huge
+  contains "$dir/bs_shape.out" 'bench_suite sgemm: --shape needs date or big, got "huge"'
+  expect 1 bs_big_json "$bench/bench_suite" big --json "$dir/plain/b.json"
+  contains "$dir/bs_big_json.out" "'$dir/plain' is not a directory"
   expect 2 bs_threads "$bench/bench_suite" ops --threads 2147483648
   contains "$dir/bs_threads.out" "--threads needs an integer in [1, 1024]"
   expect 1 bs_json "$bench/bench_suite" ops --json "$dir/plain/s.json"
