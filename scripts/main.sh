@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The main job: install what is missing, build (Release), train the date translator on
-# data/dates with every attention head watched, then show what it learned: test accuracy,
+# data/dates with every attention head watched (bfloat16 matrix products where the
+# processor has AVX512_BF16, float32 elsewhere), then show what it learned: test accuracy,
 # a few translations, the attention pictures, and how the heads' softmax saturated and
 # passed gradient on during training. Extra arguments go to `translate train` (e.g.
-# --steps 2000).
+# --steps 2000, --precision fp32).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install_deps.sh graphviz  # draw_graph renders SVG through dot
@@ -15,7 +16,7 @@ out=runs/dates-$(date +%Y%m%d-%H%M%S)
 echo
 echo "== training (checkpoints, log and curves in $out)"
 mkdir -p "$out"
-"$translate" train --out "$out" --watch "$@" | tee "$out/train.log"
+"$translate" train --out "$out" --watch --precision bf16 "$@" | tee "$out/train.log"
 ckpt=$(sed -n 's/^checkpoint: //p' "$out/train.log" | tail -n 1)
 
 echo
