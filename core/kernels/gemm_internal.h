@@ -128,6 +128,9 @@ inline void transpose16(const float* src, int64_t ld, float* dst, int64_t ldd) {
 // nearest even) and each pair of products summed in float32 by AVX512_BF16's dot
 // products (gemm_bf16.cpp): only where bf16_products_available() (core/autocast.h).
 void bf16_gemm(const Gemm<float>& g, const float* bias);
+// multiply-adds below which a product (or a tile) under Autocast stays float32: packing
+// its operands would cost about what bfloat16 saves (attention's tiles over short sequences)
+constexpr double kBf16MinWork = 1 << 17;
 #endif
 
 }  // namespace ember::kernel::gemm_detail

@@ -164,8 +164,10 @@ PlannedProduct plan_product(const Product& pr) {
   dispatch_float(c.dtype(), "matmul", [&](auto tag) {
     using T = decltype(tag);
 #if defined(__AVX512F__)
-    // under Autocast, float products take bfloat16 inputs (decided here, on the caller's thread)
-    const bool bf16 = std::is_same_v<T, float> && autocast_enabled() && bf16_products_available();
+    // under Autocast, float products take bfloat16 inputs (decided here, on the caller's
+    // thread, for the whole product), but for the smallest
+    const bool bf16 = std::is_same_v<T, float> && autocast_enabled() && bf16_products_available() &&
+                      double(M) * double(N) * double(K) >= kBf16MinWork;
 #endif
     const T* pa = a.data<T>();
     const T* pb = b.data<T>();
@@ -339,7 +341,8 @@ void gemm_serial_impl(const Gemm<T>& g) {
   // panel kernel, which reads it in place, whatever the size (on these few-row products
   // it matches OpenBLAS's small-matrix kernels); a transposed B stays with OpenBLAS.
   if constexpr (std::is_same_v<T, float>) {
-    if (autocast_enabled() && bf16_products_available()) return bf16_gemm(g, nullptr);
+    if (autocast_enabled() && bf16_products_available() && double(g.M) * double(g.N) * double(g.K) >= kBf16MinWork)
+      return bf16_gemm(g, nullptr);
     if (!g.trans_b && g.K <= kPanelMaxK) return panel_gemm(g, nullptr);
   }
 #endif
