@@ -3,7 +3,7 @@
 # Release, and Debug with AddressSanitizer + UndefinedBehaviorSanitizer (the libraries and
 # the Catch2 suite: the examples, tools and benchmarks, the Python module's pytest suite,
 # the API reference and the tests that run them, are the Release build's) - then fuzz the checkpoint loader, the data-file reader and the NumPy-format
-# reader for a minute each (clang's libFuzzer). Fails when any test fails or a fuzzer finds a
+# reader for 30 seconds each (clang's libFuzzer; FUZZ_SECONDS=N for longer). Fails when any test fails or a fuzzer finds a
 # crash, hang or sanitizer report.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,4 +25,4 @@ cmake --build build-asan -j"$jobs"
 ctest --test-dir build-asan --output-on-failure -j"$jobs"
 
 echo "== Fuzzing (libFuzzer, ASan + UBSan)"
-bash scripts/fuzz.sh "${FUZZ_SECONDS:-60}"
+bash scripts/fuzz.sh "${FUZZ_SECONDS:-30}"
