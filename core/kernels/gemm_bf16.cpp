@@ -157,16 +157,18 @@ void bf16_gemm(const Gemm<float>& g, const float* bias) {
   if (g.M == 0 || g.N == 0) return;
   const int64_t pairs = (g.K + 1) / 2;
   const int64_t row_panels = (g.M + kRows - 1) / kRows, col_panels = (g.N + kCols - 1) / kCols;
+  // B whole (every block of rows reads all of it), A a block of kRowBlock rows at a time
   thread_local std::vector<uint32_t> pa, pb;
-  pa.resize(size_t(row_panels * kRows * pairs));
+  pa.resize(size_t(std::min(row_panels * kRows, kRowBlock) * pairs));
   pb.resize(size_t(col_panels * kCols * pairs));
-  // A(m, k) at a[m * lda + k]: rows; or a[k * lda + m] (transposed): panels, as S(k, j = m)
-  const bool a_panels = g.trans_a;
-  if (a_panels) pack_pairs<kRows>(g.a, g.lda, 1, g.K, g.M, pa.data());
-  else pack_rows(g.a, g.lda, g.M, g.K, pa.data());
   // B(k, n) at b[k * ldb + n], or b[n * ldb + k] transposed
   pack_pairs<kCols>(g.b, g.trans_b ? 1 : g.ldb, g.trans_b ? g.ldb : 1, g.K, g.N, pb.data());
-  for (int64_t m0 = 0; m0 < g.M; m0 += kRowBlock)
+  // A(m, k) at a[m * lda + k]: rows; or a[k * lda + m] (transposed): panels, as S(k, j = m)
+  const bool a_panels = g.trans_a;
+  for (int64_t m0 = 0; m0 < g.M; m0 += kRowBlock) {
+    const int64_t m1 = std::min(g.M, m0 + kRowBlock);
+    if (a_panels) pack_pairs<kRows>(g.a + m0, g.lda, 1, g.K, m1 - m0, pa.data());
+    else pack_rows(g.a + m0 * g.lda, g.lda, m1 - m0, g.K, pa.data());
     for (int64_t p0 = 0; p0 < std::max<int64_t>(pairs, 1); p0 += kPairBlock) {
       const int64_t n_pairs = std::min(kPairBlock, pairs - p0);
       for (int64_t cp = 0; cp < col_panels; cp++) {
@@ -175,18 +177,18 @@ void bf16_gemm(const Gemm<float>& g, const float* bias) {
         const __mmask16 hi = __mmask16(w >= 32 ? 0xffff : w > 16 ? (1u << (w - 16)) - 1 : 0);
         const uint32_t* bp = pb.data() + cp * pairs * kCols + p0 * kCols;
         const float* bias_n = p0 == 0 && bias ? bias + n0 : nullptr;
-        for (int64_t m = m0; m < std::min(g.M, m0 + kRowBlock); m += kRows) {
+        for (int64_t m = m0; m < m1; m += kRows) {
           float* c = g.c + m * g.ldc + n0;
           const int rows = int(std::min<int64_t>(kRows, g.M - m));
+          const uint32_t* ap = pa.data() + (m - m0) * pairs;  // (a panel of 8 rows starts there too)
           if (a_panels)
-            block<true>(pa.data() + m * pairs + p0 * kRows, 0, bp, n_pairs, c, g.ldc, rows, lo, hi, bias_n,
-                        p0 > 0 || g.accumulate);
+            block<true>(ap + p0 * kRows, 0, bp, n_pairs, c, g.ldc, rows, lo, hi, bias_n, p0 > 0 || g.accumulate);
           else
-            block<false>(pa.data() + m * pairs + p0, pairs, bp, n_pairs, c, g.ldc, rows, lo, hi, bias_n,
-                         p0 > 0 || g.accumulate);
+            block<false>(ap + p0, pairs, bp, n_pairs, c, g.ldc, rows, lo, hi, bias_n, p0 > 0 || g.accumulate);
         }
       }
     }
+  }
 }
 
 }  // namespace ember::kernel::gemm_detail
