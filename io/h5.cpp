@@ -249,6 +249,9 @@ bool is_bool_enum(hid_t type) {
 
 }  // namespace
 
+// The attribute that marks a float32 dataset as holding a bfloat16 tensor's values.
+constexpr const char* kDTypeAttr = "dtype";
+
 Tensor Reader::read(const std::string& dataset) const {
   const char* op = "h5::read";
   Handle d(open_dataset(id_, file_, dataset, op), H5Dclose);
@@ -287,6 +290,10 @@ Tensor Reader::read(const std::string& dataset) const {
         fail(op, "dataset '", dataset, "' in '", file_, "' holds ", (int)b[i], " at flat index ", i,
              "; data read as bool must be 0 or 1");
   }
+  // a bfloat16 tensor is stored as float32 (exact) marked dtype = "bfloat16": read back bit for bit
+  if (dt == kFloat32 && has_attr(dataset, kDTypeAttr) && attr_is_string(dataset, kDTypeAttr) &&
+      attr_string(dataset, kDTypeAttr) == "bfloat16")
+    return t.to(kBFloat16);
   return t;
 }
 
@@ -598,14 +605,20 @@ void Writer::write(const std::string& dataset, const Tensor& t_in) {
   make_groups(dataset);
   Tensor t = t_in.contiguous();
   std::vector<hsize_t> dims(t.shape().begin(), t.shape().end());
-  hid_t file_type, mem_type;
+  hid_t file_type = -1, mem_type = -1;
   switch (t.dtype()) {
     case DType::Float32: file_type = H5T_IEEE_F32LE; mem_type = H5T_NATIVE_FLOAT; break;
     case DType::Float64: file_type = H5T_IEEE_F64LE; mem_type = H5T_NATIVE_DOUBLE; break;
     case DType::Int64: file_type = H5T_STD_I64LE; mem_type = H5T_NATIVE_INT64; break;
-    default: file_type = H5T_STD_U8LE; mem_type = H5T_NATIVE_UINT8; break;
+    case DType::Bool: file_type = H5T_STD_U8LE; mem_type = H5T_NATIVE_UINT8; break;
+    case DType::BFloat16:  // as float32 (every bfloat16 is one), which h5py and numpy read as is
+      t = t.to(kFloat32);
+      file_type = H5T_IEEE_F32LE;
+      mem_type = H5T_NATIVE_FLOAT;
+      break;
   }
   write_dataset(id_, file_, dataset, file_type, mem_type, dims, t.raw_data(), dims.empty());
+  if (t_in.dtype() == kBFloat16) attr(dataset, kDTypeAttr, std::string("bfloat16"));
 }
 
 void Writer::write_u64(const std::string& dataset, const std::vector<uint64_t>& values) {

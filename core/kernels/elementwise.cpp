@@ -8,6 +8,7 @@ namespace ember {
 
 void check_fits_int64(const Tensor& src, const char* op) {
   if (!is_floating(src.dtype())) return;
+  if (src.dtype() == kBFloat16) return check_fits_int64(src.detach().to(kFloat32), op);  // exact
   dispatch_float(src.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     const Tensor c = src.detach().contiguous();
@@ -64,6 +65,7 @@ void add_inplace(const Tensor& dst, const Tensor& src) {
 
 bool all_finite(const Tensor& t) {
   if (!is_floating(t.dtype())) return true;
+  if (t.dtype() == kBFloat16) return all_finite(t.detach().to(kFloat32));  // exact
   std::atomic<bool> ok{true};
   dispatch_float(t.dtype(), "all_finite", [&](auto tag) {
     using T = decltype(tag);
