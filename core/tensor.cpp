@@ -88,7 +88,8 @@ static std::string integer_range() {
 // every value (a float truncated toward zero first).
 template <class T>
 static std::vector<T> values_as(const Tensor& t, const char* op) {
-  if (t.dtype() == kBFloat16) return values_as<T>(t.detach().to(kFloat32), op);  // exact, then as float32's
+  if constexpr (!std::is_same_v<T, BFloat16>)  // exact, then as float32's
+    if (t.dtype() == kBFloat16) return values_as<T>(t.detach().to(kFloat32), op);
   Tensor c = t.contiguous();
   std::vector<T> out(t.numel());
   dispatch_all(t.dtype(), [&](auto tag) {

@@ -252,6 +252,20 @@ bool is_bool_enum(hid_t type) {
 // The attribute that marks a float32 dataset as holding a bfloat16 tensor's values.
 constexpr const char* kDTypeAttr = "dtype";
 
+// A float32 tensor read from a dataset marked bfloat16, as bfloat16: the top half of each
+// value, bit for bit (NaN payloads included) when every value is a bfloat16, as ember
+// writes them; else (values changed by another program) each rounded to nearest even.
+static Tensor float32_to_bfloat16(const Tensor& t) {
+  const int64_t n = t.numel();
+  const uint32_t* in = static_cast<const uint32_t*>(t.raw_data());
+  for (int64_t i = 0; i < n; i++)
+    if (in[i] & 0xffffu) return t.to(kBFloat16);
+  Tensor out = empty(t.shape(), kBFloat16);
+  BFloat16* o = out.data<BFloat16>();
+  for (int64_t i = 0; i < n; i++) o[i] = BFloat16::from_bits(uint16_t(in[i] >> 16));
+  return out;
+}
+
 Tensor Reader::read(const std::string& dataset) const {
   const char* op = "h5::read";
   Handle d(open_dataset(id_, file_, dataset, op), H5Dclose);
@@ -293,7 +307,7 @@ Tensor Reader::read(const std::string& dataset) const {
   // a bfloat16 tensor is stored as float32 (exact) marked dtype = "bfloat16": read back bit for bit
   if (dt == kFloat32 && has_attr(dataset, kDTypeAttr) && attr_is_string(dataset, kDTypeAttr) &&
       attr_string(dataset, kDTypeAttr) == "bfloat16")
-    return t.to(kBFloat16);
+    return float32_to_bfloat16(t);
   return t;
 }
 
