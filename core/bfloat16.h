@@ -26,7 +26,7 @@ inline float bf16_to_float(uint16_t b) { return std::bit_cast<float>(uint32_t(b)
 struct BFloat16 {
   uint16_t bits = 0;  // the bit pattern: the top half of a float32
 
-  BFloat16() = default;
+  BFloat16() = default;  // +0
   explicit BFloat16(float f) : bits(float_to_bf16(f)) {}  // rounds to nearest even
   operator float() const { return bf16_to_float(bits); }  // exact
 
