@@ -186,6 +186,9 @@ TEST_CASE("views, copies and indexing move bfloat16 elements whole") {
   CHECK(bits_of(index_select(x, 0, tensor({int64_t(5), int64_t(0)}))) == std::vector<uint16_t>{0xc040, 0x3dcd});
   CHECK(bits_of(where(tensor({true, false, true, false, true, false}), x, zeros({6}, kBFloat16))) ==
         std::vector<uint16_t>{0x3dcd, 0, 0x8000, 0, 0x7f80, 0});
+  CHECK(bits_of(masked_fill(m, tensor({true, false, true}), 0.1)) ==
+        std::vector<uint16_t>{0x3dcd, 0x7fc1, 0x3dcd, 0x3dcd, 0x7f80, 0x3dcd});
+  CHECK(bits_of(tril(m)) == std::vector<uint16_t>{0x3dcd, 0, 0, 0x0001, 0x7f80, 0});
   Tensor y = zeros({2, 3}, kBFloat16);
   y.copy_(m);
   CHECK(equal(y, m));  // bits, the NaN's payload too
@@ -228,7 +231,6 @@ TEST_CASE("ops that compute refuse bfloat16 by name, saying to convert") {
   CHECK_THROWS_WITH(amax(x, {0}), Contains(hint));
   CHECK_THROWS_WITH(matmul(x, x), StartsWith("matmul: " + hint));
   CHECK_THROWS_WITH(softmax(x, -1), StartsWith("softmax: " + hint));
-  CHECK_THROWS_WITH(masked_fill(x, tensor({true, false}), 0.0), StartsWith("masked_fill: " + hint));
   CHECK_THROWS_WITH(cumsum(x, 0), StartsWith("cumsum: " + hint));
   CHECK_THROWS_WITH(argmax(x, 0), StartsWith("argmax: " + hint));
   CHECK_THROWS_WITH(dropout(x, 0.5, true), StartsWith("dropout: " + hint));
