@@ -59,7 +59,7 @@ def test_dtype_object():
 
 
 @pytest.mark.parametrize("values", [[1.0, 0.1], [1.0, 2.0, 3.0], [1e10, 1e-5, 3.0], [float("nan"), float("inf"), 1.5],
-                                    [-0.5, 123.456, 7.0], [0.001, 1000.0]])
+                                    [-0.5, 123.456, 7.0], [0.001, 1000.0], [[1.0, 0.1], [2.5, -3.0]], 0.3])
 def test_printing_matches_torch(values):
     e = repr(ember.tensor(values).bfloat16())
     t = repr(torch.tensor(values).bfloat16())
