@@ -156,9 +156,7 @@ U load_le(const uint8_t* p) {
 }  // namespace
 
 std::vector<uint8_t> encode(const Tensor& t) {
-  if (t.dtype() == kBFloat16)
-    fail("io::save", "NumPy has no bfloat16, and a bfloat16 tensor of shape ", t.shape(),
-         " cannot be saved as .npy or .npz; convert it with .to(kFloat32), or save it as .h5 (which keeps bfloat16)");
+  if (t.dtype() == kBFloat16) fail("npy::encode", "NumPy has no bfloat16 (io::save refuses it first)");
   std::string shape = "(";
   for (int64_t d = 0; d < t.dim(); d++) shape += std::to_string(t.size(d)) + (t.dim() == 1 ? "," : d + 1 < t.dim() ? ", " : "");
   shape += ")";
