@@ -16,7 +16,7 @@ std::vector<Tensor> fresh_leaves(const char* op, const std::vector<Tensor>& xs) 
   for (size_t i = 0; i < xs.size(); i++) {
     const std::string what = xs.size() == 1 ? "x" : cat_str("input ", (int64_t)i);
     check_defined(xs[i], op, what.c_str());
-    if (!is_floating(xs[i].dtype()))
+    if (!is_computing_float(xs[i].dtype()))
       fail(op, "expected a float32 or float64 ", what, ", got ", dtype_name(xs[i].dtype()), " of shape ", xs[i].shape());
     out.push_back(xs[i].detach().clone().requires_grad_());
   }
@@ -27,7 +27,7 @@ Tensor value_of(const char* op, const TensorsFn& f, const std::vector<Tensor>& x
   if (!f) fail(op, "got an empty function");
   Tensor y = f(xs);
   if (!y.defined()) fail(op, "the function returned an undefined tensor");
-  if (!is_floating(y.dtype()))
+  if (!is_computing_float(y.dtype()))
     fail(op, "the function returned a tensor of dtype ", dtype_name(y.dtype()), " and shape ", y.shape(),
          "; expected float32 or float64 (only a float value has a derivative)");
   return y;

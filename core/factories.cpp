@@ -128,6 +128,7 @@ Tensor rand(const Shape& shape, DType dtype, Generator* gen) {
 Tensor uniform(const Shape& shape, double lo, double hi, DType dtype, Generator* g) {
   if (!(std::isfinite(lo) && std::isfinite(hi) && lo <= hi))
     fail("uniform", "expected finite bounds low <= high, got ", lo, " and ", hi);
+  if (dtype == kBFloat16) return uniform(shape, lo, hi, kFloat32, g).to(kBFloat16);  // may round up to hi
   Tensor t = allocate(shape, dtype, false, "uniform");
   Generator& gen = gen_or_default(g);
   const int64_t n = t.numel();
@@ -148,6 +149,7 @@ Tensor uniform(const Shape& shape, double lo, double hi, DType dtype, Generator*
 Tensor normal(const Shape& shape, double mean, double std, DType dtype, Generator* g) {
   if (!(std::isfinite(mean) && std::isfinite(std) && std >= 0))
     fail("normal", "expected a finite mean and a finite std >= 0, got ", mean, " and ", std);
+  if (dtype == kBFloat16) return normal(shape, mean, std, kFloat32, g).to(kBFloat16);
   Tensor t = allocate(shape, dtype, false, "normal");
   Generator& gen = gen_or_default(g);
   const int64_t n = t.numel();

@@ -77,7 +77,7 @@ Tensor make_dual(const Tensor& primal, const Tensor& tangent, Loc loc) {
   check_defined(primal, "make_dual", "the primal");
   check_defined(tangent, "make_dual", "the tangent");
   if (!dual_level_open()) fail("make_dual", "no dual level is open; open one with DualLevel (as fwAD.dual_level())");
-  if (!is_floating(primal.dtype()))
+  if (!is_computing_float(primal.dtype()))
     fail("make_dual", "expected a float32 or float64 primal, got ", dtype_name(primal.dtype()), " of shape ",
          primal.shape());
   if (tangent.shape() != primal.shape() || tangent.dtype() != primal.dtype())
@@ -127,7 +127,7 @@ void set_tangent(const Tensor& out, const Tensor& tangent, bool on_node) {
 void fail_unsupported(const char* op) { fail(op, "forward-mode differentiation (a tangent) is not supported yet"); }
 
 void propagate(const char* op, const Tensor& out, const std::vector<Tensor>& inputs, const JvpRule& jvp) {
-  if (!is_floating(out.dtype())) return;  // an integer or bool output has no tangent, as no gradient
+  if (!is_computing_float(out.dtype())) return;  // an integer or bool output has no tangent, as no gradient
   std::vector<Tensor> tangents(inputs.size());
   bool any = false;
   for (size_t i = 0; i < inputs.size(); i++) {

@@ -24,7 +24,7 @@ std::vector<Tensor> point_of(const char* op, const TensorsFn& f, const std::vect
   for (size_t i = 0; i < xs.size(); i++) {
     const std::string what = input_name(xs, i);
     check_defined(xs[i], op, what.c_str());
-    if (!is_floating(xs[i].dtype()))
+    if (!is_computing_float(xs[i].dtype()))
       fail(op, "expected a float32 or float64 ", what, ", got ", dtype_name(xs[i].dtype()), " of shape ", xs[i].shape());
     out.push_back(xs[i].detach());
   }
@@ -47,7 +47,7 @@ void check_vectors(const char* op, const std::vector<Tensor>& vs, const std::vec
 
 Tensor checked_value(const char* op, const Tensor& y, bool one_element) {
   if (!y.defined()) fail(op, "the function returned an undefined tensor");
-  if (!is_floating(y.dtype()))
+  if (!is_computing_float(y.dtype()))
     fail(op, "the function returned a tensor of dtype ", dtype_name(y.dtype()), " and shape ", y.shape(),
          "; expected float32 or float64 (only a float value has a derivative)");
   if (one_element && y.numel() != 1)

@@ -88,6 +88,8 @@ static std::string integer_range() {
 // every value (a float truncated toward zero first).
 template <class T>
 static std::vector<T> values_as(const Tensor& t, const char* op) {
+  if constexpr (!std::is_same_v<T, BFloat16>)  // exact, then as float32's
+    if (t.dtype() == kBFloat16) return values_as<T>(t.detach().to(kFloat32), op);
   Tensor c = t.contiguous();
   std::vector<T> out(t.numel());
   dispatch_all(t.dtype(), [&](auto tag) {
@@ -150,13 +152,17 @@ template std::vector<double> Tensor::to_vector<double>() const;
 template std::vector<int64_t> Tensor::to_vector<int64_t>() const;
 template std::vector<int> Tensor::to_vector<int>() const;
 template std::vector<uint8_t> Tensor::to_vector<uint8_t>() const;
+template std::vector<BFloat16> Tensor::to_vector<BFloat16>() const;
 
 // ---------------------------------------------------------------- autograd surface
 Tensor& Tensor::requires_grad_(bool on) {
   if (live("requires_grad_").grad_fn)
     fail("requires_grad_", "can only be set on leaf tensors; this tensor was produced by ", "an op (",
          "use detach() to make a new leaf)");
-  if (on && !is_floating(dtype()))
+  if (on && dtype() == kBFloat16)
+    fail("requires_grad_", "bfloat16 tensors hold and convert values and do not require gradients; compute in float32 "
+         "(.to(kFloat32)), got bfloat16 of shape ", shape());
+  if (on && !is_computing_float(dtype()))
     fail("requires_grad_", "only float32 and float64 tensors can require gradients, got ", dtype_name(dtype()));
   impl_->requires_grad = on;
   return *this;

@@ -180,7 +180,7 @@ class Tensor {
 
   // --- autograd
   bool requires_grad() const { return live("Tensor::requires_grad").requires_grad; }
-  Tensor& requires_grad_(bool on = true);  // only on leaves
+  Tensor& requires_grad_(bool on = true);  // only on float32 and float64 leaves
   bool is_leaf() const;  // Whether no recorded op produced it (grad_fn is null), as in PyTorch.
   Tensor grad() const;  // undefined until a backward reaches this leaf (the reason kept)
   // Sets .grad() (undefined drops it); an Error when g's shape or dtype differs from this one's.
@@ -246,8 +246,10 @@ class Tensor {
   Tensor contiguous() const;  // this tensor itself when already contiguous
   Tensor clone() const;  // always a fresh contiguous copy
   // A copy converted to dtype (this tensor itself when it has it already); differentiable
-  // between float types. Into int64 a float truncates toward zero, and a value int64 cannot
-  // hold is an Error (PyTorch's result is undefined there).
+  // between float32 and float64 (a bfloat16 result does not require grad). Into int64 a
+  // float truncates toward zero, and a value int64 cannot hold is an Error (PyTorch's
+  // result is undefined there). Into bfloat16 a value rounds to nearest even (float64 and
+  // int64 through float32, as PyTorch).
   Tensor to(DType dtype) const;
 
   // --- in-place, outside autograd (initialisation, optimizer updates). Unlike PyTorch's,
@@ -382,7 +384,8 @@ Tensor tensor(std::initializer_list<std::initializer_list<
 ///@}
 // Random tensors from a generator (the default one when none is given): standard normal,
 // uniform in [0, 1), uniform in [low, high), normal(mean, std), and int64 integers in
-// [low, high). The float ones need a float dtype; an Error when low > high (randint:
+// [low, high). The float ones need a float dtype (bfloat16: float32 draws rounded, so
+// that rand may give 1); an Error when low > high (randint:
 // low >= high) or a bound, the mean or std is not finite or std is negative. The numbers
 // differ from PyTorch's for the same seed.
 ///@{

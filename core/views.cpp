@@ -376,10 +376,10 @@ Tensor Tensor::to(DType dt) const {
   Tensor out = empty(shape(), dt);
   kernel::copy(out, *this);
   DType src = dtype();
-  bool grad = wants_grad(*this) && is_floating(dt);
+  bool grad = wants_grad(*this) && is_computing_float(dt);
   return record("to", kNoLoc, out, {*this},
                 grad ? BackwardFn([src](const Tensor& g) { return std::vector<Tensor>{g.to(src)}; }) : nullptr, {},
-                [&](const std::vector<Tensor>& t) { return is_floating(dt) ? t[0].to(dt) : Tensor(); });
+                [&](const std::vector<Tensor>& t) { return is_computing_float(dt) ? t[0].to(dt) : Tensor(); });
 }
 
 // In-place ops are not recorded: on a tensor that requires grad, in grad mode, they would

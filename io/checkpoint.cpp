@@ -32,6 +32,7 @@ namespace detail {
 
 // Whether every element of a float tensor is finite (true for other dtypes).
 bool all_finite(const Tensor& t) {
+  if (t.dtype() == kBFloat16) return all_finite(t.to(kFloat32));  // exact
   if (t.dtype() != kFloat32 && t.dtype() != kFloat64) return true;
   const Tensor c = t.contiguous();
   auto scan = [n = c.numel()](const auto* x) {

@@ -249,6 +249,23 @@ bool is_bool_enum(hid_t type) {
 
 }  // namespace
 
+// The attribute that marks a float32 dataset as holding a bfloat16 tensor's values.
+constexpr const char* kDTypeAttr = "dtype";
+
+// A float32 tensor read from a dataset marked bfloat16, as bfloat16: the top half of each
+// value, bit for bit (NaN payloads included) when every value is a bfloat16, as ember
+// writes them; else (values changed by another program) each rounded to nearest even.
+static Tensor float32_to_bfloat16(const Tensor& t) {
+  const int64_t n = t.numel();
+  const uint32_t* in = static_cast<const uint32_t*>(t.raw_data());
+  for (int64_t i = 0; i < n; i++)
+    if (in[i] & 0xffffu) return t.to(kBFloat16);
+  Tensor out = empty(t.shape(), kBFloat16);
+  BFloat16* o = out.data<BFloat16>();
+  for (int64_t i = 0; i < n; i++) o[i] = BFloat16::from_bits(uint16_t(in[i] >> 16));
+  return out;
+}
+
 Tensor Reader::read(const std::string& dataset) const {
   const char* op = "h5::read";
   Handle d(open_dataset(id_, file_, dataset, op), H5Dclose);
@@ -287,6 +304,10 @@ Tensor Reader::read(const std::string& dataset) const {
         fail(op, "dataset '", dataset, "' in '", file_, "' holds ", (int)b[i], " at flat index ", i,
              "; data read as bool must be 0 or 1");
   }
+  // a bfloat16 tensor is stored as float32 (exact) marked dtype = "bfloat16": read back bit for bit
+  if (dt == kFloat32 && has_attr(dataset, kDTypeAttr) && attr_is_string(dataset, kDTypeAttr) &&
+      attr_string(dataset, kDTypeAttr) == "bfloat16")
+    return float32_to_bfloat16(t);
   return t;
 }
 
@@ -598,14 +619,20 @@ void Writer::write(const std::string& dataset, const Tensor& t_in) {
   make_groups(dataset);
   Tensor t = t_in.contiguous();
   std::vector<hsize_t> dims(t.shape().begin(), t.shape().end());
-  hid_t file_type, mem_type;
+  hid_t file_type = -1, mem_type = -1;
   switch (t.dtype()) {
     case DType::Float32: file_type = H5T_IEEE_F32LE; mem_type = H5T_NATIVE_FLOAT; break;
     case DType::Float64: file_type = H5T_IEEE_F64LE; mem_type = H5T_NATIVE_DOUBLE; break;
     case DType::Int64: file_type = H5T_STD_I64LE; mem_type = H5T_NATIVE_INT64; break;
-    default: file_type = H5T_STD_U8LE; mem_type = H5T_NATIVE_UINT8; break;
+    case DType::Bool: file_type = H5T_STD_U8LE; mem_type = H5T_NATIVE_UINT8; break;
+    case DType::BFloat16:  // as float32 (every bfloat16 is one), which h5py and numpy read as is
+      t = t.to(kFloat32);
+      file_type = H5T_IEEE_F32LE;
+      mem_type = H5T_NATIVE_FLOAT;
+      break;
   }
   write_dataset(id_, file_, dataset, file_type, mem_type, dims, t.raw_data(), dims.empty());
+  if (t_in.dtype() == kBFloat16) attr(dataset, kDTypeAttr, std::string("bfloat16"));
 }
 
 void Writer::write_u64(const std::string& dataset, const std::vector<uint64_t>& values) {

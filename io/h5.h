@@ -38,7 +38,8 @@ class Reader {
 
   // A dataset as a tensor: float64 and float32 keep their type, integers become int64
   // (uint64, which int64 cannot hold whole, is refused), and 8-bit unsigned data becomes
-  // bool (it must hold 0 and 1 only).
+  // bool (it must hold 0 and 1 only). A float32 dataset with the string attribute
+  // dtype = "bfloat16" (as write() stores a bfloat16 tensor) becomes bfloat16, bit for bit.
   Tensor read(const std::string& dataset) const;
   // The element type a dataset is stored with, as read() would not tell: "float32",
   // "float64", "int8" ... "int64", "uint8" ... "uint64", "enum", "string", "compound", ...
@@ -78,8 +79,9 @@ std::string attr_string(const std::string& file, const std::string& object, cons
 // leaves the old file or the new one, never a part; close() throws with the system's
 // reason when the write fails (call it: the destructor writes too, but cannot report, and
 // a Writer destroyed by an exception writes nothing). Datasets are stored
-// little-endian in the tensor's own type (bool as uint8); intermediate groups are
-// created. userblock reserves that many bytes (0, or a power of two >= 512) at the start
+// little-endian in the tensor's own type (bool as uint8; bfloat16 as float32, which holds
+// each value exactly, with the string attribute dtype = "bfloat16"); intermediate groups
+// are created. userblock reserves that many bytes (0, or a power of two >= 512) at the start
 // of the file for the caller's own header; HDF5 readers skip it.
 class Writer {
  public:

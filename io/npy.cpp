@@ -26,6 +26,7 @@ std::string descr_of(DType dt) {
     case DType::Float64: return "<f8";
     case DType::Int64: return "<i8";
     case DType::Bool: return "|b1";
+    case DType::BFloat16: break;  // refused by encode
   }
   return "";
 }
@@ -155,6 +156,7 @@ U load_le(const uint8_t* p) {
 }  // namespace
 
 std::vector<uint8_t> encode(const Tensor& t) {
+  if (t.dtype() == kBFloat16) fail("npy::encode", "NumPy has no bfloat16 (io::save refuses it first)");
   std::string shape = "(";
   for (int64_t d = 0; d < t.dim(); d++) shape += std::to_string(t.size(d)) + (t.dim() == 1 ? "," : d + 1 < t.dim() ? ", " : "");
   shape += ")";

@@ -11,7 +11,7 @@
 
 namespace ember::io::npy {
 
-// A .npy file holding t (format version 1.0, little-endian, C order).
+// A .npy file holding t (format version 1.0, little-endian, C order); Error for bfloat16.
 std::vector<uint8_t> encode(const Tensor& t);
 
 // The tensor a .npy image holds. where names it in errors ("'x.npy'", "'x.npz': member

@@ -70,12 +70,20 @@ void datasets_under(const h5::Reader& r, const std::string& group, std::vector<s
   }
 }
 
+// NumPy has no bfloat16: refused in .npy and .npz, naming the file and the tensor.
+void check_numpy_dtype(const Tensor& t, const std::string& path, const std::string& name) {
+  if (t.dtype() == kBFloat16)
+    fail("io::save", "'", path, "': NumPy has no bfloat16, so the bfloat16 tensor ", name, " (shape ", t.shape(),
+         ") cannot be saved as .npy or .npz; convert it with .to(kFloat32), or save as .h5 (which keeps bfloat16)");
+}
+
 }  // namespace
 
 void save(const std::string& path, const Tensor& t) {
   check_defined(t, "io::save", "the tensor");
   const Format f = format_of(path, "io::save");
   if (f == Format::Npy) {
+    check_numpy_dtype(t, path, "given");
     const std::vector<uint8_t> bytes = npy::encode(t);
     replace_file(path, bytes.data(), bytes.size(), "io::save");
     return;
@@ -93,7 +101,10 @@ void save(const std::string& path, const NamedTensors& tensors) {
   std::vector<uint8_t> bytes;
   if (f == Format::Npz) {
     npy::Members members;
-    for (const auto& [name, t] : tensors) members.emplace_back(name + ".npy", npy::encode(t));
+    for (const auto& [name, t] : tensors) {
+      check_numpy_dtype(t, path, "'" + name + "'");
+      members.emplace_back(name + ".npy", npy::encode(t));
+    }
     bytes = npy::zip(members, path, op);
   } else {
     h5::Writer w = h5::Writer::in_memory(path);

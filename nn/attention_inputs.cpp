@@ -20,7 +20,7 @@ Geometry check_inputs(const char* op, const Tensor& q, const Tensor& k, const Te
   if (q.dtype() != k.dtype() || q.dtype() != v.dtype())
     fail(op, "expected q, k and v of the same dtype, got q ", dtype_name(q.dtype()), " ", q.shape(), ", k ",
          dtype_name(k.dtype()), " ", k.shape(), ", v ", dtype_name(v.dtype()), " ", v.shape());
-  if (!is_floating(q.dtype()))
+  if (!is_computing_float(q.dtype()))
     fail(op, "expected float32 or float64 q, k and v, got ", dtype_name(q.dtype()), " q ", q.shape(), ", k ",
          k.shape(), ", v ", v.shape());
   Geometry g;

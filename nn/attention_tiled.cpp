@@ -319,7 +319,7 @@ Tensor attention_rows(const AttentionRows& q, const AttentionRows& k, const Atte
     if (t.dim() != 2 || t.size(0) != want || c < 0 || c > t.size(1) - E)
       fail(op, "expected ", names[i], " rows [", want, ", >= ", c > INT64_MAX - E ? "2^63" : std::to_string(c + E), "] (", H, " heads of ", D, " from column ", c,
            "), got shape ", t.shape());
-    if (t.dtype() != q.rows.dtype() || !is_floating(t.dtype()))
+    if (t.dtype() != q.rows.dtype() || !is_computing_float(t.dtype()))
       fail(op, "expected float32 or float64 q, k and v of one dtype, got ", dtype_name(q.rows.dtype()), ", ",
            dtype_name(k.rows.dtype()), " and ", dtype_name(v.rows.dtype()));
   }

@@ -101,7 +101,7 @@ LossHessian::LossHessian(const std::function<Tensor()>& loss, const ParameterSet
   }
   GradModeGuard on(true);
   Tensor value = loss();
-  if (!value.defined() || value.numel() != 1 || !is_floating(value.dtype()))
+  if (!value.defined() || value.numel() != 1 || !is_computing_float(value.dtype()))
     throw Error("LossHessian: expected loss() to return a one-element float tensor, got " +
                 (value.defined() ? shape_str(value.shape()) + " " + dtype_name(value.dtype()) : "an undefined tensor"));
   loss_ = value.item();

@@ -50,7 +50,7 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
   check_defined(x, "layer_norm", "the input");
   const char* op = "layer_norm";
   if (!(eps >= 0 && std::isfinite(eps))) fail(op, "eps must be non-negative and finite, got ", eps);
-  if (!is_floating(x.dtype()))
+  if (!is_computing_float(x.dtype()))
     fail(op, "expected a float32 or float64 input, got ", dtype_name(x.dtype()), " of shape ", x.shape());
   if (x.dim() == 0) fail(op, "expected an input of shape [..., C], got a 0-dim tensor");
   const int64_t C = x.size(-1);
@@ -136,7 +136,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
   check_defined(logits, "cross_entropy", "logits");
   check_defined(target, "cross_entropy", "target");
   const char* op = "cross_entropy";
-  if (!is_floating(logits.dtype()))
+  if (!is_computing_float(logits.dtype()))
     fail(op, "expected float32 or float64 logits, got ", dtype_name(logits.dtype()), " of shape ", logits.shape());
   if (logits.dim() == 0) fail(op, "expected logits of shape [..., V], got a 0-dim tensor");
   if (target.dtype() != kInt64)

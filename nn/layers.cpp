@@ -93,7 +93,7 @@ PositionalEncoding::PositionalEncoding(int64_t d, int64_t max_len_, DType dtype)
   if (d <= 0 || max_len <= 0) fail("PositionalEncoding", "d_model and max_len must be positive, got ", d, " and ", max_len);
   // the table is made in place: its size is checked (and refused past 2^56 elements, or
   // past memory) before anything is computed
-  if (!is_floating(dtype)) fail("PositionalEncoding", "expected a float dtype, got ", dtype_name(dtype));
+  if (!is_computing_float(dtype)) fail("PositionalEncoding", "expected a float dtype, got ", dtype_name(dtype));
   pe = empty({max_len, d}, dtype);
   auto fill = [&](auto* table) {
     using T = std::remove_pointer_t<decltype(table)>;

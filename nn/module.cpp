@@ -235,7 +235,7 @@ void convert_impl(TensorImpl& t, DType dtype) {
 
 void convert_in_place(const Tensor& t, DType dtype) {
   check_defined(t, "convert_in_place", "the tensor");
-  if (!is_floating(t.dtype()) || !is_floating(dtype))
+  if (!is_computing_float(t.dtype()) || !is_computing_float(dtype))
     fail("convert_in_place", "converts float32 and float64 tensors, got ", dtype_name(t.dtype()), " to ",
          dtype_name(dtype));
   if (t.dtype() != dtype) convert_impl(*t.impl(), dtype);
@@ -243,12 +243,12 @@ void convert_in_place(const Tensor& t, DType dtype) {
 
 void Module::to(DType dtype) {
   for (auto& [n, t] : params_) check_parameter(n, *t);
-  if (!is_floating(dtype)) fail("Module::to", "parameters must be float32 or float64, got ", dtype_name(dtype));
+  if (!is_computing_float(dtype)) fail("Module::to", "parameters must be float32 or float64, got ", dtype_name(dtype));
   NoGradGuard ng;
   for (auto& [n, t] : params_)
     convert_in_place(*t, dtype);
   for (auto& [n, t, p] : buffers_)
-    if (t->defined() && is_floating(t->dtype())) convert_in_place(*t, dtype);
+    if (t->defined() && is_computing_float(t->dtype())) convert_in_place(*t, dtype);
   for (auto& [n, c] : children_) c->to(dtype);
 }
 

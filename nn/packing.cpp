@@ -56,7 +56,7 @@ namespace {
 void check_packed(const char* op, const Tensor& rows, const Tensor& grid_rows, int64_t grid_len, double p) {
   check_defined(rows, op, "rows");
   check_defined(grid_rows, op, "grid_rows");
-  if (!is_floating(rows.dtype()))
+  if (!is_computing_float(rows.dtype()))
     fail(op, "expected a float32 or float64 tensor, got ", dtype_name(rows.dtype()), " of shape ", rows.shape());
   if (!(p >= 0.0 && p <= 1.0)) fail(op, "probability must be in [0, 1], got ", p);
   if (rows.dim() != 2) fail(op, "expected packed rows [N, C], got shape ", rows.shape());

@@ -248,7 +248,7 @@ NamedTensors per_sample_grads(const std::vector<std::pair<std::string, Module*>>
   GradModeGuard on(true);
   const Tensor L = losses();
   if (!L.defined()) fail(kOp, "the losses function returned an undefined tensor");
-  if (L.shape() != Shape{B} || !is_floating(L.dtype()))
+  if (L.shape() != Shape{B} || !is_computing_float(L.dtype()))
     fail(kOp, "expected the losses function to return the ", B, " examples' losses as a float tensor [", B,
          "], got ", dtype_name(L.dtype()), " of shape ", L.shape());
   std::vector<Tensor> params;

@@ -152,7 +152,7 @@ TEST_CASE("Autocast's error bound holds on adversarial inputs: wide dynamic rang
   CHECK(max(abs(matmul(tiny, two))).item<float>() == 0.0f);
 }
 
-TEST_CASE("Autocast: backward runs at the forward's precision; float64 and scope exits untouched") {
+TEST_CASE("Autocast: backward runs at the forward's precision, float64 and scope exits untouched") {
   if (!bf16_products_available()) {
     WARN("no AVX512_BF16 on this processor: not checked");
     return;

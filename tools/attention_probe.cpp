@@ -84,7 +84,7 @@ class Case {
   // stored as integers.
   Tensor numbers(const std::string& key, const Shape& shape, const std::string& shape_text) const {
     Tensor t = dataset(key, shape, shape_text);
-    if (!is_floating(t.dtype())) t = t.to(kFloat64);
+    if (!is_computing_float(t.dtype())) t = t.to(kFloat64);
     auto v = t.to_vector<double>();
     for (size_t i = 0; i < v.size(); i++)
       if (!std::isfinite(v[i]))

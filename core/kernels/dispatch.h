@@ -10,12 +10,20 @@
 
 namespace ember {
 
-// --- dtype dispatch: f(T{}) with T the C++ type of dtype
+// Refuses, by op, a bfloat16 tensor in an op that computes: bfloat16 is a storage type.
+[[noreturn]] inline void fail_bfloat16(const char* op) {
+  fail(op, "bfloat16 tensors hold and convert values; compute in float32 (.to(kFloat32))");
+}
+
+// --- dtype dispatch: f(T{}) with T the C++ type of dtype. dispatch_float and
+// dispatch_numeric are for ops that compute, and refuse bfloat16 (fail_bfloat16);
+// dispatch_all is for kernels that move or convert elements, and gives BFloat16 too.
 template <class F>
 auto dispatch_float(DType dt, const char* op, F&& f) {
   switch (dt) {
     case DType::Float32: return f(float{});
     case DType::Float64: return f(double{});
+    case DType::BFloat16: fail_bfloat16(op);
     default: fail(op, "expected a float32 or float64 tensor, got ", dtype_name(dt));
   }
 }
@@ -25,6 +33,7 @@ auto dispatch_numeric(DType dt, const char* op, F&& f) {
     case DType::Float32: return f(float{});
     case DType::Float64: return f(double{});
     case DType::Int64: return f(int64_t{});
+    case DType::BFloat16: fail_bfloat16(op);
     default: fail(op, "expected a float32, float64 or int64 tensor, got ", dtype_name(dt));
   }
 }
@@ -35,6 +44,7 @@ auto dispatch_all(DType dt, F&& f) {
     case DType::Float64: return f(double{});
     case DType::Int64: return f(int64_t{});
     case DType::Bool: return f(uint8_t{});
+    case DType::BFloat16: return f(BFloat16{});
   }
   return f(uint8_t{});
 }

@@ -8,15 +8,15 @@ namespace ember {
 
 void check_fits_int64(const Tensor& src, const char* op) {
   if (!is_floating(src.dtype())) return;
-  dispatch_float(src.dtype(), op, [&](auto tag) {
-    using T = decltype(tag);
-    const Tensor c = src.detach().contiguous();
-    const T* p = c.data<T>();
+  const Tensor c = src.detach().contiguous();
+  auto scan = [&](const auto* p) {
     for (int64_t i = 0; i < c.numel(); i++)
       if (!fits_int64((double)p[i]))
         fail(op, "element ", i, " (", (double)p[i], ") of a ", dtype_name(src.dtype()), " tensor of shape ", src.shape(),
              " cannot be converted to int64 without overflow");
-  });
+  };
+  if (src.dtype() == kBFloat16) return scan(c.data<BFloat16>());
+  dispatch_float(src.dtype(), op, [&](auto tag) { scan(c.data<decltype(tag)>()); });
 }
 
 }  // namespace ember
@@ -64,6 +64,7 @@ void add_inplace(const Tensor& dst, const Tensor& src) {
 
 bool all_finite(const Tensor& t) {
   if (!is_floating(t.dtype())) return true;
+  if (t.dtype() == kBFloat16) return all_finite(t.detach().to(kFloat32));  // exact
   std::atomic<bool> ok{true};
   dispatch_float(t.dtype(), "all_finite", [&](auto tag) {
     using T = decltype(tag);

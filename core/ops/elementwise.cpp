@@ -470,6 +470,8 @@ static Order order_of(int64_t x, double s) {
 template <class Pred>
 static Tensor compare_scalar(const char* name, const Tensor& a, double s, Pred pred) {
   check_defined(a, name, "the input");
+  if (a.dtype() == kBFloat16)  // the number as a bfloat16, compared in float32 where both are exact
+    return compare_scalar(name, a.detach().to(kFloat32), (double)bf16_to_float(float_to_bf16((float)s)), pred);
   if (is_floating(a.dtype())) {
     Tensor out = empty(a.shape(), kBool);
     dispatch_float(a.dtype(), name, [&](auto tag) {

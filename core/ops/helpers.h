@@ -12,7 +12,10 @@ inline void same_dtype(const char* op, const Tensor& a, const Tensor& b) {
 }
 
 inline void need_float(const char* op, const Tensor& a) {
-  if (!is_floating(a.dtype()))
+  if (a.dtype() == kBFloat16)
+    fail(op, "bfloat16 tensors hold and convert values; compute in float32 (.to(kFloat32)), got bfloat16 of shape ",
+         a.shape());
+  if (!is_computing_float(a.dtype()))
     fail(op, "expected a float32 or float64 tensor, got ", dtype_name(a.dtype()), " of shape ", a.shape());
 }
 

@@ -28,11 +28,16 @@ Tensor masked_fill(const Tensor& a, const Tensor& mask, double value, Loc loc) {
     fail("masked_fill", "a mask of shape ", mask.shape(), " cannot be broadcast to the input's shape ", a.shape());
   Tensor me = mask.detach().expand(s);
   Tensor out = empty(s, a.dtype());
-  dispatch_numeric(a.dtype(), "masked_fill", [&](auto tag) {
-    using T = decltype(tag);
-    const T v = scalar_as<T>(value, "masked_fill", /*integral=*/false);
-    map2<T, T, uint8_t>(out, a.detach(), me, [v](T x, uint8_t m) { return m ? v : x; });
-  });
+  if (a.dtype() == kBFloat16) {  // moves elements, computes nothing: the value rounded to bfloat16
+    const BFloat16 v((float)value);
+    map2<BFloat16, BFloat16, uint8_t>(out, a.detach(), me, [v](BFloat16 x, uint8_t m) { return m ? v : x; });
+  } else {
+    dispatch_numeric(a.dtype(), "masked_fill", [&](auto tag) {
+      using T = decltype(tag);
+      const T v = scalar_as<T>(value, "masked_fill", /*integral=*/false);
+      map2<T, T, uint8_t>(out, a.detach(), me, [v](T x, uint8_t m) { return m ? v : x; });
+    });
+  }
   BackwardFn bw;
   if (wants_grad(a)) bw = [me](const Tensor& g) { return std::vector<Tensor>{masked_fill(g, me, 0.0)}; };
   return record("masked_fill", loc, out, {a}, std::move(bw), {me},

@@ -16,11 +16,12 @@ _Dims = Union[int, Sequence[int], None]
 _TensorOrNumber = Union["Tensor", builtins.float]
 
 class dtype:
-    """A tensor's element type: ember.float32, float64, int64 or bool."""
+    """A tensor's element type: ember.float32, float64, int64, bool or bfloat16 (which holds
+    and converts values; compute in float32)."""
 
     @property
     def is_floating_point(self) -> builtins.bool:
-        """True for float32 and float64."""
+        """True for float32, float64 and bfloat16."""
     @property
     def itemsize(self) -> int:
         """The size of one element in bytes."""
@@ -33,6 +34,7 @@ float32: dtype
 float64: dtype
 int64: dtype
 bool: dtype
+bfloat16: dtype
 float: dtype
 double: dtype
 long: dtype
@@ -166,7 +168,7 @@ class Tensor:
     def is_contiguous(self) -> builtins.bool:
         """Whether the elements are in row-major order without gaps."""
     def is_floating_point(self) -> builtins.bool:
-        """Whether the dtype is float32 or float64."""
+        """Whether the dtype is float32, float64 or bfloat16."""
     def element_size(self) -> int:
         """The size of one element in bytes."""
     def data_ptr(self) -> int:
@@ -234,6 +236,8 @@ class Tensor:
         """to(ember.int64)."""
     def bool(self) -> Tensor:
         """to(ember.bool)."""
+    def bfloat16(self) -> Tensor:
+        """to(ember.bfloat16): rounded to nearest, ties to even."""
     def fill_(self, value: builtins.float) -> Tensor:
         """Sets every element to value, in place (not recorded by autograd)."""
     def zero_(self) -> Tensor:
@@ -245,7 +249,8 @@ class Tensor:
     def __dlpack_device__(self) -> Tuple[int, int]:
         """(1, 0): the CPU, in DLPack's terms."""
     def numpy(self) -> _np.ndarray[Any, Any]:
-        """A NumPy array over the same memory (refused when requires_grad: detach first)."""
+        """A NumPy array over the same memory (refused when requires_grad: detach first, and
+        for bfloat16, which NumPy lacks: convert with .float() first)."""
     def __array__(self, dtype: Any = None) -> _np.ndarray[Any, Any]: ...
 
     # --- views ------------------------------------------------------------------------

@@ -3,7 +3,7 @@ C++ library (ember._C). What exists so far is listed in docs/python.md."""
 
 from . import _C
 from ._C import (  # noqa: F401 - the public names
-    Tensor, dtype, float32, float64, int64, bool, float, double, long,
+    Tensor, dtype, float32, float64, int64, bool, bfloat16, float, double, long,
     Generator, manual_seed, default_generator,
     tensor, zeros, ones, empty, full, zeros_like, ones_like, full_like, arange, eye,
     randn, rand, randint, from_numpy, from_dlpack, to_dlpack,

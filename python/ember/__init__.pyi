@@ -7,7 +7,7 @@ from . import curvature as curvature, graph as graph
 from . import serialization as serialization, watch as watch
 from ._C import (
     Tensor as Tensor, dtype as dtype, float32 as float32, float64 as float64, int64 as int64,
-    bool as bool, float as float, double as double, long as long,
+    bool as bool, bfloat16 as bfloat16, float as float, double as double, long as long,
     Generator as Generator, manual_seed as manual_seed, default_generator as default_generator,
     tensor as tensor, zeros as zeros, ones as ones, empty as empty, full as full,
     zeros_like as zeros_like, ones_like as ones_like, full_like as full_like, arange as arange,

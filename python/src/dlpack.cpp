@@ -33,6 +33,7 @@ DLDataType dl_dtype(DType d) {
     case DType::Float32: return {kDLFloat, 32, 1};
     case DType::Float64: return {kDLFloat, 64, 1};
     case DType::Int64: return {kDLInt, 64, 1};
+    case DType::BFloat16: return {kDLBfloat, 16, 1};
     case DType::Bool: break;
   }
   // as PyTorch 1.13: DLPack 0.6 has no bool
@@ -54,9 +55,10 @@ DType ember_dtype(DLDataType t) {
     if (t.code == kDLFloat && t.bits == 64) return kFloat64;
     if (t.code == kDLInt && t.bits == 64) return kInt64;
     if (t.code == kDLBoolCode && t.bits == 8) return kBool;
+    if (t.code == kDLBfloat && t.bits == 16) return kBFloat16;
   }
   throw py::type_error("from_dlpack: can't take a DLPack tensor of " + describe(t) +
-                       "; the supported types are float32, float64, int64 and bool");
+                       "; the supported types are float32, float64, int64, bool and bfloat16");
 }
 
 // A capsule nobody consumed frees its export (a consumed one was renamed, and its consumer

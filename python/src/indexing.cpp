@@ -322,6 +322,7 @@ void put(const Tensor& t, const Indexed& ix, const py::object& value) {
     case DType::Float64: scatter<double>(v, offsets, src); break;
     case DType::Int64: scatter<int64_t>(v, offsets, src); break;
     case DType::Bool: scatter<bool>(v, offsets, src); break;
+    case DType::BFloat16: scatter<BFloat16>(v, offsets, src); break;
   }
   t.storage()->version++;  // as every in-place write: a tensor saved for backward is now stale
 }

@@ -50,7 +50,7 @@ void bind_nn(py::module_& m) {
         py::arg("L"), py::arg("S"));
 
   f.def("convert_in_place", [](const Tensor& t, DType dtype) {
-    if (!is_floating(dtype)) throw py::type_error("Module.to: parameters must be float32 or float64");
+    if (!is_computing_float(dtype)) throw py::type_error("Module.to: parameters must be float32 or float64");
     nn::convert_in_place(t, dtype);
   }, py::arg("tensor"), py::arg("dtype"));
 

@@ -22,6 +22,7 @@ py::dtype numpy_dtype(DType d) {
     case DType::Float64: return py::dtype::of<double>();
     case DType::Int64: return py::dtype::of<int64_t>();
     case DType::Bool: return py::dtype("bool");
+    case DType::BFloat16: break;  // refused by to_numpy
   }
   return py::dtype::of<float>();
 }
@@ -88,6 +89,9 @@ Tensor tensor_from_numpy(const py::array& a, bool for_copy) {
 py::array to_numpy(const Tensor& t) {
   if (t.requires_grad())
     throw std::runtime_error("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.");
+  if (t.dtype() == kBFloat16)
+    throw py::type_error("numpy: NumPy has no bfloat16; convert the tensor with .float() (or .to(ember.float32)) "
+                         "first, which is exact");
   const auto itemsize = (py::ssize_t)dtype_size(t.dtype());
   std::vector<py::ssize_t> shape(t.shape().begin(), t.shape().end()), strides;
   for (int64_t s : t.strides()) strides.push_back(s * itemsize);

@@ -75,7 +75,7 @@ void bind_dtypes(py::module_& m) {
       .def("__hash__", [](DType d) { return (int)d; })
       .def_property_readonly("is_floating_point", [](DType d) { return is_floating(d); })
       .def_property_readonly("itemsize", [](DType d) { return dtype_size(d); });
-  for (DType d : {kFloat32, kFloat64, kInt64, kBool}) m.attr(dtype_name(d)) = d;
+  for (DType d : {kFloat32, kFloat64, kInt64, kBool, kBFloat16}) m.attr(dtype_name(d)) = d;
   m.attr("float") = kFloat32;  // torch.float and torch.double, torch.long
   m.attr("double") = kFloat64;
   m.attr("long") = kInt64;
@@ -100,13 +100,15 @@ void bind_dtypes(py::module_& m) {
 
 namespace {
 
-// The Python value of element `at` of a contiguous tensor: int for int64, bool, float.
+// The Python value of element `at` of a contiguous tensor: int for int64, bool, float (for
+// bfloat16 too, exactly).
 py::object element(const Tensor& t, int64_t at) {
   switch (t.dtype()) {
     case DType::Float32: return py::float_(t.data<float>()[at]);
     case DType::Float64: return py::float_(t.data<double>()[at]);
     case DType::Int64: return py::int_(t.data<int64_t>()[at]);
     case DType::Bool: return py::bool_(t.data<uint8_t>()[at] != 0);
+    case DType::BFloat16: return py::float_((float)t.data<BFloat16>()[at]);
   }
   return py::none();
 }
@@ -219,6 +221,7 @@ TensorClass bind_tensor(py::module_& m) {
       .def("double", [](const Tensor& t) { return t.to(kFloat64); })
       .def("long", [](const Tensor& t) { return t.to(kInt64); })
       .def("bool", [](const Tensor& t) { return t.to(kBool); })
+      .def("bfloat16", [](const Tensor& t) { return t.to(kBFloat16); })
       .def("fill_", [](py::object self, double v) { self.cast<Tensor&>().fill_(v); return self; }, py::arg("value"))
       .def("zero_", [](py::object self) { self.cast<Tensor&>().zero_(); return self; })
       .def("copy_", [](py::object self, const Tensor& src) { self.cast<Tensor&>().copy_(src); return self; },

@@ -149,7 +149,10 @@ void apply_edits(std::vector<Node>& nodes, Recipe& r) {
     Node& n = nodes[r.u8() % nodes.size()];
     switch (op) {
       case 0: nodes.erase(nodes.begin() + (&n - nodes.data())); break;
-      case 1: n.dtype = DType(r.u8() % 4); if (n.kind != Node::Data) n.kind = Node::Kind(r.u8() % 7); break;
+      case 1:  // any dtype, bfloat16 too
+        n.dtype = DType(r.u8() % 5);
+        if (n.kind != Node::Data) n.kind = Node::Kind(r.u8() % 7);
+        break;
       case 2: {
         Shape s(r.u8() % 4);
         for (auto& d : s) d = r.u8() % 6;
