@@ -96,8 +96,8 @@ void panel_gemm(const Gemm<float>& g, const float* bias) {
   for (int64_t n0 = 0; n0 < g.N; n0 += kPanelWidth) {
     const int64_t w = std::min(kPanelWidth, g.N - n0);
     PanelTile t{.a = g.a, .ar = ar, .ac = ac, .p = g.b + n0, .ldp = g.ldb, .c = g.c + n0, .ldc = g.ldc, .K = g.K,
-                .bias = bias ? bias + n0 : nullptr, .lo = __mmask16(w >= 16 ? 0xffff : (1u << w) - 1),
-                .hi = __mmask16(w >= 32 ? 0xffff : w > 16 ? (1u << (w - 16)) - 1 : 0), .accumulate = g.accumulate};
+                .bias = bias ? bias + n0 : nullptr, .lo = lane_masks(w).lo, .hi = lane_masks(w).hi,
+                .accumulate = g.accumulate};
     if (g.trans_b) {  // B(k, n) at b[n * ldb + k]: the panel's columns copied k-major
       if (packed.size() < size_t(g.K * kPanelWidth)) packed.resize(g.K * kPanelWidth);
       pack_panel(g.b + n0 * g.ldb, g.ldb, w, g.K, packed.data());

@@ -44,9 +44,8 @@ __attribute__((target("avx512bf16,avx512bw"))) inline __m512i pairs_of(__m512 k0
 
 // 32 floats along k (k0 .. k0 + 31 of one row, n of them there) to 16 words, pairs in order
 __attribute__((target("avx512bf16,avx512bw"))) inline __m512i pairs_along(const float* x, int64_t n) {
-  const __mmask16 lo = __mmask16(n >= 16 ? 0xffff : (1u << std::max<int64_t>(n, 0)) - 1);
-  const __mmask16 hi = __mmask16(n >= 32 ? 0xffff : n > 16 ? (1u << (n - 16)) - 1 : 0);
-  return (__m512i)_mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(hi, x + 16), _mm512_maskz_loadu_ps(lo, x));
+  const LaneMasks m = lane_masks(n);
+  return (__m512i)_mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(m.hi, x + 16), _mm512_maskz_loadu_ps(m.lo, x));
 }
 
 // A matrix S (element (k, j) at s[k * sk + j * sj], k < K, j < J, sk or sj 1) as bfloat16
@@ -172,9 +171,8 @@ void bf16_gemm(const Gemm<float>& g, const float* bias) {
     for (int64_t p0 = 0; p0 < std::max<int64_t>(pairs, 1); p0 += kPairBlock) {
       const int64_t n_pairs = std::min(kPairBlock, pairs - p0);
       for (int64_t cp = 0; cp < col_panels; cp++) {
-        const int64_t n0 = cp * kCols, w = std::min(kCols, g.N - n0);
-        const __mmask16 lo = __mmask16(w >= 16 ? 0xffff : (1u << w) - 1);
-        const __mmask16 hi = __mmask16(w >= 32 ? 0xffff : w > 16 ? (1u << (w - 16)) - 1 : 0);
+        const int64_t n0 = cp * kCols;
+        const auto [lo, hi] = lane_masks(std::min(kCols, g.N - n0));
         const uint32_t* bp = pb.data() + cp * pairs * kCols + p0 * kCols;
         const float* bias_n = p0 == 0 && bias ? bias + n0 : nullptr;
         for (int64_t m = m0; m < m1; m += kRows) {

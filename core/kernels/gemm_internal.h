@@ -95,6 +95,14 @@ constexpr int64_t kSplitMinK = 128;  // a sum cut in halves (a weight gradient's
 // [N], C = bias + A B (each sum starting from its column's bias)
 void panel_gemm(const Gemm<float>& g, const float* bias);
 
+// The lanes of two 16-float vectors that hold the first n (0 .. 32 or more) of 32 values
+struct LaneMasks {
+  __mmask16 lo, hi;
+};
+inline LaneMasks lane_masks(int64_t n) {
+  return {__mmask16(n >= 16 ? 0xffff : n > 0 ? (1u << n) - 1 : 0), __mmask16(n >= 32 ? 0xffff : n > 16 ? (1u << (n - 16)) - 1 : 0)};
+}
+
 // The 16 x 16 block at src (rows ld apart) transposed into dst (rows ldd apart): lanes
 // interleaved in pairs, then fours, then the four 128-bit quarters of four vectors.
 // (GCC 12's own headers trip -Wuninitialized on these shuffles: their unused merge source)
