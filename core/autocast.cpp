@@ -1,9 +1,10 @@
 #include "core/autocast.h"
 
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <mutex>
+#include <string>
 
 namespace ember {
 
@@ -24,8 +25,12 @@ bool autocast_enabled() { return t_autocast; }
 
 bool bf16_products_available() {
   static const bool available = [] {
-    const char* off = std::getenv("EMBER_NO_BF16");
-    if (off && *off && std::strcmp(off, "0") != 0) return false;
+    if (const char* off = std::getenv("EMBER_NO_BF16")) {
+      std::string v;  // trimmed, lower case
+      for (const char* c = off; *c; c++)
+        if (!std::isspace((unsigned char)*c)) v += char(std::tolower((unsigned char)*c));
+      if (!(v.empty() || v == "0" || v == "false" || v == "no" || v == "off")) return false;
+    }
     return cpu_has_bf16();
   }();
   return available;

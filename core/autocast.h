@@ -27,7 +27,8 @@ bool autocast_enabled();
 void set_autocast_enabled(bool on);
 
 // Whether this processor runs ember's bfloat16 products (AVX512_BF16), unless the
-// environment variable EMBER_NO_BF16 is set to anything but 0 (as a processor without them).
+// environment variable EMBER_NO_BF16 is set (to anything but empty, 0, false, no or off:
+// then as on a processor without them).
 bool bf16_products_available();
 
 // Turns bfloat16 matrix products on for this thread (or off, with enabled false) until it

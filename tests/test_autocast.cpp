@@ -17,6 +17,8 @@
 #include "core/ops.h"
 #include "core/parallel.h"
 #include "nn/attention.h"
+#include "nn/layers.h"
+#include "nn/per_sample.h"
 
 using namespace ember;
 using namespace ember::testing;
@@ -224,4 +226,21 @@ TEST_CASE("Autocast: attention's products in bfloat16, the same bits on 1 and 2 
   const double err = max(abs(sub(one[0].to(kFloat64), exact))).item<double>();
   CHECK(err < 2e-2);
   CHECK(err > 1e-5);
+}
+
+TEST_CASE("Autocast: per-example gradients of a batch whose products ran in bfloat16") {
+  Generator gen(11);
+  nn::Linear lin(256, 256, true, &gen);
+  const int64_t B = 16, rows = 8;
+  Tensor x = randn({B, rows, 256}, kFloat32, &gen), target = randn({B, rows, 256}, kFloat32, &gen);
+  auto losses = [&] { return sum(mul(lin.forward(x), target), {1, 2}); };
+  nn::NamedTensors plain = nn::per_sample_grads(lin, B, losses), mixed;
+  {
+    Autocast autocast;  // the batch's products in bfloat16, the examples' short sums in float32
+    mixed = nn::per_sample_grads(lin, B, losses);
+  }
+  for (size_t i = 0; i < plain.size(); i++) {
+    const double scale = max(abs(plain[i].second)).item<double>();
+    CHECK(max(abs(sub(mixed[i].second, plain[i].second))).item<double>() <= 2e-2 * scale);
+  }
 }

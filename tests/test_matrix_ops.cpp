@@ -200,3 +200,18 @@ TEST_CASE("isclose compares int64 exactly, norm's gradient is 0 at zero for p < 
   CHECK_THAT(error_of([] { (void)logsumexp(zeros({2, 3}), {1, -1}); }), StartsWith("logsumexp: dim -1 appears more than once"));
 }
 
+
+TEST_CASE("linear with no output or no input features, as torch") {
+  Tensor x = randn({5, 3}).requires_grad_(), w = randn({0, 3}).requires_grad_(), b = zeros({0}).requires_grad_();
+  Tensor y = linear(x, w, b);
+  CHECK(y.shape() == Shape{5, 0});
+  sum(y).backward();
+  CHECK(x.grad().shape() == Shape{5, 3});
+  CHECK(max(abs(x.grad())).item<float>() == 0.0f);
+  CHECK(w.grad().shape() == Shape{0, 3});
+  // no input features: every row is the bias
+  Tensor none = randn({2, 4, 0}), w0 = randn({6, 0}), b6 = randn({6});
+  Tensor z = linear(none, w0, b6);
+  CHECK(z.shape() == Shape{2, 4, 6});
+  CHECK(allclose(z, b6.expand({2, 4, 6}), 0, 0));
+}

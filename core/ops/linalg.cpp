@@ -95,7 +95,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Loc loc
   need_float(op, x);
   Shape out_shape = x.shape();
   out_shape.back() = out_f;
-  const int64_t rows = numel_of(out_shape) / std::max<int64_t>(out_f, 1);
+  const int64_t rows = numel_of(Shape(x.shape().begin(), x.shape().end() - 1));  // (whatever in_f and out_f, 0 too)
   Tensor x2 = x.detach().reshape({rows, in_f});
   Tensor w = weight.detach();
   Tensor y = empty({rows, out_f}, x.dtype());

@@ -280,11 +280,11 @@ int train(const TrainOptions& o) {
     // the precision the run trained at (absent: float32), kept unless --precision is given
     if (c.extra.count("bf16_products")) {
       const Tensor& t = c.extra.at("bf16_products");
-      const int64_t v = t.dtype() == kInt64 && t.numel() == 1 ? t.to_vector<int64_t>()[0] : -1;
+      const int64_t v = t.dtype() == kInt64 && t.dim() == 1 && t.numel() == 1 ? t.to_vector<int64_t>()[0] : -1;
       if (v != 0 && v != 1)
         fail("translate train", "'", *resume, "': key '/extra/bf16_products' should hold 1 (trained under --precision "
              "bf16) or 0, an int64 of shape [1]; got ", dtype_name(t.dtype()), " ", t.shape(),
-             t.dtype() == kInt64 && t.numel() == 1 ? cat_str(" holding ", v) : std::string());
+             t.dtype() == kInt64 && t.dim() == 1 && t.numel() == 1 ? cat_str(" holding ", v) : std::string());
       if (!given(o, "--precision")) bf16 = v == 1;
     }
     std::printf("resumed from %s at step %lld (epoch %lld, pair %lld of the epoch%s)\n", resume->c_str(),
@@ -346,7 +346,7 @@ int train(const TrainOptions& o) {
   std::printf("training a %lld-parameter Transformer (%s) on %zu pairs, %s%d thread(s)%s%s\n",
               (long long)model->num_parameters(), seq2seq::describe(cfg).c_str(), train_set.size(),
               world > 1 ? cat_str(world, " processes x ").c_str() : "", num_threads(), world > 1 ? " each" : "",
-              bf16 ? (bf16_products_available() ? ", bfloat16 products" : ", float32 products (no AVX512_BF16)") : "");
+              bf16 ? (bf16_products_available() ? ", bfloat16 products" : ", float32 products (no AVX512_BF16, or EMBER_NO_BF16 set)") : "");
   const std::string curves = (fs::path(o.out) / "curves.png").string();
   const double best_before = hist.eval_acc.empty() ? 0 : hist.eval_acc.back();
   const bool reached_before = !hist.eval_acc.empty() && best_before >= o.target_acc;

@@ -6,6 +6,7 @@ Everything else, and every tensor, stays float32. The setting belongs to the thr
 docs/mixed-precision.md."""
 
 import functools
+import threading
 
 from . import _C
 
@@ -24,15 +25,23 @@ class autocast:
         if not isinstance(enabled, bool):
             raise TypeError(f"autocast: expected enabled to be a bool, got {type(enabled).__name__}")
         self.device_type, self.fast_dtype, self.enabled = device_type, bfloat16, enabled
-        self._previous = []
+        self._local = threading.local()  # each thread's settings before its entries, innermost last
+
+    def _previous(self):
+        if not hasattr(self._local, "stack"):
+            self._local.stack = []
+        return self._local.stack
 
     def __enter__(self):
-        self._previous.append(_C.is_autocast_enabled())
+        self._previous().append(_C.is_autocast_enabled())
         _C._set_autocast_enabled(self.enabled)
         return self
 
     def __exit__(self, *exc):
-        _C._set_autocast_enabled(self._previous.pop())
+        stack = self._previous()
+        if not stack:
+            raise RuntimeError("autocast: __exit__ without a matching __enter__ on this thread")
+        _C._set_autocast_enabled(stack.pop())
         return False
 
     def __call__(self, fn):

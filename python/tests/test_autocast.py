@@ -103,6 +103,30 @@ def test_the_scope_nests_decorates_restores_and_belongs_to_the_thread():
             assert ember.is_autocast_enabled()
         assert ember.is_autocast_enabled()
     assert not ember.is_autocast_enabled()
+    # one object entered on two threads: each thread gets back its own setting
+    shared, log = ember.autocast(), {}
+    entered, exited = threading.Event(), threading.Event()
+
+    def first():
+        with shared:
+            entered.set()
+            exited.wait()
+        log["first after"] = ember.is_autocast_enabled()
+
+    def second():
+        with ember.autocast(enabled=True):
+            entered.wait()
+            with shared:
+                exited.set()
+                t1.join()
+            log["second inside its outer"] = ember.is_autocast_enabled()
+
+    t1, t2 = threading.Thread(target=first), threading.Thread(target=second)
+    t1.start(), t2.start()
+    t2.join()
+    assert log == {"first after": False, "second inside its outer": True}
+    with pytest.raises(RuntimeError, match="without a matching __enter__"):
+        ember.autocast().__exit__(None, None, None)
 
 
 def test_float64_products_never_change():
