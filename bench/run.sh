@@ -23,7 +23,8 @@
 # run and the large-buffer allocation counter (translate against
 # ../shared/bench/torch_translate_ref.py); and, unless --quick, the main job's time to
 # 99.5% validation exact match with the same recipe in PyTorch (bench/translate_vs_torch.sh,
-# about 8 minutes more).
+# about 8 minutes more), and the main job as scripts/main.sh runs it (bf16, watched) on seeds
+# 1, 2 and 3 (about 2 minutes).
 # Everything runs on 2 threads, each side at its fastest setting here: PyTorch with
 # OMP_WAIT_POLICY=PASSIVE (spinning threads cost it up to 2.7x), ember with libgomp's
 # default policy (its OpenBLAS shares ember's OpenMP threads, so spinning never fights).
@@ -120,5 +121,11 @@ grep -E "^memory" "$work/ember_run.log"
 if [ "$quick" = 0 ]; then
   echo "== the main job's recipe to 99.5% validation exact match: ember, then PyTorch"
   bash bench/translate_vs_torch.sh "$work/converge.json"
+  echo "== the main job itself (--precision bf16, as scripts/main.sh trains) to 99.5%, seeds 1, 2, 3"
+  for seed in 1 2 3; do
+    build/examples/translate/translate train --out "$work/main_$seed" --precision bf16 --watch --seed "$seed" \
+      --threads 2 >"$work/main_job.$seed.log"
+    grep -E "^done:" "$work/main_job.$seed.log"
+  done
 fi
 $py bench/report.py "$work" "$json"
