@@ -14,8 +14,9 @@
 // The products run in ember's own kernels on processors with AVX512_BF16 (Intel Cooper
 // Lake and Sapphire Rapids onward, AMD Zen 4 onward), at about twice float32's rate; they
 // flush subnormal inputs to zero, as the instructions do. On other processors they stay
-// float32, and the first Autocast of the process says so on stderr. float64 products and
-// the skinny products of a few rows (a decoder's single step) are never converted.
+// float32, and the first Autocast of the process says so on stderr. float64 products, the
+// skinny products of a few rows (a decoder's single step) and products of fewer than 2^17
+// multiply-adds (attention over short sequences) are never converted.
 #pragma once
 
 namespace ember {

@@ -1,7 +1,8 @@
 // GEMM: batched products cut into tiles fixed by the shape and shared over our threads (so
 // results never depend on the thread count), each tile an OpenBLAS call or, for float
-// products with a short sum on AVX-512, our own panel kernel; and our own kernels for
-// skinny products (few rows of C, or a short sum) that stream one large operand.
+// products with a short sum on AVX-512, our own panel kernel (under Autocast, the bfloat16
+// kernel of gemm_bf16.cpp); and our own kernels for skinny products (few rows of C, or a
+// short sum) that stream one large operand.
 #include <cblas.h>
 #include <omp.h>
 
