@@ -24,9 +24,34 @@ if(NOT EMBER_CBLAS_INCLUDE_DIR OR NOT EMBER_OPENBLAS_LIBRARY)
 endif()
 get_filename_component(EMBER_OPENBLAS_DIR ${EMBER_OPENBLAS_LIBRARY} DIRECTORY)
 
+# The same build as a static archive, for a shared module that must keep its own copy
+# (the Python module: see below)
+# (and the Fortran runtime its LAPACK part calls, which the shared library names itself)
+find_library(EMBER_OPENBLAS_STATIC NAMES libopenblas.a NO_DEFAULT_PATH PATHS ${EMBER_OPENBLAS_DIR})
+find_library(EMBER_GFORTRAN_LIBRARY NAMES libgfortran.so.5 gfortran)
+if(NOT EMBER_GFORTRAN_LIBRARY)
+  unset(EMBER_OPENBLAS_STATIC)
+endif()
+
 if(NOT TARGET ember_openblas)
   add_library(ember_openblas INTERFACE IMPORTED)
   target_include_directories(ember_openblas INTERFACE ${EMBER_CBLAS_INCLUDE_DIR})
-  # The run path makes the loader pick this OpenBLAS build, whatever the system default is.
-  target_link_libraries(ember_openblas INTERFACE ${EMBER_OPENBLAS_LIBRARY} "-Wl,-rpath,${EMBER_OPENBLAS_DIR}")
+  # A target with the property EMBER_PRIVATE_OPENBLAS (the Python module) links the static
+  # archive and keeps its symbols to itself: a process that loads the module beside another
+  # OpenBLAS build (PyTorch's and NumPy's libblas.so.3, often the pthread build) then holds
+  # two copies that never mix. With one shared libopenblas.so.0 the first loaded wins the
+  # name: ember on the pthread build, or the pthread build's interface driving the OpenMP
+  # build's threads (which hangs). Every other target links the shared library; the run
+  # path makes the loader pick this OpenBLAS build, whatever the system default is.
+  set(private "$<BOOL:$<TARGET_PROPERTY:EMBER_PRIVATE_OPENBLAS>>")
+  if(EMBER_OPENBLAS_STATIC)
+    get_filename_component(static_name ${EMBER_OPENBLAS_STATIC} NAME)
+    get_filename_component(static_real ${EMBER_OPENBLAS_STATIC} REALPATH)
+    get_filename_component(static_real_name ${static_real} NAME)
+    target_link_libraries(ember_openblas INTERFACE
+      "$<${private}:${static_real};${EMBER_GFORTRAN_LIBRARY};-Wl,--exclude-libs,${static_real_name}>"
+      "$<$<NOT:${private}>:${EMBER_OPENBLAS_LIBRARY};-Wl,-rpath,${EMBER_OPENBLAS_DIR}>")
+  else()
+    target_link_libraries(ember_openblas INTERFACE ${EMBER_OPENBLAS_LIBRARY} "-Wl,-rpath,${EMBER_OPENBLAS_DIR}")
+  endif()
 endif()

@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install_deps.sh clang libclang-rt-14-dev libomp-dev python3-numpy python3-torch python3-h5py doxygen \
   pybind11-dev libdlpack-dev python3-dev python3-pytest python3-nbclient python3-ipykernel python3-matplotlib \
-  python3-setuptools python3-pip python3-venv graphviz
+  python3-setuptools python3-pip python3-venv graphviz libopenblas0-pthread
 jobs=$(nproc)
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 
