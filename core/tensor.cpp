@@ -159,9 +159,7 @@ Tensor& Tensor::requires_grad_(bool on) {
   if (live("requires_grad_").grad_fn)
     fail("requires_grad_", "can only be set on leaf tensors; this tensor was produced by ", "an op (",
          "use detach() to make a new leaf)");
-  if (on && dtype() == kBFloat16)
-    fail("requires_grad_", "bfloat16 tensors hold and convert values and do not require gradients; compute in float32 "
-         "(.to(kFloat32)), got bfloat16 of shape ", shape());
+  if (on && dtype() == kBFloat16) fail_bfloat16("requires_grad_", &shape());
   if (on && !is_computing_float(dtype()))
     fail("requires_grad_", "only float32 and float64 tensors can require gradients, got ", dtype_name(dtype()));
   impl_->requires_grad = on;

@@ -10,9 +10,12 @@
 
 namespace ember {
 
-// Refuses, by op, a bfloat16 tensor in an op that computes: bfloat16 is a storage type.
-[[noreturn]] inline void fail_bfloat16(const char* op) {
-  fail(op, "bfloat16 tensors hold and convert values; compute in float32 (.to(kFloat32))");
+// Refuses, by op, a bfloat16 tensor in an op that computes (bfloat16 is a storage type):
+// the one message for it everywhere, with the tensor's shape when the caller has it.
+[[noreturn]] inline void fail_bfloat16(const char* op, const Shape* shape = nullptr) {
+  constexpr const char* what = "bfloat16 tensors hold and convert values; compute in float32 (.to(kFloat32))";
+  if (shape) fail(op, what, ", got bfloat16 of shape ", *shape);
+  fail(op, what);
 }
 
 // --- dtype dispatch: f(T{}) with T the C++ type of dtype. dispatch_float and

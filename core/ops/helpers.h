@@ -1,6 +1,7 @@
 // Checks shared by the op files in core/ops/ (internal: not installed, not for users).
 // Each throws the op's Error, naming the dtypes and shapes it received.
 #pragma once
+#include "core/kernels/dispatch.h"
 #include "core/ops.h"
 
 namespace ember::ops_detail {
@@ -12,9 +13,7 @@ inline void same_dtype(const char* op, const Tensor& a, const Tensor& b) {
 }
 
 inline void need_float(const char* op, const Tensor& a) {
-  if (a.dtype() == kBFloat16)
-    fail(op, "bfloat16 tensors hold and convert values; compute in float32 (.to(kFloat32)), got bfloat16 of shape ",
-         a.shape());
+  if (a.dtype() == kBFloat16) fail_bfloat16(op, &a.shape());
   if (!is_computing_float(a.dtype()))
     fail(op, "expected a float32 or float64 tensor, got ", dtype_name(a.dtype()), " of shape ", a.shape());
 }
