@@ -6,6 +6,7 @@
 #pragma once
 #include <algorithm>
 #include <cstdint>
+#include <exception>
 
 namespace ember {
 
@@ -45,7 +46,8 @@ int num_threads();
 // The largest count set_num_threads accepts.
 constexpr int kMaxThreads = 1024;
 // Sets the thread count of our OpenMP loops, GEMM tiles included; a count outside
-// [1, kMaxThreads] is an Error (as torch.set_num_threads refuses 0).
+// [1, kMaxThreads] is an Error (as torch.set_num_threads refuses 0), and so is a count
+// above 1 in a process forked after ember's threads ran (it runs on one thread).
 void set_num_threads(int n);
 // Whether the caller runs inside an OpenMP parallel region.
 bool in_parallel_region();
@@ -56,7 +58,10 @@ class NumThreadsGuard {
   // Sets the thread count to n; an Error as set_num_threads when n is out of range.
   explicit NumThreadsGuard(int n) : prev_(num_threads()) { set_num_threads(n); }
   ~NumThreadsGuard() {
-    if (prev_ >= 1 && prev_ <= kMaxThreads) set_num_threads(prev_);
+    try {
+      if (prev_ >= 1 && prev_ <= kMaxThreads) set_num_threads(prev_);
+    } catch (const std::exception&) {  // (a process forked inside the guard stays at one thread)
+    }
   }
   NumThreadsGuard(const NumThreadsGuard&) = delete;
   NumThreadsGuard& operator=(const NumThreadsGuard&) = delete;

@@ -1,6 +1,7 @@
 """Several Python threads using ember at once: the GIL is released while ember computes,
 so they run together, and each gets what it would get alone."""
 
+import os
 import sys
 import threading
 
@@ -80,3 +81,37 @@ def test_the_gil_is_released_while_ember_computes():
     finally:
         sys.setswitchinterval(interval)
     assert during > 0
+
+
+FORK_SCRIPT = """
+import os
+import ember
+
+ember.set_num_threads(2)
+a = ember.randn(512, 512)
+(a @ a).sum().item()                      # the parent's OpenMP threads have run
+pid = os.fork()
+if pid == 0:
+    ok = ember.get_num_threads() == 1
+    b = ember.randn(512, 512)
+    ok = ok and (b @ b).shape == (512, 512)   # would wait forever on the parent's threads
+    try:
+        ember.set_num_threads(2)
+        ok = False
+    except RuntimeError as e:
+        ok = ok and "forked" in str(e)
+    os._exit(0 if ok else 1)
+_, status = os.waitpid(pid, 0)
+print(os.waitstatus_to_exitcode(status))
+"""
+
+
+def test_a_forked_child_runs_on_one_thread_and_finishes():
+    import subprocess
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OMP_")}
+    try:
+        done = subprocess.run([sys.executable, "-c", FORK_SCRIPT], env=env, capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        raise AssertionError("the forked child did not finish in 120 s")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "0"
