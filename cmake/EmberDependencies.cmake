@@ -25,8 +25,8 @@ endif()
 get_filename_component(EMBER_OPENBLAS_DIR ${EMBER_OPENBLAS_LIBRARY} DIRECTORY)
 
 # The same build as a static archive, for a shared module that must keep its own copy
-# (the Python module: see below)
-# (and the Fortran runtime its LAPACK part calls, which the shared library names itself)
+# (the Python module: see below), and the Fortran runtime its LAPACK part calls (which the
+# shared library names itself)
 find_library(EMBER_OPENBLAS_STATIC NAMES libopenblas.a NO_DEFAULT_PATH PATHS ${EMBER_OPENBLAS_DIR})
 find_library(EMBER_GFORTRAN_LIBRARY NAMES libgfortran.so.5 gfortran)
 if(NOT EMBER_GFORTRAN_LIBRARY)
@@ -45,7 +45,6 @@ if(NOT TARGET ember_openblas)
   # path makes the loader pick this OpenBLAS build, whatever the system default is.
   set(private "$<BOOL:$<TARGET_PROPERTY:EMBER_PRIVATE_OPENBLAS>>")
   if(EMBER_OPENBLAS_STATIC)
-    get_filename_component(static_name ${EMBER_OPENBLAS_STATIC} NAME)
     get_filename_component(static_real ${EMBER_OPENBLAS_STATIC} REALPATH)
     get_filename_component(static_real_name ${static_real} NAME)
     target_link_libraries(ember_openblas INTERFACE
