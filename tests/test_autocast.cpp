@@ -10,6 +10,9 @@
 
 #include <cmath>
 #include <cstring>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 #include "core/autocast.h"
 #include "core/autograd.h"
@@ -244,3 +247,26 @@ TEST_CASE("Autocast: per-example gradients of a batch whose products ran in bflo
     CHECK(max(abs(sub(mixed[i].second, plain[i].second))).item<double>() <= 2e-2 * scale);
   }
 }
+
+#if defined(__GLIBC__)
+TEST_CASE("Autocast: a large product's bfloat16 pack buffers are given back, not held by the thread") {
+  if (!bf16_products_available()) {
+    WARN("no AVX512_BF16 on this processor: not checked");
+    return;
+  }
+  Generator gen(12);
+  // each tile of C (64 of its 512 rows) packs all of B as bfloat16 pairs: 8 MB, more than a
+  // thread keeps
+  Tensor a = randn({512, 16384}, kFloat32, &gen), b = randn({16384, 256}, kFloat32, &gen);
+  const size_t before = mallinfo2().uordblks;
+  {
+    Autocast autocast;
+    Tensor c = matmul(a, b);
+    CHECK(c.size(1) == 256);
+  }
+  const size_t after = mallinfo2().uordblks;
+  INFO("heap in use before " << before << " bytes, after " << after);
+  // kept: A's row blocks (2 MB a thread); held, B's packs would add 8 MB a thread
+  CHECK(after < before + (size_t(6) << 20));
+}
+#endif

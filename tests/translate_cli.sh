@@ -295,6 +295,23 @@ PY
     "pad_past_target.h5': key '/config' attribute 'pad_id' must be in [0, "
   run 1 pad_past_target_decode "$bin" decode --checkpoint "$dir/pad_past_target.h5" "1/2/2000"
   contains "$dir/pad_past_target_decode.err" "key '/config' attribute 'pad_id' must be in [0, "
+  # the open progress window of a save must fit between the last logged step and the save
+  crafted window_long 'put("extra/loss_window", np.array([1.0, 99.0]))' \
+    "key '/extra/loss_window' should hold the open progress window's (loss sum, steps), float64 [2], its steps a whole number in [0, 0]"
+  crafted window_nan 'put("extra/loss_window", np.array([np.nan, 0.0]))' "got float64 [2] holding (nan, 0)"
+
+  # a run saved between two logged steps (--save-every 7, --log-every 5) and resumed logs
+  # the curve of the run that never stopped: the mean at step 10 covers steps 6 to 10
+  run 0 unstopped "$bin" train "${small[@]}" --out "$dir/unstopped" --steps 20 --save-every 7 --keep 5
+  mkdir -p "$dir/restarted" && cp "$dir/unstopped/ckpt-00000007.h5" "$dir/restarted/"
+  run 0 restarted "$bin" train "${small[@]}" --out "$dir/restarted" --steps 20 --save-every 7 --resume auto
+  "$python" - "$dir/unstopped/ckpt-00000020.h5" "$dir/restarted/ckpt-00000020.h5" <<'PY' >"$dir/window.out" 2>&1 ||
+import sys, h5py, numpy as np
+a, b = (h5py.File(p, "r")["extra/loss_history"][()] for p in sys.argv[1:])
+assert a.shape == (4, 2) and list(a[:, 0]) == [5, 10, 15, 20], a
+assert np.array_equal(a, b), f"uninterrupted {a.tolist()}, resumed {b.tolist()}"
+PY
+    fail "the resumed run's loss curve is not the uninterrupted one's: $(tail -3 "$dir/window.out")"
 else
   echo "skipped: the edited-schedule check needs python3 with h5py"
 fi

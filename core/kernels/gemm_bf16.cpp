@@ -32,6 +32,7 @@ constexpr int kRows = 8;         // rows of C a step (an A panel)
 constexpr int64_t kCols = 32;    // columns of C a step (a B panel)
 constexpr int64_t kPairBlock = 256;  // pairs of k summed in registers before C is written
 constexpr int64_t kRowBlock = 256;   // rows of A whose block of the sum stays in L2 while B's panels pass
+constexpr size_t kKeepWords = size_t(1) << 20;  // a thread's pack buffers kept between products (4 MB each)
 
 // 16 floats from two rows (k, k + 1) of 16 columns to 16 words (pair of column j in word j)
 __attribute__((target("avx512bf16,avx512bw"))) inline __m512i pairs_of(__m512 k0, __m512 k1) {
@@ -187,6 +188,9 @@ void bf16_gemm(const Gemm<float>& g, const float* bias) {
       }
     }
   }
+  // what one large product needed is given back rather than held by the thread for good
+  if (pa.capacity() > kKeepWords) std::vector<uint32_t>().swap(pa);
+  if (pb.capacity() > kKeepWords) std::vector<uint32_t>().swap(pb);
 }
 
 }  // namespace ember::kernel::gemm_detail

@@ -227,6 +227,8 @@ int train(const TrainOptions& o) {
   io::Progress progress;
   std::vector<int64_t> order;
   History hist;
+  double window_loss = 0;  // a resumed run's open progress window (training::Settings)
+  int64_t window_steps = 0;
   bool bf16 = o.precision == "bf16";  // the forward and loss under Autocast
   if (previous) {
     io::ResumeTargets t;
@@ -267,6 +269,21 @@ int train(const TrainOptions& o) {
     };
     series("loss_history", hist.step, hist.loss, false);
     series("valid_history", hist.eval_step, hist.eval_acc, true);
+    // the progress window open at the save (absent: none): the sum of its losses and its
+    // steps, which the next logged mean covers too
+    if (c.extra.count("loss_window")) {
+      const Tensor& t = c.extra.at("loss_window");
+      const std::vector<double> v = t.dtype() == kFloat64 && t.dim() == 1 && t.numel() == 2 ? t.to_vector<double>()
+                                                                                              : std::vector<double>();
+      const int64_t since_log = hist.step.empty() ? progress.step : progress.step - int64_t(hist.step.back());
+      if (v.empty() || !std::isfinite(v[0]) || v[1] != std::floor(v[1]) || v[1] < 0 || v[1] > double(since_log) ||
+          (v[1] == 0 && v[0] != 0))
+        fail("translate train", "'", *resume, "': key '/extra/loss_window' should hold the open progress window's ",
+             "(loss sum, steps), float64 [2], its steps a whole number in [0, ", since_log,
+             "] (those since the last logged step); got ", dtype_name(t.dtype()), " ", t.shape(),
+             v.empty() ? std::string() : cat_str(" holding (", v[0], ", ", v[1], ")"));
+      window_loss = v[0], window_steps = int64_t(v[1]);
+    }
     std::string ranks;
     if (c.extra.count("world_size")) {
       const Tensor& w = c.extra.at("world_size");
@@ -359,6 +376,8 @@ int train(const TrainOptions& o) {
 
   training::Trainer trainer({.program = "translate train",
                           .first_step = progress.step,
+                          .window_loss = window_loss,
+                          .window_steps = window_steps,
                           .steps = o.steps,
                           .log_every = o.log_every,
                           .eval_every = o.eval_every,
@@ -477,7 +496,9 @@ int train(const TrainOptions& o) {
   // that cannot be kept. The previous checkpoint is untouched.
   trainer.save = [&](const std::string&) {
     if (!leader) return ckpts.path_for(progress.step);  // rank 0 writes it
-    std::string path = ckpts.save(make_checkpoint());
+    io::Checkpoint c = make_checkpoint();
+    c.extra["loss_window"] = from_vector(std::vector<double>{trainer.window_loss(), double(trainer.window_steps())}, {2});
+    std::string path = ckpts.save(c);
     if (watcher) watcher->write(/*figures=*/false);  // the numbers; figures at the end
     for (const std::string& failure : ckpts.pruning_failures()) {
       std::fflush(stdout);

@@ -49,8 +49,8 @@ int Trainer::run() {
   if (!step) ember::fail("training::Trainer", "no step function");
   const auto start = Clock::now();
   auto window_start = start;
-  double window_loss = 0;
-  int64_t window_steps = 0, window_tokens = 0;
+  window_loss_ = s_.window_loss, window_steps_ = s_.window_steps;
+  int64_t window_tokens = 0;
   auto finish = [&] { wall_seconds_ = std::chrono::duration<double>(Clock::now() - start).count(); };
 
   while (step_ < s_.steps && !reached_) {
@@ -81,7 +81,7 @@ int Trainer::run() {
     }
     step_++;
     train_seconds_ += std::chrono::duration<double>(Clock::now() - t0).count();
-    window_loss += r.loss, window_steps++, window_tokens += r.tokens;
+    window_loss_ += r.loss, window_steps_++, window_tokens += r.tokens;
 
     if (s_.log_every > 0 && (tty_ || step_ % s_.log_every == 0 || step_ == s_.steps)) {
       const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
@@ -94,13 +94,13 @@ int Trainer::run() {
         rate = b;
       }
       std::printf("%sstep %lld/%lld  loss %.4f  %s%selapsed %s  remaining %s%s", tty_ ? "\r" : "", (long long)step_,
-                  (long long)s_.steps, window_loss / double(window_steps),
+                  (long long)s_.steps, window_loss_ / double(window_steps_),
                   progress_fields ? progress_fields().c_str() : "", rate.c_str(), clock_time(elapsed).c_str(),
                   clock_time(per_step * double(s_.steps - step_)).c_str(), tty_ ? "   " : "\n");
       std::fflush(stdout);
       if (!tty_ || step_ % s_.log_every == 0) {
-        if (on_log) on_log(step_, window_loss / double(window_steps));
-        window_loss = 0, window_steps = 0, window_tokens = 0, window_start = Clock::now();
+        if (on_log) on_log(step_, window_loss_ / double(window_steps_));
+        window_loss_ = 0, window_steps_ = 0, window_tokens = 0, window_start = Clock::now();
       }
     }
     if (evaluate && s_.eval_every > 0 && (step_ % s_.eval_every == 0 || step_ == s_.steps)) {

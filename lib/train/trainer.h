@@ -19,6 +19,11 @@ namespace ember::training {
 struct Settings {
   std::string program;       // names the program in messages ("translate train")
   int64_t first_step = 0;    // the step a resumed run starts from
+  // A resumed run's progress window as it was saved (window_loss() and window_steps() at the
+  // save): the first logged mean after the resume covers the steps before it too, as in a
+  // run that was never stopped.
+  double window_loss = 0;
+  int64_t window_steps = 0;
   int64_t steps = 1;         // the last step
   int64_t log_every = 0;     // a progress line every N steps (every step, rewritten, on a terminal); 0: none
   int64_t eval_every = 0;    // evaluate every N steps and after the last; 0: never
@@ -60,6 +65,10 @@ class Trainer {
   int run();
 
   int64_t current_step() const { return step_; }
+  // The open progress window: the sum of its steps' losses and their count (what a save
+  // keeps for Settings::window_loss and window_steps).
+  double window_loss() const { return window_loss_; }
+  int64_t window_steps() const { return window_steps_; }
   double train_seconds() const { return train_seconds_; }
   double wall_seconds() const { return wall_seconds_; }
   double best() const { return best_; }
@@ -71,7 +80,8 @@ class Trainer {
   void save_now(const std::string& why);
   Settings s_;
   int64_t step_ = 0, saved_step_ = -1;
-  double train_seconds_ = 0, wall_seconds_ = 0, best_ = -INFINITY;
+  double train_seconds_ = 0, wall_seconds_ = 0, best_ = -INFINITY, window_loss_ = 0;
+  int64_t window_steps_ = 0;
   bool reached_ = false, tty_ = false;
   std::string last_saved_;
 };

@@ -4,15 +4,10 @@ interpreter, from a temporary directory), and the ```text output fence after it,
 what it must print - matched line by line as the C++ fragments' are: trailing spaces
 ignored, `...` in a line matching any text and a line of just `...` any lines."""
 
-import os
 import pathlib
 import re
-import subprocess
-import sys
 
 import pytest
-
-import ember
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "README.md"] + sorted((ROOT / "docs").glob("*.md"))
@@ -46,12 +41,8 @@ def test_the_documents_mark_some_python():
 
 
 @pytest.mark.parametrize("code,output", list(blocks()))
-def test_document_python_runs(code, output, tmp_path):
-    # the ember this suite imports, wherever the script runs from
-    package_parent = str(pathlib.Path(ember.__file__).resolve().parents[1])
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([package_parent, os.environ.get("PYTHONPATH", "")]))
-    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, env=env,
-                       timeout=300)
+def test_document_python_runs(code, output, tmp_path, run_python):
+    r = run_python(code, timeout=300, cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     if output is not None:
         assert output_matches(output.splitlines(), r.stdout.splitlines()), r.stdout

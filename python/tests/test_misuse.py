@@ -4,10 +4,6 @@ Cases that could crash run in a subprocess, so that a regression fails one test,
 suite."""
 
 import gc
-import os
-import subprocess
-import sys
-import textwrap
 import threading
 import warnings
 
@@ -17,15 +13,6 @@ import pytest
 import ember
 import ember.nn as nn
 from ember.autograd import Function
-
-
-def run_script(code, timeout=60):
-    """Runs code in a fresh interpreter that imports this suite's ember; (rc, out, err)."""
-    package_parent = os.path.dirname(os.path.dirname(os.path.abspath(ember.__file__)))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([package_parent, os.environ.get("PYTHONPATH", "")]))
-    r = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=env,
-                       timeout=timeout)
-    return r.returncode, r.stdout, r.stderr
 
 
 def test_sequences_whose_items_are_made_as_they_are_read():
@@ -70,7 +57,7 @@ def test_a_function_ctx_kept_past_its_call_is_an_error():
         kept[0].saved_tensors()
 
 
-def test_an_attention_hook_may_keep_its_module():
+def test_an_attention_hook_may_keep_its_module(run_python):
     code = """
         import gc, ember
         from ember import nn
@@ -83,9 +70,9 @@ def test_an_attention_hook_may_keep_its_module():
         x = ember.randn(2, 5, 8)
         print(mods[0].num_heads, mods[0].forward(x, x, x)[0].shape)
     """
-    rc, out, err = run_script(code)
-    assert rc == 0, err
-    assert out.strip() == "2 (2, 5, 8)"
+    done = run_python(code, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "2 (2, 5, 8)"
 
 
 def test_read_only_numpy_memory_is_copied_not_shared(tmp_path):
@@ -103,7 +90,7 @@ def test_read_only_numpy_memory_is_copied_not_shared(tmp_path):
         assert ember.tensor(mm).tolist() == [0.0, 1.0, 2.0, 3.0]  # a copy anyway: no warning
 
 
-def test_a_daemon_thread_computing_at_exit_does_not_abort():
+def test_a_daemon_thread_computing_at_exit_does_not_abort(run_python):
     code = """
         import ember, threading, time
         def worker():
@@ -115,9 +102,9 @@ def test_a_daemon_thread_computing_at_exit_does_not_abort():
         print("main exits")
     """
     for _ in range(3):
-        rc, out, err = run_script(code)
-        assert rc == 0, err
-        assert out.strip() == "main exits"
+        done = run_python(code, timeout=60)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == "main exits"
 
 
 def test_backward_from_several_threads_into_one_leaf():

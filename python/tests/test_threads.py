@@ -1,7 +1,6 @@
 """Several Python threads using ember at once: the GIL is released while ember computes,
 so they run together, and each gets what it would get alone."""
 
-import os
 import sys
 import threading
 
@@ -106,12 +105,7 @@ print(os.waitstatus_to_exitcode(status))
 """
 
 
-def test_a_forked_child_runs_on_one_thread_and_finishes():
-    import subprocess
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OMP_")}
-    try:
-        done = subprocess.run([sys.executable, "-c", FORK_SCRIPT], env=env, capture_output=True, text=True, timeout=120)
-    except subprocess.TimeoutExpired:
-        raise AssertionError("the forked child did not finish in 120 s")
+def test_a_forked_child_runs_on_one_thread_and_finishes(run_python):
+    done = run_python(FORK_SCRIPT, omp=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "0"
