@@ -8,7 +8,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
 build=build-fuzz
-CC=clang CXX=clang++ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Debug -DEMBER_FUZZ=ON \
+generator=$([ -f "$build/CMakeCache.txt" ] || ! command -v ninja >/dev/null || echo "-GNinja")  # as scripts/test.sh
+CC=clang CXX=clang++ cmake -S . -B "$build" $generator -DCMAKE_BUILD_TYPE=Debug -DEMBER_FUZZ=ON \
   -DEMBER_BUILD_TESTS=OFF -DEMBER_BUILD_EXAMPLES=OFF -DEMBER_BUILD_TOOLS=OFF -DEMBER_BUILD_BENCH=OFF >/dev/null
 cmake --build "$build" -j"$(nproc)" --target fuzz_checkpoint make_fuzz_seeds fuzz_pairs fuzz_npy
 
