@@ -12,9 +12,8 @@ bash scripts/install_deps.sh clang libclang-rt-14-dev libomp-dev python3-numpy p
   python3-setuptools python3-pip python3-venv graphviz libopenblas0-pthread ninja-build
 jobs=$(nproc)
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
-# A new build directory is generated for Ninja, which keeps every core busy where make's
-# per-target order leaves one idle (a minute a build on two cores); one that exists keeps
-# its generator.
+# A new build directory is generated for Ninja, which starts a target's compiles before the
+# libraries it links are archived (make waits for them); one that exists keeps its generator.
 generator() { [ -f "$1/CMakeCache.txt" ] || ! command -v ninja >/dev/null || echo "-GNinja"; }
 
 echo "== Release build and tests"
@@ -23,7 +22,7 @@ cmake --build build -j"$jobs"
 ctest --test-dir build --output-on-failure -j"$jobs"
 
 echo "== Debug + AddressSanitizer + UndefinedBehaviorSanitizer build and tests"
-# (shared libraries: the tests link in a second rather than several)
+# (shared libraries: the tests link in about half the time)
 cmake -S . -B build-asan $(generator build-asan) -DCMAKE_BUILD_TYPE=Debug -DEMBER_SANITIZE=ON -DBUILD_SHARED_LIBS=ON \
   -DEMBER_BUILD_EXAMPLES=OFF -DEMBER_BUILD_TOOLS=OFF -DEMBER_BUILD_BENCH=OFF
 cmake --build build-asan -j"$jobs"
