@@ -44,7 +44,7 @@ void count_bytes(size_t n) {
   }
 }
 
-#if defined(__SANITIZE_ADDRESS__)
+#if EMBER_ASAN
 constexpr bool kUseCache = false;
 #else
 constexpr bool kUseCache = true;

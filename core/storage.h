@@ -7,6 +7,20 @@
 #include <cstdint>
 #include <memory>
 
+// 1 when this file is compiled under AddressSanitizer (gcc says so with
+// __SANITIZE_ADDRESS__, clang with __has_feature), else 0. Storage keeps no cache then, so
+// that ASan sees every use of a freed block.
+#if defined(__SANITIZE_ADDRESS__)
+#define EMBER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define EMBER_ASAN 1
+#endif
+#endif
+#ifndef EMBER_ASAN
+#define EMBER_ASAN 0
+#endif
+
 namespace ember {
 
 // Where storages get their memory (storage.cpp says why it matters):

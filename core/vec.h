@@ -54,8 +54,8 @@ inline T lane_max(const T* x, int64_t n) {
 // ln(largest float), NaN for NaN. Branch-free, so loops over it vectorise.
 inline float exp(float x) {
   const float hi = 88.72283935546875f, lo = -87.33654022216797f;
-  float xc = x < lo ? lo : x;
-  xc = xc > hi ? hi : xc;
+  float xc = x > lo ? x : lo;  // NaN goes to lo here (and comes back as NaN at the end):
+  xc = xc < hi ? xc : hi;      // converting NaN to an integer below would be undefined
   const float shifter = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
   const float n = (xc * 1.44269502162933349609375f + shifter) - shifter;
   float r = xc - n * 0.693145751953125f;  // ln 2 split in a high part exact in float

@@ -4,13 +4,21 @@
 # hang (an input taking over 10 s), leak or sanitizer report. The mutations come from a
 # fixed seed (FUZZ_SEED, default 1), so a run repeats itself on the same machine.
 #   scripts/fuzz.sh [SECONDS]
+# FUZZ_BUILD=DIR uses a build directory configured already with EMBER_FUZZ on (the test
+# command's sanitizer build, which builds the tests and the fuzz targets together); without
+# it, build-fuzz is configured for the fuzz targets alone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
-build=build-fuzz
-generator=$([ -f "$build/CMakeCache.txt" ] || ! command -v ninja >/dev/null || echo "-GNinja")  # as scripts/test.sh
-CC=clang CXX=clang++ cmake -S . -B "$build" $generator -DCMAKE_BUILD_TYPE=Debug -DEMBER_FUZZ=ON \
-  -DEMBER_BUILD_TESTS=OFF -DEMBER_BUILD_EXAMPLES=OFF -DEMBER_BUILD_TOOLS=OFF -DEMBER_BUILD_BENCH=OFF >/dev/null
+build=${FUZZ_BUILD:-build-fuzz}
+if [ -n "${FUZZ_BUILD:-}" ]; then
+  grep -qs "^EMBER_FUZZ:BOOL=ON" "$build/CMakeCache.txt" ||
+    { echo "fuzz.sh: FUZZ_BUILD=$build is not a build directory configured with -DEMBER_FUZZ=ON" >&2; exit 2; }
+else
+  generator=$([ -f "$build/CMakeCache.txt" ] || ! command -v ninja >/dev/null || echo "-GNinja")  # as scripts/test.sh
+  CC=clang CXX=clang++ cmake -S . -B "$build" $generator -DCMAKE_BUILD_TYPE=Debug -DEMBER_FUZZ=ON \
+    -DEMBER_BUILD_TESTS=OFF -DEMBER_BUILD_EXAMPLES=OFF -DEMBER_BUILD_TOOLS=OFF -DEMBER_BUILD_BENCH=OFF >/dev/null
+fi
 cmake --build "$build" -j"$(nproc)" --target fuzz_checkpoint make_fuzz_seeds fuzz_pairs fuzz_npy
 
 run() {  # name, seed directory, extra libFuzzer flags...

@@ -173,7 +173,9 @@ TEST_CASE("func::linearize gives the value and J v for any v at a fixed point") 
   Tensor x = randn({4}, kFloat64, &gen);
   const Tensor v1 = randn({4}, kFloat64, &gen), v2 = randn({4}, kFloat64, &gen);
   auto f = [](const Tensor& a) { return mul(tanh(a), sum(exp(a))); };
-  auto [y, jv] = func::linearize(f, x);
+  const auto linearized = func::linearize(f, x);
+  const Tensor& y = linearized.first;
+  const auto& jv = linearized.second;  // (a lambda below captures it: not a structured binding)
   const Tensor x0 = x.clone();
   x.copy_(zeros({4}, kFloat64));  // the point was copied
   CHECK(max_abs_diff(y, f(x0)) == 0);

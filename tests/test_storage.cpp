@@ -49,7 +49,7 @@ TEST_CASE("zeros and full are filled even when a reused large block held other v
   CHECK(amin(f).item() == -2.0);
 }
 
-#if !defined(__SANITIZE_ADDRESS__)
+#if !EMBER_ASAN
 TEST_CASE("a freed large block is reused for the next storage of the same size") {
   Storage::empty_cache();
   CHECK(Storage::cached_bytes() == 0);
@@ -107,7 +107,7 @@ TEST_CASE("the allocator policy: Keep caches large blocks, System gives them bac
   CHECK(Storage::cached_bytes() == 0);                   // nothing kept
   Storage::set_policy(AllocatorPolicy::Keep);
   CHECK(Storage::policy() == AllocatorPolicy::Keep);
-#if !defined(__SANITIZE_ADDRESS__)
+#if !EMBER_ASAN
   { Tensor big = empty({int64_t(40) << 20}, kFloat32); }
   CHECK(Storage::cached_bytes() > 0);  // kept for the next request of its size class
 #endif
