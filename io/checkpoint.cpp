@@ -367,6 +367,12 @@ void save_checkpoint(const std::string& path, const Checkpoint& ckpt) {
 
 namespace {
 
+// read_checkpoint's refusal of a file whose bytes are damaged (checkpoint.h)
+template <class... A>
+[[noreturn]] void damaged(const A&... a) {
+  throw CheckpointDamaged(cat_str("read_checkpoint: ", a...));
+}
+
 // Checks the 512-byte header against the file's size before anything else is read:
 // head holds the file's first n bytes (at most kHeaderBytes), file_size is the size of the
 // whole file. Returns the CRC-32 the header states.
@@ -374,12 +380,12 @@ uint32_t check_header(const std::string& name, const uint8_t* head, size_t n, ui
   const char* op = "read_checkpoint";
   bool hdf5_at_0 = n >= 8 && std::memcmp(head, kHdf5Signature, 8) == 0;
   if (n < std::strlen(kMagic) || std::memcmp(head, kMagic, std::strlen(kMagic)) != 0) {
-    if (hdf5_at_0) fail(op, "'", name, "' is an HDF5 file but not an ember checkpoint (it has no ember header)");
-    fail(op, "'", name, "' is not an ember checkpoint: it does not start with an ember header (the file has ",
+    if (hdf5_at_0) damaged("'", name, "' is an HDF5 file but not an ember checkpoint (it has no ember header)");
+    damaged("'", name, "' is not an ember checkpoint: it does not start with an ember header (the file has ",
          file_size, " bytes)");
   }
   if (n < kHeaderBytes || file_size < kHeaderBytes + 8)
-    fail(op, "'", name, "' is truncated: ", file_size, " bytes, shorter than the header and HDF5 signature");
+    damaged("'", name, "' is truncated: ", file_size, " bytes, shorter than the header and HDF5 signature");
   // the header: "ember checkpoint\nschema N\nsize N\ncrc32 HEX\n" then NUL padding
   std::string header(reinterpret_cast<const char*>(head), kHeaderBytes);
   header.resize(std::strlen(header.c_str()));
@@ -391,12 +397,12 @@ uint32_t check_header(const std::string& name, const uint8_t* head, size_t n, ui
   if (std::sscanf(header.c_str(), "%16c\nschema %lld\nsize %llu\ncrc32 %8x\n%n", magic, &schema, &size, &crc,
                   &n_read) != 4 ||
       n_read != (int)header.size())
-    fail(op, "'", name, "' has a damaged ember header (key: header)");
+    damaged("'", name, "' has a damaged ember header (key: header)");
   if (schema != kCheckpointSchemaVersion)
     fail(op, "'", name, "': header: schema version ", schema, " is not known to this build (it reads version ",
          kCheckpointSchemaVersion, ")");
   if (size != file_size)
-    fail(op, "'", name, "' is ", size > file_size ? "truncated" : "longer than written", ": its header says ", size,
+    damaged("'", name, "' is ", size > file_size ? "truncated" : "longer than written", ": its header says ", size,
          " bytes, the file has ", file_size);
   return crc;
 }
@@ -417,19 +423,18 @@ size_t read_at(int fd, uint8_t* out, size_t n, uint64_t offset, const std::strin
 }  // namespace
 
 Checkpoint read_checkpoint_bytes(const std::string& name, const std::vector<uint8_t>& bytes) {
-  const char* op = "read_checkpoint";
   const uint32_t crc = check_header(name, bytes.data(), std::min(bytes.size(), kHeaderBytes), bytes.size());
   uint32_t actual = crc_of(bytes.data() + kHeaderBytes, bytes.size() - kHeaderBytes);
   if (actual != crc)
-    fail(op, "'", name, "' is corrupted: its checksum does not match (crc32 ", cat_str(std::hex, crc), " in the header, ",
+    damaged("'", name, "' is corrupted: its checksum does not match (crc32 ", cat_str(std::hex, crc), " in the header, ",
          cat_str(std::hex, actual), " computed)");
   if (std::memcmp(bytes.data() + kHeaderBytes, kHdf5Signature, 8) != 0)
-    fail(op, "'", name, "' has no HDF5 signature after its header");
+    damaged("'", name, "' has no HDF5 signature after its header");
   std::optional<h5::Reader> r;
   try {
     r.emplace(h5::Reader::from_image(name, bytes.data(), bytes.size()));
   } catch (const Error&) {
-    fail(op, "'", name, "' passed its checksum but HDF5 cannot open it");
+    damaged("'", name, "' passed its checksum but HDF5 cannot open it");
   }
   return parse(*r, name);
 }
@@ -455,7 +460,7 @@ Checkpoint read_checkpoint(const std::string& path) {
   }
   size_t got = read_at(fd, bytes.data(), bytes.size(), 0, path);
   if (got != bytes.size())
-    fail(op, "'", path, "' is truncated: it shrank from ", bytes.size(), " to ", got, " bytes while being read");
+    damaged("'", path, "' is truncated: it shrank from ", bytes.size(), " to ", got, " bytes while being read");
   return read_checkpoint_bytes(path, bytes);
 }
 

@@ -22,6 +22,7 @@
 #include <variant>
 #include <vector>
 
+#include "core/error.h"
 #include "core/random.h"
 #include "core/tensor.h"
 #include "optim/optimizer.h"
@@ -72,10 +73,22 @@ struct Checkpoint {
 // progress outside [0, 2^62].
 void save_checkpoint(const std::string& path, const Checkpoint& ckpt);
 
+// What read_checkpoint throws when a file's bytes are damaged - no ember header or an
+// unreadable one, a size other than the one its header states, a checksum that does not
+// match, an image HDF5 cannot open - as a torn copy or a failing disk leaves them. A file
+// that cannot be opened, or whose bytes are whole but whose content is refused (another
+// schema version, a key of the wrong kind: written by another program, or edited), gives a
+// plain Error. CheckpointManager's users can so set damaged files aside and leave the others
+// for a person to look at.
+class CheckpointDamaged : public Error {
+ public:
+  explicit CheckpointDamaged(const std::string& what) : Error(what) {}  // A CheckpointDamaged with this message.
+};
+
 // Reads and checks a checkpoint file: header, size, checksum, schema version, and that
 // every group and dataset has the expected kind and type. Errors (ember::Error) name the
 // file and key: a missing, truncated, corrupted or foreign file, or another schema
-// version, is refused.
+// version, is refused (a damaged one with CheckpointDamaged).
 Checkpoint read_checkpoint(const std::string& path);
 // The same from bytes in memory (name is used in messages); the fuzz target uses it.
 Checkpoint read_checkpoint_bytes(const std::string& name, const std::vector<uint8_t>& bytes);

@@ -446,6 +446,55 @@ TEST_CASE("unknown schema versions and unknown keys are refused") {
   before.require_same(s);
 }
 
+TEST_CASE("read_checkpoint tells damaged bytes (CheckpointDamaged) from whole files it refuses") {
+  ScratchDir dir;
+  Setup a(13);
+  a.train(1);
+  const Checkpoint good = a.snapshot(1);
+  save_checkpoint(dir.file("c.h5"), good);
+  const std::vector<uint8_t> whole = read_bytes(dir.file("c.h5"));
+  auto verdict = [&](const std::string& name) -> std::string {
+    try {
+      read_checkpoint(dir.file(name));
+      return "read";
+    } catch (const CheckpointDamaged& e) {
+      CHECK_THAT(e.what(), Catch::StartsWith("read_checkpoint: '") && Catch::Contains(name));
+      return "damaged";
+    } catch (const Error& e) {
+      CHECK_THAT(e.what(), Catch::Contains(name));
+      return "refused";
+    }
+  };
+  CHECK(verdict("c.h5") == "read");
+  // damaged: cut short, a flipped byte, a longer file, no header, a plain HDF5 file
+  write_bytes(dir.file("cut.h5"), std::vector<uint8_t>(whole.begin(), whole.begin() + (long)whole.size() / 2));
+  CHECK(verdict("cut.h5") == "damaged");
+  std::vector<uint8_t> bad = whole;
+  bad[whole.size() / 2] ^= 0x10;
+  write_bytes(dir.file("flipped.h5"), bad);
+  CHECK(verdict("flipped.h5") == "damaged");
+  bad = whole;
+  bad.push_back(0);
+  write_bytes(dir.file("longer.h5"), bad);
+  CHECK(verdict("longer.h5") == "damaged");
+  write_bytes(dir.file("zeros.h5"), std::vector<uint8_t>(whole.size(), 0));
+  CHECK(verdict("zeros.h5") == "damaged");
+  {
+    h5::Writer w(dir.file("plain.h5"));
+    w.write("/x", ones({2}));
+  }
+  CHECK(verdict("plain.h5") == "damaged");
+  // whole but refused: another schema version, an edited key, no file at all, a directory
+  save_checkpoint(dir.file("v2.h5"), good);
+  reseal(dir.file("v2.h5"), 2);
+  CHECK(verdict("v2.h5") == "refused");
+  write_edited(dir.file("stray.h5"), good, [](h5::Writer& w) { w.write("/stray", zeros({1})); });
+  CHECK(verdict("stray.h5") == "refused");
+  CHECK(verdict("missing.h5") == "refused");
+  fs::create_directories(dir.file("a_directory.h5"));
+  CHECK(verdict("a_directory.h5") == "refused");
+}
+
 TEST_CASE("names that cannot be HDF5 keys are refused when saving, and no file is left") {
   ScratchDir dir;
   Checkpoint c;

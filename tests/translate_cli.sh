@@ -198,6 +198,17 @@ printf 'garbage' | dd of="$dir/damaged/ckpt-00000040.h5" bs=1 seek=5000 conv=not
 run 0 damaged "$bin" train "${small[@]}" --out "$dir/damaged" --steps 45 --resume auto
 contains "$dir/damaged.err" "ckpt-00000040.h5 is damaged"
 contains "$dir/damaged.out" "resumed from $dir/damaged/ckpt-00000030.h5 at step 30"
+# one whose bytes are whole but which is refused (here: another schema version) is not
+# skipped for an older one, which would throw away the steps since: the run stops, naming
+# it, and the file stays where it was
+cp -r "$dir/run" "$dir/refused"
+rm -f "$dir/refused/.lock"
+printf '7' | dd of="$dir/refused/ckpt-00000040.h5" bs=1 seek=24 conv=notrunc 2>/dev/null  # "schema 1" -> "schema 7"
+run 1 refused "$bin" train "${small[@]}" --out "$dir/refused" --steps 45 --resume auto
+contains "$dir/refused.err" "ckpt-00000040.h5' is refused and left in place"
+contains "$dir/refused.err" "schema version 7 is not known to this build"
+[ -f "$dir/refused/ckpt-00000040.h5" ] && [ ! -e "$dir/refused/ckpt-00000040.h5.damaged" ] ||
+  fail "the refused checkpoint was moved"
 
 # options on resume: the model's shape, the schedule and the seed are the checkpoint's;
 # a different value is refused by its option's name; the others apply and are named

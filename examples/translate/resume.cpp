@@ -40,7 +40,7 @@ std::optional<std::string> newest_intact(const io::CheckpointManager& ckpts, con
     try {
       io::read_checkpoint(*it);
       return *it;
-    } catch (const Error& e) {
+    } catch (const io::CheckpointDamaged& e) {
       // renamed out of the numbered series (the bytes are kept), so that the new run's
       // saves are never rotated away in favour of it
       const std::string aside = *it + ".damaged";
@@ -49,6 +49,11 @@ std::optional<std::string> newest_intact(const io::CheckpointManager& ckpts, con
       std::fprintf(stderr, "translate train: warning: %s is damaged (%s); %s, trying an older checkpoint\n", it->c_str(),
                    e.what(), moved ? ("moved it to " + aside).c_str() : "left it in place");
       damaged.push_back(*it);
+    } catch (const Error& e) {
+      // whole bytes refused (another schema version, an edited key) or a file that cannot be
+      // opened: not skipped for an older checkpoint - that would throw away the steps since
+      fail("translate train", "'", *it, "' is refused and left in place (only a checkpoint whose bytes are damaged "
+           "is set aside): ", e.what(), ". Move it out of '", out, "' to resume from the checkpoint before it");
     }
   }
   if (!damaged.empty())

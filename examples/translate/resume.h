@@ -20,8 +20,10 @@
 
 namespace ember::translate {
 
-// The newest checkpoint of the directory that reads back whole; damaged ones are named
-// and skipped.
+// The newest checkpoint of the directory that reads back whole; damaged ones
+// (io::CheckpointDamaged) are named, moved aside and skipped. One that is refused
+// otherwise (another schema version, an edited key, a file that cannot be opened) stops the
+// run with the reason, left where it is.
 std::optional<std::string> newest_intact(const io::CheckpointManager& ckpts, const std::string& out);
 
 // The checkpoint's dropout stream: /rng/dropout, or /rng/default in checkpoints written
