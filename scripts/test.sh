@@ -23,9 +23,9 @@ ctest --test-dir build --output-on-failure -j"$jobs"
 
 echo "== Debug + AddressSanitizer + UndefinedBehaviorSanitizer build (clang) and tests"
 # clang: its UBSan checks float-to-integer conversions too, and it compiles the test files
-# faster (test_gradcheck_ops here in 12 s, against gcc's 23 s). The fuzz targets are built here as well (-DEMBER_FUZZ=ON): one
-# compilation of the libraries serves both. Shared libraries: the tests link in about half
-# the time.
+# faster (test_gradcheck_ops here in 12 s, against gcc's 23 s). The fuzz targets are built
+# here as well (-DEMBER_FUZZ=ON): one compilation of the libraries serves both. Shared
+# libraries: the tests link in about half the time.
 CC=clang CXX=clang++ cmake -S . -B build-sanitize $(generator build-sanitize) -DCMAKE_BUILD_TYPE=Debug \
   -DEMBER_SANITIZE=ON -DEMBER_FUZZ=ON -DBUILD_SHARED_LIBS=ON \
   -DEMBER_BUILD_EXAMPLES=OFF -DEMBER_BUILD_TOOLS=OFF -DEMBER_BUILD_BENCH=OFF
