@@ -72,10 +72,10 @@ uint32_t crc_of(const uint8_t* data, size_t n) {
   return (uint32_t)crc;
 }
 
-std::string header_text(uint64_t size, uint32_t crc) {
+std::string header_text(uint64_t size, uint32_t crc, int64_t schema = kCheckpointSchemaVersion) {
   char buf[128];
-  std::snprintf(buf, sizeof buf, "%s\nschema %lld\nsize %llu\ncrc32 %08x\n", kMagic,
-                (long long)kCheckpointSchemaVersion, (unsigned long long)size, crc);
+  std::snprintf(buf, sizeof buf, "%s\nschema %lld\nsize %llu\ncrc32 %08x\n", kMagic, (long long)schema,
+                (unsigned long long)size, crc);
   return buf;
 }
 
@@ -394,9 +394,13 @@ uint32_t check_header(const std::string& name, const uint8_t* head, size_t n, ui
   unsigned crc = 0;
   char magic[32] = {0};
   int n_read = 0;
+  // exactly as header_text writes it, NUL to the end: a header is not checksummed, so a
+  // changed character must not read as another value (a schema version below 1 no build
+  // wrote is damage too; one above this build's is a newer file)
   if (std::sscanf(header.c_str(), "%16c\nschema %lld\nsize %llu\ncrc32 %8x\n%n", magic, &schema, &size, &crc,
                   &n_read) != 4 ||
-      n_read != (int)header.size())
+      n_read != (int)header.size() || header != header_text(size, crc, schema) ||
+      std::any_of(head + header.size(), head + kHeaderBytes, [](uint8_t b) { return b != 0; }) || schema < 1)
     damaged("'", name, "' has a damaged ember header (key: header)");
   if (schema != kCheckpointSchemaVersion)
     fail(op, "'", name, "': header: schema version ", schema, " is not known to this build (it reads version ",

@@ -8,12 +8,15 @@
 # command's sanitizer build, which builds the tests and the fuzz targets together); without
 # it, build-fuzz is configured for the fuzz targets alone.
 set -euo pipefail
+[ -z "${FUZZ_BUILD:-}" ] || FUZZ_BUILD=$(realpath -m -- "$FUZZ_BUILD")  # (relative to the caller's directory)
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
 build=${FUZZ_BUILD:-build-fuzz}
 if [ -n "${FUZZ_BUILD:-}" ]; then
-  grep -qs "^EMBER_FUZZ:BOOL=ON" "$build/CMakeCache.txt" ||
-    { echo "fuzz.sh: FUZZ_BUILD=$build is not a build directory configured with -DEMBER_FUZZ=ON" >&2; exit 2; }
+  # any value CMake takes for true (ON, 1, YES, TRUE, Y, in any case), and this source tree's
+  grep -qsiE "^EMBER_FUZZ:BOOL=(on|yes|true|y|[1-9][0-9]*)$" "$build/CMakeCache.txt" &&
+    grep -qsx "CMAKE_HOME_DIRECTORY:INTERNAL=$(pwd -P)" "$build/CMakeCache.txt" ||
+    { echo "fuzz.sh: FUZZ_BUILD=$build is not a build directory of $(pwd -P) configured with -DEMBER_FUZZ=ON" >&2; exit 2; }
 else
   generator=$([ -f "$build/CMakeCache.txt" ] || ! command -v ninja >/dev/null || echo "-GNinja")  # as scripts/test.sh
   CC=clang CXX=clang++ cmake -S . -B "$build" $generator -DCMAKE_BUILD_TYPE=Debug -DEMBER_FUZZ=ON \

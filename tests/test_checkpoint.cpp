@@ -484,6 +484,19 @@ TEST_CASE("read_checkpoint tells damaged bytes (CheckpointDamaged) from whole fi
     w.write("/x", ones({2}));
   }
   CHECK(verdict("plain.h5") == "damaged");
+  // the header is not checksummed: it must read exactly as written, or it is damage
+  bad = whole;
+  bad[500] = 'x';  // in its NUL padding
+  write_bytes(dir.file("padding.h5"), bad);
+  CHECK(verdict("padding.h5") == "damaged");
+  bad = whole;
+  REQUIRE(std::string(bad.begin() + 17, bad.begin() + 25) == "schema 1");
+  bad[23] = '+';  // "schema+1"
+  write_bytes(dir.file("plus.h5"), bad);
+  CHECK(verdict("plus.h5") == "damaged");
+  save_checkpoint(dir.file("v0.h5"), good);
+  reseal(dir.file("v0.h5"), 0);  // a version no build wrote
+  CHECK(verdict("v0.h5") == "damaged");
   // whole but refused: another schema version, an edited key, no file at all, a directory
   save_checkpoint(dir.file("v2.h5"), good);
   reseal(dir.file("v2.h5"), 2);

@@ -439,6 +439,20 @@ run 0 damaged_high "$bin" train "${small[@]}" --out "$dir/later" --steps 40 --re
 contains "$dir/damaged_high.err" "moved it to $dir/later/ckpt-00000099.h5.damaged"
 [ -f "$dir/later/ckpt-00000040.h5" ] || fail "the run's newest checkpoint was rotated away: $(ls "$dir/later")"
 contains "$dir/damaged_high.out" "checkpoint: $dir/later/ckpt-00000040.h5"
+# set aside again under the same number: the first one's bytes are kept
+cp "$dir/later/ckpt-00000099.h5.damaged" "$dir/later/ckpt-00000099.h5"
+run 0 damaged_again "$bin" train "${small[@]}" --out "$dir/later" --steps 40 --resume auto --keep 1
+contains "$dir/damaged_again.err" "moved it to $dir/later/ckpt-00000099.h5.damaged-2"
+cmp -s "$dir/later/ckpt-00000099.h5.damaged" "$dir/later/ckpt-00000099.h5.damaged-2" ||
+  fail "the first damaged copy was overwritten"
+rm "$dir/later/ckpt-00000099.h5.damaged-2"
+# a directory whose every checkpoint is damaged: refused, and refused again on the next try
+# (not started afresh among the damaged ones)
+mkdir -p "$dir/all_damaged" && head -c 3000 "$dir/later/ckpt-00000040.h5" >"$dir/all_damaged/ckpt-00000040.h5"
+run 1 all_damaged "$bin" train "${small[@]}" --out "$dir/all_damaged" --steps 50 --resume auto
+contains "$dir/all_damaged.err" "none of the 1 checkpoints in '$dir/all_damaged' is intact"
+run 1 all_damaged_again "$bin" train "${small[@]}" --out "$dir/all_damaged" --steps 50 --resume auto
+contains "$dir/all_damaged_again.err" "holds no intact checkpoint, only damaged ones set aside (ckpt-00000040.h5.damaged)"
 # nothing to train: the checkpoint is already at --steps, and no save happens
 run 0 nothing "$bin" train "${small[@]}" --out "$dir/later" --steps 40 --resume auto
 contains "$dir/nothing.out" "nothing to train: the checkpoint is at step 40"

@@ -2,9 +2,11 @@
 #include "examples/translate/resume.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 
 #include "core/error.h"
@@ -41,13 +43,16 @@ std::optional<std::string> newest_intact(const io::CheckpointManager& ckpts, con
       io::read_checkpoint(*it);
       return *it;
     } catch (const io::CheckpointDamaged& e) {
-      // renamed out of the numbered series (the bytes are kept), so that the new run's
-      // saves are never rotated away in favour of it
-      const std::string aside = *it + ".damaged";
+      // renamed out of the numbered series (the bytes are kept, beside any set aside
+      // before), so that the new run's saves are never rotated away in favour of it
+      std::string aside = *it + ".damaged";
+      std::error_code ec;
+      for (int n = 2; fs::exists(fs::symlink_status(aside, ec)); n++) aside = cat_str(*it, ".damaged-", n);
       const bool moved = std::rename(it->c_str(), aside.c_str()) == 0;
+      const std::string why = moved ? "moved it to " + aside : cat_str("could not move it (", std::strerror(errno), ")");
       std::fflush(stdout);
       std::fprintf(stderr, "translate train: warning: %s is damaged (%s); %s, trying an older checkpoint\n", it->c_str(),
-                   e.what(), moved ? ("moved it to " + aside).c_str() : "left it in place");
+                   e.what(), why.c_str());
       damaged.push_back(*it);
     } catch (const Error& e) {
       // whole bytes refused (another schema version, an edited key) or a file that cannot be
@@ -59,6 +64,21 @@ std::optional<std::string> newest_intact(const io::CheckpointManager& ckpts, con
   if (!damaged.empty())
     fail("translate train", "none of the ", damaged.size(), " checkpoints in '", out,
          "' is intact (see the warnings above); start afresh in another --out");
+  // none left, but some set aside by an earlier --resume auto: the run cannot go on, and a
+  // new one should not start among them
+  std::error_code ec;
+  std::vector<std::string> aside;
+  for (const auto& entry : fs::directory_iterator(out, ec)) {
+    const std::string name = entry.path().string();
+    const size_t at = name.rfind(".damaged");
+    if (at != std::string::npos && ckpts.step_named(name.substr(0, at))) aside.push_back(entry.path().filename());
+  }
+  std::sort(aside.begin(), aside.end());
+  std::string names;
+  for (const std::string& name : aside) names += (names.empty() ? "" : ", ") + name;
+  if (!aside.empty())
+    fail("translate train", "'", out, "' holds no intact checkpoint, only damaged ones set aside (", names,
+         "); start afresh in another --out, or remove them");
   return std::nullopt;
 }
 
