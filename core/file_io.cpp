@@ -102,7 +102,18 @@ const char* file_kind(mode_t mode) {
 
 void check_regular_file(const std::string& path, const char* op, const std::string& expected) {
   struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) os_fail(op, "cannot open", path, errno);
+  if (::stat(path.c_str(), &st) != 0) {
+    const int err = errno;
+    // a name that lists but cannot be opened: say where its link leads
+    struct stat link {};
+    std::error_code ec;
+    if (::lstat(path.c_str(), &link) == 0 && S_ISLNK(link.st_mode)) {
+      const std::string target = fs::read_symlink(path, ec).string();
+      fail(op, "cannot open '", path, "': ", std::strerror(err), " (it is a symbolic link to ", printable(target, 200),
+           ")");
+    }
+    os_fail(op, "cannot open", path, err);
+  }
   if (!S_ISREG(st.st_mode)) not_regular(path, st.st_mode, op, expected);
 }
 

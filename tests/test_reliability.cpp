@@ -327,6 +327,11 @@ TEST_CASE("check_regular_file names what a path is when it is not a regular file
         "op: '/dev/null' is a character device, not a regular file");
   CHECK(error_of([&] { io::check_regular_file(dir.file("none"), "op"); }) ==
         "op: cannot open '" + dir.file("none") + "': No such file or directory");
+  // a dangling link lists like a file: the message says where it leads
+  const std::string dangling = dir.file("dangling.h5");
+  REQUIRE(::symlink("/nonexistent/x.h5", dangling.c_str()) == 0);
+  CHECK(error_of([&] { io::check_regular_file(dangling, "op"); }) ==
+        "op: cannot open '" + dangling + "': No such file or directory (it is a symbolic link to \"/nonexistent/x.h5\")");
   CHECK_NOTHROW(io::check_regular_file(plain, "op"));
   // a writer's target may not exist yet
   CHECK_NOTHROW(io::check_regular_or_missing(dir.file("none"), "op"));
