@@ -35,13 +35,13 @@ std::string schedule_name(const std::string& kind) {
 
 }  // namespace
 
-std::optional<std::string> newest_intact(const io::CheckpointManager& ckpts, const std::string& out) {
+std::optional<std::pair<std::string, io::Checkpoint>> newest_intact(const io::CheckpointManager& ckpts,
+                                                                    const std::string& out) {
   auto all = ckpts.list();
   std::vector<std::string> damaged;
   for (auto it = all.rbegin(); it != all.rend(); ++it) {
     try {
-      io::read_checkpoint(*it);
-      return *it;
+      return std::make_pair(*it, io::read_checkpoint(*it));
     } catch (const io::CheckpointDamaged& e) {
       // renamed out of the numbered series (the bytes are kept, beside any set aside
       // before), so that the new run's saves are never rotated away in favour of it

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/random.h"
@@ -20,11 +21,12 @@
 
 namespace ember::translate {
 
-// The newest checkpoint of the directory that reads back whole; damaged ones
-// (io::CheckpointDamaged) are named, moved aside and skipped. One that is refused
+// The newest checkpoint of the directory that reads back whole, and what it holds; damaged
+// ones (io::CheckpointDamaged) are named, moved aside and skipped. One that is refused
 // otherwise (another schema version, an edited key, a file that cannot be opened) stops the
 // run with the reason, left where it is.
-std::optional<std::string> newest_intact(const io::CheckpointManager& ckpts, const std::string& out);
+std::optional<std::pair<std::string, io::Checkpoint>> newest_intact(const io::CheckpointManager& ckpts,
+                                                                    const std::string& out);
 
 // The checkpoint's dropout stream: /rng/dropout, or /rng/default in checkpoints written
 // when dropout drew from the default generator. Its seed is the run's --seed.

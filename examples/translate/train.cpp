@@ -142,26 +142,26 @@ int train(const TrainOptions& o) {
 
   // The checkpoint to resume from, if any: its configuration and vocabularies win.
   std::optional<std::string> resume;
+  std::optional<io::Checkpoint> previous;
   if (given(o, "--resume")) {
     if (o.resume == "auto") {
       // rank 0 first: it moves damaged checkpoints aside, which the others then do not see
-      if (leader) resume = newest_intact(ckpts, o.out);
+      std::optional<std::pair<std::string, io::Checkpoint>> found;
+      if (leader) found = newest_intact(ckpts, o.out);
       dist::barrier();
-      if (!leader) resume = newest_intact(ckpts, o.out);
-      if (!resume) std::printf("no checkpoint in %s: starting afresh\n", o.out.c_str());
+      if (!leader) found = newest_intact(ckpts, o.out);
+      if (found) resume = std::move(found->first), previous = std::move(found->second);
+      else std::printf("no checkpoint in %s: starting afresh\n", o.out.c_str());
     } else {
       resume = o.resume;
+      previous = io::read_checkpoint(*resume);
     }
   }
   if (!resume && ckpts.latest())
     fail("translate train", "'", o.out, "' already holds checkpoints (", *ckpts.latest(),
          "); continue with --resume auto, or choose another --out");
   if (!resume && given(o, "--resume")) check_new_schedule(o);  // --resume auto found nothing: a new run
-  std::optional<io::Checkpoint> previous;
-  if (resume) {
-    previous = io::read_checkpoint(*resume);
-    check_resume_place(ckpts, o.out, *resume, previous->progress.step);
-  }
+  if (resume) check_resume_place(ckpts, o.out, *resume, previous->progress.step);
 
   nn::TransformerConfig cfg;
   CharVocab src_vocab, tgt_vocab;
