@@ -382,7 +382,7 @@ uint32_t check_header(const std::string& name, const uint8_t* head, size_t n, ui
   if (n < std::strlen(kMagic) || std::memcmp(head, kMagic, std::strlen(kMagic)) != 0) {
     if (hdf5_at_0) damaged("'", name, "' is an HDF5 file but not an ember checkpoint (it has no ember header)");
     damaged("'", name, "' is not an ember checkpoint: it does not start with an ember header (the file has ",
-         file_size, " bytes)");
+            file_size, " bytes)");
   }
   if (n < kHeaderBytes || file_size < kHeaderBytes + 8)
     damaged("'", name, "' is truncated: ", file_size, " bytes, shorter than the header and HDF5 signature");
@@ -407,7 +407,7 @@ uint32_t check_header(const std::string& name, const uint8_t* head, size_t n, ui
          kCheckpointSchemaVersion, ")");
   if (size != file_size)
     damaged("'", name, "' is ", size > file_size ? "truncated" : "longer than written", ": its header says ", size,
-         " bytes, the file has ", file_size);
+            " bytes, the file has ", file_size);
   return crc;
 }
 
@@ -430,8 +430,8 @@ Checkpoint read_checkpoint_bytes(const std::string& name, const std::vector<uint
   const uint32_t crc = check_header(name, bytes.data(), std::min(bytes.size(), kHeaderBytes), bytes.size());
   uint32_t actual = crc_of(bytes.data() + kHeaderBytes, bytes.size() - kHeaderBytes);
   if (actual != crc)
-    damaged("'", name, "' is corrupted: its checksum does not match (crc32 ", cat_str(std::hex, crc), " in the header, ",
-         cat_str(std::hex, actual), " computed)");
+    damaged("'", name, "' is corrupted: its checksum does not match (crc32 ", cat_str(std::hex, crc),
+            " in the header, ", cat_str(std::hex, actual), " computed)");
   if (std::memcmp(bytes.data() + kHeaderBytes, kHdf5Signature, 8) != 0)
     damaged("'", name, "' has no HDF5 signature after its header");
   std::optional<h5::Reader> r;

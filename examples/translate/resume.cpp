@@ -28,6 +28,13 @@ std::string shortest(double x) {
   return std::string(b, r.ptr);
 }
 
+// "a, b, c"
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); i++) s += (i ? ", " : "") + v[i];
+  return s;
+}
+
 // The schedule's name on the command line, from its kind in checkpoints.
 std::string schedule_name(const std::string& kind) {
   return kind == "InverseSqrt" ? "inverse-sqrt" : kind == "WarmupCosine" ? "cosine" : kind;
@@ -74,10 +81,8 @@ std::optional<std::pair<std::string, io::Checkpoint>> newest_intact(const io::Ch
     if (at != std::string::npos && ckpts.step_named(name.substr(0, at))) aside.push_back(entry.path().filename());
   }
   std::sort(aside.begin(), aside.end());
-  std::string names;
-  for (const std::string& name : aside) names += (names.empty() ? "" : ", ") + name;
   if (!aside.empty())
-    fail("translate train", "'", out, "' holds no intact checkpoint, only damaged ones set aside (", names,
+    fail("translate train", "'", out, "' holds no intact checkpoint, only damaged ones set aside (", join(aside),
          "); start afresh in another --out, or remove them");
   return std::nullopt;
 }
@@ -192,11 +197,6 @@ void check_resume_options(const TrainOptions& o, const io::Checkpoint& c, const 
                            "--save-every", "--keep", "--log-every", "--threads", "--watch", "--watch-every",
                            "--watch-rows", "--watch-curvature"})
     if (given(o, flag)) applies.push_back(std::string(flag) + " " + o.given.at(flag)->as<std::string>());
-  auto join = [](const std::vector<std::string>& v) {
-    std::string s;
-    for (size_t i = 0; i < v.size(); i++) s += (i ? ", " : "") + v[i];
-    return s;
-  };
   if (!refused.empty())
     fail("translate train", "on resume from '", path, "' these options cannot change what the checkpoint fixed: ",
          join(refused), ". Leave them out to continue as the run began, or start a new run in another --out");
@@ -218,9 +218,9 @@ void check_resume_place(const io::CheckpointManager& ckpts, const std::string& o
   for (size_t i = 0; i < all.size(); i++)
     if (fs::equivalent(all[i], resume, ec)) at = i;
   auto names = [&](size_t from) {
-    std::string s;
-    for (size_t i = from; i < all.size(); i++) s += (i > from ? ", " : "") + fs::path(all[i]).filename().string();
-    return s;
+    std::vector<std::string> v;
+    for (size_t i = from; i < all.size(); i++) v.push_back(fs::path(all[i]).filename().string());
+    return join(v);
   };
   if (at == all.size())
     fail("translate train", "'", out, "' holds checkpoints of another run (", names(0), "); resuming '", resume,
