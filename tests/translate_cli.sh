@@ -274,6 +274,10 @@ PY
     "key '/extra/world_size' should hold the number of processes that saved it, an int64 in [1, 1048576]"
   crafted world_huge 'put("extra/world_size", np.array([2**63 - 1], np.int64))' \
     "an int64 in [1, 1048576] of shape [1]; got int64 [1] holding 9223372036854775807"
+  crafted world_matrix 'put("extra/world_size", np.array([[1]], np.int64))' \
+    "key '/extra/world_size' should hold the number of processes that saved it, an int64 in [1, 1048576] of shape [1]; got int64 [1,1]"
+  crafted precision_two 'put("extra/bf16_products", np.array([2], np.int64))' \
+    "key '/extra/bf16_products' should hold 1 if it trained under --precision bf16, else 0, an int64 in [0, 1] of shape [1]; got int64 [1] holding 2"
   crafted epoch_huge 'put("progress/epoch", np.int64(2**63 - 1))' "key '/progress/epoch': should be in [0, 2^62]"
   crafted epoch_int32 'put("progress/epoch", np.int32(0))' "key '/progress/epoch': is stored as int32"
   crafted adam_step_huge 'name = sorted(f["optimizer/state"])[0]; put("optimizer/state/%s/step" % name, np.int64(2**63 - 1))' \

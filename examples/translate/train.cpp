@@ -107,6 +107,21 @@ std::map<std::string, std::string> watch_info(const std::string& program, const 
   return info;
 }
 
+// The checkpoint's /extra/<name>, if it has one: an int64 of shape [1] in [lo, hi] (what it
+// means: `meaning`), or refused, naming the file and the key.
+std::optional<int64_t> extra_integer(const io::Checkpoint& c, const std::string& file, const std::string& name,
+                                     int64_t lo, int64_t hi, const std::string& meaning) {
+  const auto it = c.extra.find(name);
+  if (it == c.extra.end()) return std::nullopt;
+  const Tensor& t = it->second;
+  const bool one = t.dtype() == kInt64 && t.dim() == 1 && t.numel() == 1;
+  const int64_t v = one ? t.to_vector<int64_t>()[0] : 0;
+  if (!one || v < lo || v > hi)
+    fail("translate train", "'", file, "': key '/extra/", name, "' should hold ", meaning, ", an int64 in [", lo, ", ",
+         hi, "] of shape [1]; got ", dtype_name(t.dtype()), " ", t.shape(), one ? cat_str(" holding ", v) : std::string());
+  return v;
+}
+
 }  // namespace
 
 int train(const TrainOptions& o) {
@@ -285,25 +300,11 @@ int train(const TrainOptions& o) {
       window_loss = v[0], window_steps = int64_t(v[1]);
     }
     std::string ranks;
-    if (c.extra.count("world_size")) {
-      const Tensor& w = c.extra.at("world_size");
-      const int64_t n = w.dtype() == kInt64 && w.numel() == 1 ? w.to_vector<int64_t>()[0] : 0;
-      if (n < 1 || n > kMaxWorldSize)
-        fail("translate train", "'", *resume, "': key '/extra/world_size' should hold the number of processes that ",
-             "saved it, an int64 in [1, ", kMaxWorldSize, "] of shape [1]; got ", dtype_name(w.dtype()), " ",
-             w.shape(), w.dtype() == kInt64 && w.numel() == 1 ? cat_str(" holding ", n) : std::string());
-      ranks = cat_str(", saved by ", n, " process(es)");
-    }
+    if (auto n = extra_integer(c, *resume, "world_size", 1, kMaxWorldSize, "the number of processes that saved it"))
+      ranks = cat_str(", saved by ", *n, " process(es)");
     // the precision the run trained at (absent: float32), kept unless --precision is given
-    if (c.extra.count("bf16_products")) {
-      const Tensor& t = c.extra.at("bf16_products");
-      const int64_t v = t.dtype() == kInt64 && t.dim() == 1 && t.numel() == 1 ? t.to_vector<int64_t>()[0] : -1;
-      if (v != 0 && v != 1)
-        fail("translate train", "'", *resume, "': key '/extra/bf16_products' should hold 1 (trained under --precision "
-             "bf16) or 0, an int64 of shape [1]; got ", dtype_name(t.dtype()), " ", t.shape(),
-             t.dtype() == kInt64 && t.dim() == 1 && t.numel() == 1 ? cat_str(" holding ", v) : std::string());
-      if (!given(o, "--precision")) bf16 = v == 1;
-    }
+    if (auto v = extra_integer(c, *resume, "bf16_products", 0, 1, "1 if it trained under --precision bf16, else 0"))
+      if (!given(o, "--precision")) bf16 = *v == 1;
     std::printf("resumed from %s at step %lld (epoch %lld, pair %lld of the epoch%s)\n", resume->c_str(),
                 (long long)progress.step, (long long)progress.epoch, (long long)progress.position, ranks.c_str());
   }
