@@ -2,6 +2,7 @@
 // Generator (rand, uniform, normal, randn, randint).
 #include "core/tensor.h"
 
+#include <bit>
 #include <cmath>
 
 #include "core/kernels/dispatch.h"
@@ -120,6 +121,33 @@ Tensor from_bools(const std::vector<bool>& v, const Shape& s) {
 // ---------------------------------------------------------------- random
 static Generator& gen_or_default(Generator* g) { return g ? *g : default_generator(); }
 
+// Float32 draws in [lo, hi) to bfloat16, each rounded down to the grid, so that a value x
+// stands for the draws in [x, the next bfloat16) and none reaches hi (rounded to nearest,
+// those in hi's last half step would); a draw that falls below lo then (lo between two
+// bfloat16) takes the first bfloat16 from lo, or lo rounded if [lo, hi) holds none.
+static Tensor bf16_below(const Tensor& draws, double lo, double hi) {
+  auto down = [](float v) {  // the largest bfloat16 <= v (v finite)
+    const uint32_t u = std::bit_cast<uint32_t>(v), top = u >> 16;
+    return uint16_t((u & 0xffffu) && (u >> 31) ? top + 1 : top);
+  };
+  auto up = [](float v) {  // the smallest bfloat16 >= v (v finite)
+    const uint32_t u = std::bit_cast<uint32_t>(v), top = u >> 16;
+    return uint16_t((u & 0xffffu) && !(u >> 31) ? top + 1 : top);
+  };
+  const float flo = static_cast<float>(lo);
+  const uint16_t first = bf16_to_float(up(flo)) < hi ? up(flo) : float_to_bf16(flo);
+  Tensor t = allocate(draws.shape(), kBFloat16, false, "uniform");
+  const float* src = draws.data<float>();
+  BFloat16* dst = t.data<BFloat16>();
+  parallel_for(t.numel(), cost::kCopy, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; i++) {
+      const uint16_t x = down(src[i]);
+      dst[i] = BFloat16::from_bits(bf16_to_float(x) < lo ? first : x);
+    }
+  });
+  return t;
+}
+
 Tensor rand(const Shape& shape, DType dtype, Generator* gen) {
   if (!is_floating(dtype)) fail("rand", "expected a float dtype, got ", dtype_name(dtype));
   return uniform(shape, 0.0, 1.0, dtype, gen);
@@ -128,7 +156,7 @@ Tensor rand(const Shape& shape, DType dtype, Generator* gen) {
 Tensor uniform(const Shape& shape, double lo, double hi, DType dtype, Generator* g) {
   if (!(std::isfinite(lo) && std::isfinite(hi) && lo <= hi))
     fail("uniform", "expected finite bounds low <= high, got ", lo, " and ", hi);
-  if (dtype == kBFloat16) return uniform(shape, lo, hi, kFloat32, g).to(kBFloat16);  // may round up to hi
+  if (dtype == kBFloat16) return bf16_below(uniform(shape, lo, hi, kFloat32, g), lo, hi);
   Tensor t = allocate(shape, dtype, false, "uniform");
   Generator& gen = gen_or_default(g);
   const int64_t n = t.numel();

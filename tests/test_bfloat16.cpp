@@ -158,6 +158,39 @@ TEST_CASE("bfloat16 tensors are created, read and converted from and to every dt
   CHECK(x.to_vector<double>()[2] == (double)bf16_to_float(float_to_bf16(1e-40f)));
 }
 
+TEST_CASE("bfloat16 uniform draws round down to the grid and never reach the upper bound") {
+  // each value is the float32 draw of the same seed rounded down: x <= draw < next bfloat16
+  for (const auto& [lo, hi] : std::vector<std::pair<double, double>>{{0, 1}, {-1, 1}, {-3, -2}, {0.1, 0.2}}) {
+    Generator g32(7), g16(7);
+    const Tensor draws = uniform({200000}, lo, hi, kFloat32, &g32);
+    const Tensor x = uniform({200000}, lo, hi, kBFloat16, &g16);
+    const std::vector<float> d = draws.to_vector<float>();
+    const std::vector<uint16_t> b = bits_of(x);
+    // the bfloat16 next above and next below bit pattern c (finite, not -0 below)
+    auto above = [](uint16_t c) { return c == 0x8000 ? bf16_to_float(1) : bf16_to_float(uint16_t(c & 0x8000 ? c - 1 : c + 1)); };
+    auto below = [](uint16_t c) { return c == 0 ? -bf16_to_float(1) : bf16_to_float(uint16_t(c & 0x8000 ? c + 1 : c - 1)); };
+    int64_t bad = 0, at_top = 0;
+    for (size_t i = 0; i < d.size(); i++) {
+      const float v = bf16_to_float(b[i]);
+      const bool floor = v <= d[i] && d[i] < above(b[i]);
+      const bool first = d[i] < v && below(b[i]) < lo;  // a draw below the first bfloat16 from lo
+      if (!(v >= lo && v < hi) || !(floor || first)) bad++;
+      if (v == float(hi)) at_top++;
+    }
+    INFO("[" << lo << ", " << hi << ")");
+    CHECK(bad == 0);
+    CHECK(at_top == 0);
+  }
+  // rand: 2M draws all in [0, 1), the top value 1 - 2^-8 (to nearest, about 0.2% would be 1)
+  Generator g(0);
+  const Tensor r = rand({2000000}, kBFloat16, &g).to(kFloat32);
+  CHECK(max(r).item() == 1.0 - std::ldexp(1.0, -8));
+  CHECK(-max(neg(r)).item() >= 0.0);
+  // no bfloat16 in [lo, hi): lo rounded; lo == hi: lo
+  CHECK(uniform({3}, 1.001, 1.002, kBFloat16).to(kFloat32).to_vector<float>() == std::vector<float>(3, 1.0f));
+  CHECK(uniform({3}, 0.5, 0.5, kBFloat16).to(kFloat32).to_vector<float>() == std::vector<float>(3, 0.5f));
+}
+
 TEST_CASE("to() converts non-contiguous tensors to and from bfloat16") {
   const Tensor f = mul(arange(0, 12, 1, kFloat32).view({3, 4}), 0.1);
   const Tensor t = f.t();  // [4, 3], strides [1, 4]

@@ -11,6 +11,7 @@
 #include <tuple>
 #include <vector>
 
+#include "core/autocast.h"
 #include "core/autograd.h"
 #include "core/ops.h"
 #include "core/random.h"
@@ -217,4 +218,28 @@ TEST_CASE("per-example norms, the clipped mean and the gradient noise follow the
   CHECK(error_of([&] { nn::clipped_mean(grads, 0.0); }) == "clipped_mean: max_norm must be positive and finite, got 0");
   CHECK(error_of([&] { nn::per_sample_norms({{"a", zeros({2, 2})}, {"b", zeros({3})}}); }) ==
         "per_sample_norms: expected per-example gradients [B, ...] sharing B = 2, got 'b' of shape [3]");
+}
+
+TEST_CASE("per-sample gradients under Autocast whose examples cancel in the batch are not refused") {
+  // rows of about 1005 with losses of opposite signs: the batch gradient is a difference of
+  // large terms, bfloat16's rounding left in it; the examples' rows are still their own
+  Autocast bf16;
+  const int64_t B = 64, D = 64;
+  Generator gen(0);
+  nn::Linear lin(D, D, true, &gen);
+  std::vector<float> xs, signs;
+  for (int64_t b = 0; b < B; b++) {
+    for (int64_t d = 0; d < D; d++) xs.push_back(b % 2 ? 1004.5f : 1005.5f);
+    signs.push_back(b % 2 ? -1.0f : 1.0f);
+  }
+  const Tensor x = from_vector(xs, {B, D}), s = from_vector(signs, {B});
+  const auto grads = nn::per_sample_grads(lin, B, [&] { return mul(sum(lin.forward(x), {1}), s); });
+  // d loss_b / d weight = s_b * (a row of ones) x_b^T: every element s_b * x_b
+  const std::vector<float> w = grads[0].second.to_vector<float>();
+  REQUIRE(grads[0].first == "weight");
+  double worst = 0;
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t e = 0; e < D * D; e++)
+      worst = std::max(worst, double(std::abs(w[b * D * D + e] - signs[b] * xs[b * D]) / std::abs(xs[b * D])));
+  CHECK(worst < 1e-2);
 }

@@ -55,16 +55,21 @@ struct Literal {
     if (py::isinstance<py::bool_>(v)) {
     } else if (py::isinstance<py::float_>(v)) {
       any_float = true;
-    } else if (py::hasattr(v, "__index__")) {
+    } else if (PyObject* index = PyNumber_Index(v.ptr())) {
+      // an integer as operator.index takes it (NumPy's integers, a one-element integer
+      // tensor of PyTorch's - whose float tensors have __index__ too, but it refuses them)
       any_int = true;
-    } else if (py::hasattr(v, "__float__")) {
+      values.push_back(py::reinterpret_steal<py::object>(index));
+      return;
+    } else if (PyErr_Clear(), py::hasattr(v, "__float__")) {
       any_float = true;
     } else {
-      throw py::type_error("tensor: could not convert an object of type " +
-                           std::string(py::str(py::type::of(v).attr("__name__"))) + " to a number");
+      throw py::type_error("tensor: could not convert an object of type " + type_name(v) + " to a number");
     }
     values.push_back(v);  // a new reference
   }
+
+  static std::string type_name(const py::handle& v) { return py::str(py::type::of(v).attr("__name__")); }
 
   // PyTorch's default for these literals: float32 for reals, int64 for integers, bool.
   DType inferred() const {
@@ -90,7 +95,14 @@ struct Literal {
       return from_vector(ints, shape);
     }
     std::vector<double> reals;
-    for (const py::object& v : values) reals.push_back(py::cast<double>(py::float_(v)));
+    for (const py::object& v : values) {
+      try {
+        reals.push_back(py::cast<double>(py::float_(v)));
+      } catch (py::error_already_set& e) {  // (a tensor of several elements, say)
+        throw py::type_error("tensor: could not convert an object of type " + type_name(v) +
+                             " to a number: " + e.what());
+      }
+    }
     return from_vector(reals, shape, dtype);
   }
 };

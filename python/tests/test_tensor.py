@@ -25,6 +25,23 @@ def test_tensor_from_nested_lists_and_scalars():
     assert ember.tensor([]).shape == (0,)
 
 
+def test_tensor_takes_numbers_of_other_libraries_by_their_value():
+    # integers by operator.index; PyTorch's float tensors have __index__ too, but it refuses
+    # them: they are reals, not truncated to int64
+    np = pytest.importorskip("numpy")
+    assert ember.tensor([np.int64(3), np.int32(-2)]).tolist() == [3, -2]
+    assert ember.tensor(np.float32(0.5)).dtype == ember.float32
+    torch = pytest.importorskip("torch")
+    t = ember.tensor(torch.tensor(2.75, dtype=torch.float64))
+    assert t.dtype == ember.float32 and t.item() == 2.75
+    assert ember.tensor([torch.tensor(1.5), torch.tensor(2.5)]).tolist() == [1.5, 2.5]
+    assert ember.tensor(torch.tensor(1.5, dtype=torch.bfloat16)).item() == 1.5
+    i = ember.tensor([torch.tensor(7), torch.tensor(-1)])
+    assert i.dtype == ember.int64 and i.tolist() == [7, -1]
+    with pytest.raises(TypeError, match="^tensor: could not convert an object of type Tensor to a number"):
+        ember.tensor([torch.ones(2)])
+
+
 def test_ragged_lists_are_refused():
     with pytest.raises(ValueError, match="expected sequence of length 2 at dim 1"):
         ember.tensor([[1, 2], [3]])
