@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "core/forward_ad.h"
+#include "core/kernels/dispatch.h"
 #include "core/kernels/gemm.h"
 #include "core/kernels/reduce_softmax.h"
 #include "core/ops/helpers.h"
@@ -172,6 +173,7 @@ Tensor diag(const Tensor& a, int64_t offset) {
 Tensor trace(const Tensor& a, Loc loc) {
   check_defined(a, "trace", "the input");
   if (a.dim() != 2) fail("trace", "expected a 2-D tensor, got shape ", a.shape());
+  if (a.dtype() == kBFloat16) fail_bfloat16("trace", &a.shape());  // (sum would name itself)
   return sum(a.diagonal(), loc);
 }
 

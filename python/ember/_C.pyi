@@ -179,6 +179,8 @@ class Tensor:
         """The value of a one-element tensor as a Python number."""
     def tolist(self) -> Any:
         """The values as nested Python lists (a number for a 0-d tensor)."""
+    def __format__(self, format_spec: str) -> str:
+        """A 0-d tensor formats as its value (f"{loss:.3f}"); others only with an empty spec."""
     def __float__(self) -> builtins.float: ...
     def __int__(self) -> int: ...
     def __index__(self) -> int: ...
@@ -397,9 +399,9 @@ class Tensor:
     def matmul(self, other: Tensor) -> Tensor:
         """The matrix product, batched and broadcast as torch.matmul (also `@`)."""
     def mm(self, mat2: Tensor) -> Tensor:
-        """The product of two matrices."""
+        """The product of two matrices (2-D each)."""
     def bmm(self, mat2: Tensor) -> Tensor:
-        """The product of two batches of matrices [B, n, m] @ [B, m, p]."""
+        """The product of two batches of matrices [B, n, m] @ [B, m, p] (3-D each, no broadcasting)."""
     def outer(self, vec2: Tensor) -> Tensor:
         """The outer product of two vectors."""
     def diag(self, diagonal: int = 0) -> Tensor:
@@ -639,9 +641,9 @@ def cumsum(input: Tensor, dim: int) -> Tensor:
 def matmul(input: Tensor, other: Tensor) -> Tensor:
     """The matrix product, batched and broadcast as torch.matmul (also `@`)."""
 def mm(input: Tensor, mat2: Tensor) -> Tensor:
-    """The product of two matrices."""
+    """The product of two matrices (2-D each)."""
 def bmm(input: Tensor, mat2: Tensor) -> Tensor:
-    """The product of two batches of matrices [B, n, m] @ [B, m, p]."""
+    """The product of two batches of matrices [B, n, m] @ [B, m, p] (3-D each, no broadcasting)."""
 def outer(input: Tensor, vec2: Tensor) -> Tensor:
     """The outer product of two vectors."""
 def diag(input: Tensor, diagonal: int = 0) -> Tensor:

@@ -136,16 +136,25 @@ Tensor from_dlpack(const py::object& obj) {
   Shape shape(d.shape, d.shape + d.ndim), strides(d.ndim);
   int64_t extent = itemsize;  // bytes from the first element to past the last
   bool empty = false;
-  for (int i = d.ndim - 1, contiguous = 1; i >= 0; i--) {
+  bool overflow = false;  // (sizes and strides are the producer's: their products are checked)
+  int64_t contiguous = 1;
+  for (int i = d.ndim - 1; i >= 0; i--) {
     if (shape[i] < 0) throw py::value_error("from_dlpack: the DLPack tensor has a negative size");
     strides[i] = d.strides ? d.strides[i] : contiguous;
     if (strides[i] < 0)
       throw py::value_error("from_dlpack: the DLPack tensor has a negative stride, which ember's tensors cannot "
                             "have; make a copy on the other side first");
-    contiguous *= shape[i];
-    if (shape[i] == 0) empty = true;
-    else extent += (shape[i] - 1) * strides[i] * itemsize;
+    overflow |= __builtin_mul_overflow(contiguous, shape[i], &contiguous);
+    if (shape[i] == 0) {
+      empty = true;
+    } else {
+      int64_t span = 0;
+      overflow |= __builtin_mul_overflow(shape[i] - 1, strides[i], &span) ||
+                   __builtin_mul_overflow(span, itemsize, &span) || __builtin_add_overflow(extent, span, &extent);
+    }
   }
+  if (overflow && !empty)
+    throw py::value_error("from_dlpack: the DLPack tensor's sizes and strides span more than 2^63 bytes");
   char* data = static_cast<char*>(d.data) + d.byte_offset;
   if (!empty && !data) throw py::value_error("from_dlpack: the DLPack tensor's data pointer is null");
   if (reinterpret_cast<uintptr_t>(data) % itemsize)

@@ -16,6 +16,20 @@ namespace ember::python {
 
 namespace {
 
+// f(), an alias's call of the op `inner` (ember.std of var, ember.mm of matmul), with the
+// alias's name in its errors: a message "<inner>: ..." becomes "<name>: ...".
+template <class F>
+Tensor as_named(const char* name, const std::string& inner, F&& f) {
+  try {
+    return f();
+  } catch (const OutOfMemory&) {
+    throw;
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    if (what.rfind(inner + ":", 0) != 0) throw;
+    throw Error(name + what.substr(inner.size()));
+  }
+}
 
 // dim as PyTorch takes it: None (every dim), an int, or a tuple or list of ints.
 Dims dims_of(const py::object& dim) {
@@ -156,7 +170,7 @@ void bind_reductions(py::module_& m, TensorClass* cls) {
       py::kw_only(), py::arg("correction") = py::none());
   def(m, cls, "std", [variance](const Tensor& a, const py::object& dim, bool unbiased, bool keepdim,
                                 std::optional<int64_t> correction) {
-    return variance(a, dim, unbiased, keepdim, correction, true);
+    return as_named("std", "var", [&] { return variance(a, dim, unbiased, keepdim, correction, true); });
   }, py::arg("dim") = py::none(), py::arg("unbiased") = true, py::arg("keepdim") = false,
       py::kw_only(), py::arg("correction") = py::none());
   def(m, cls, "norm", [](const Tensor& a, double p, const py::object& dim, bool keepdim) {
@@ -171,8 +185,18 @@ void bind_reductions(py::module_& m, TensorClass* cls) {
 void bind_linalg(py::module_& m, TensorClass* cls) {
   auto matmul_ = [](const Tensor& a, const Tensor& b) { return matmul(a, b); };
   def(m, cls, "matmul", matmul_, py::arg("other"), NoGil());
-  def(m, cls, "mm", matmul_, py::arg("mat2"), NoGil());
-  def(m, cls, "bmm", matmul_, py::arg("mat2"), NoGil());
+  // mm of two matrices, bmm of two batches of as many matrices, as PyTorch's (no broadcasting)
+  def(m, cls, "mm", [](const Tensor& a, const Tensor& b) {
+    if (a.defined() && b.defined() && (a.dim() != 2 || b.dim() != 2))
+      fail("mm", "expected two 2-D tensors, got shapes ", a.shape(), " and ", b.shape());
+    return as_named("mm", "matmul", [&] { return matmul(a, b); });
+  }, py::arg("mat2"), NoGil());
+  def(m, cls, "bmm", [](const Tensor& a, const Tensor& b) {
+    if (a.defined() && b.defined() && (a.dim() != 3 || b.dim() != 3 || a.size(0) != b.size(0)))
+      fail("bmm", "expected two 3-D tensors [B, n, m] and [B, m, p] with the same B, got shapes ", a.shape(), " and ",
+           b.shape());
+    return as_named("bmm", "matmul", [&] { return matmul(a, b); });
+  }, py::arg("mat2"), NoGil());
   def(m, cls, "outer", [](const Tensor& a, const Tensor& b) { return outer(a, b); },
       py::arg("vec2"), NoGil());
   def(m, cls, "diag", diag, py::arg("diagonal") = 0, NoGil());

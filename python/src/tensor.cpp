@@ -185,6 +185,13 @@ TensorClass bind_tensor(py::module_& m) {
         int64_t at = 0;
         return nested(t.contiguous(), 0, at);
       })
+      // f"{t:.3f}": a 0-d tensor formats as its value, as PyTorch's does; others as str(t)
+      // with no format spec, else refused as object.__format__ refuses
+      .def("__format__", [](const py::object& self, const py::str& spec) -> py::object {
+        const Tensor& t = self.cast<const Tensor&>();
+        if (t.dim() == 0) return py::module_::import("builtins").attr("format")(item(t), spec);
+        return py::module_::import("builtins").attr("object").attr("__format__")(self, spec);
+      })
       .def("__float__", [](const Tensor& t) { return item(t).cast<double>(); })
       .def("__int__", [](const Tensor& t) { return py::int_(item(t)); })
       .def("__index__", [](const Tensor& t) {

@@ -112,3 +112,27 @@ def test_gradients_flow_on_the_ember_side():
     x = ember.from_dlpack(t).requires_grad_()
     (x * x).sum().backward()
     assert x.grad.tolist() == [2.0, 4.0]
+
+
+def test_a_capsule_whose_sizes_and_strides_overflow_is_refused():
+    # a producer's DLManagedTensor made by hand: float32 [2^62, 4], strides left to ember
+    import ctypes
+
+    class DLTensor(ctypes.Structure):
+        _fields_ = [("data", ctypes.c_void_p), ("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32),
+                    ("ndim", ctypes.c_int32), ("code", ctypes.c_uint8), ("bits", ctypes.c_uint8),
+                    ("lanes", ctypes.c_uint16), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                    ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+
+    class Managed(ctypes.Structure):
+        _fields_ = [("dl_tensor", DLTensor), ("manager_ctx", ctypes.c_void_p), ("deleter", ctypes.c_void_p)]
+
+    buffer = ctypes.create_string_buffer(64)
+    shape = (ctypes.c_int64 * 2)(2**62, 4)
+    m = Managed(DLTensor(ctypes.cast(buffer, ctypes.c_void_p), 1, 0, 2, 2, 32, 1, shape, None, 0), None, None)
+    new_capsule = ctypes.pythonapi.PyCapsule_New
+    new_capsule.restype = ctypes.py_object
+    new_capsule.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+    capsule = new_capsule(ctypes.addressof(m), b"dltensor", None)
+    with pytest.raises(ValueError, match="^from_dlpack: the DLPack tensor's sizes and strides span more than 2"):
+        ember.from_dlpack(capsule)

@@ -113,6 +113,17 @@ def test_matrix_products_and_softmax():
     close(a @ b.t(), A @ B.T)
     close(ember.matmul(a, b.T), A @ B.T)
     close(a.mm(b.t()), A @ B.T)
+    # mm takes matrices and bmm batches of them, as PyTorch's: no broadcasting
+    x3, y3 = ember.ones(2, 3, 4), ember.ones(2, 4, 5)
+    assert x3.bmm(y3).shape == (2, 3, 5) and ember.bmm(x3, y3).tolist() == (x3 @ y3).tolist()
+    with pytest.raises(RuntimeError, match=r"^mm: expected two 2-D tensors, got shapes \[2,3,4\] and \[2,4,5\]"):
+        x3.mm(y3)
+    with pytest.raises(RuntimeError, match=r"^bmm: expected two 3-D tensors .* got shapes \[2,3,4\] and \[4,5\]"):
+        x3.bmm(ember.ones(4, 5))
+    with pytest.raises(RuntimeError, match=r"^bmm: .* got shapes \[2,3,4\] and \[3,4,5\]"):
+        x3.bmm(ember.ones(3, 4, 5))
+    with pytest.raises(RuntimeError, match=r"^mm: shapes \[2,3\] and \[2,3\] cannot be multiplied"):
+        ember.ones(2, 3).mm(ember.ones(2, 3))
     e = np.exp(A - A.max(1, keepdims=True))
     close(ember.softmax(a, 1), e / e.sum(1, keepdims=True))
     close(a.log_softmax(-1), np.log(e / e.sum(1, keepdims=True)))

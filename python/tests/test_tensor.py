@@ -120,6 +120,11 @@ def test_item_and_python_numbers():
         bool(ember.zeros(2))
     with pytest.raises(ValueError, match="2 elements"):
         ember.zeros(2).item()
+    # format specs, as PyTorch's: a 0-d tensor formats as its value
+    assert f"{ember.tensor(2.0) / 3:.3f}" == "0.667" and f"{ember.tensor(7):04d}" == "0007"
+    assert f"{ember.ones(2)}" == str(ember.ones(2)) and format(ember.tensor(1.5)) == "1.5"
+    with pytest.raises(TypeError):
+        f"{ember.ones(2):.3f}"
 
 
 def test_views_share_memory_and_have_torch_shapes():
