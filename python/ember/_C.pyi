@@ -492,8 +492,18 @@ def randn(*size: _Size, generator: Optional[Generator] = None, dtype: Optional[_
 def rand(*size: _Size, generator: Optional[Generator] = None, dtype: Optional[_dtype] = None,
          requires_grad: builtins.bool = False) -> Tensor:
     """Uniform values in [0, 1) from generator (the default generator when None)."""
-def randint(*args: Union[int, Sequence[int]], generator: Optional[Generator] = None) -> Tensor:
-    """randint(high, size) or randint(low, high, size): int64 values in [low, high)."""
+def randint(*args: Union[int, Sequence[int]], generator: Optional[Generator] = None, dtype: Optional[_dtype] = None,
+            requires_grad: builtins.bool = False) -> Tensor:
+    """randint(high, size) or randint(low, high, size): whole values in [low, high), int64
+    unless dtype says otherwise."""
+def rand_like(input: Tensor, *, generator: Optional[Generator] = None, dtype: Optional[_dtype] = None,
+              requires_grad: builtins.bool = False) -> Tensor:
+    """rand in input's shape and (unless given) dtype."""
+def randn_like(input: Tensor, *, generator: Optional[Generator] = None, dtype: Optional[_dtype] = None,
+               requires_grad: builtins.bool = False) -> Tensor:
+    """randn in input's shape and (unless given) dtype."""
+def empty_like(input: Tensor, *, dtype: Optional[_dtype] = None, requires_grad: builtins.bool = False) -> Tensor:
+    """A tensor whose values are not set, of input's shape and (unless given) dtype."""
 def from_numpy(ndarray: _np.ndarray[Any, Any]) -> Tensor:
     """A tensor over the array's memory, without a copy (float32, float64, int64, bool)."""
 def from_dlpack(ext_tensor: Any) -> Tensor:

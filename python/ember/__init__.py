@@ -5,7 +5,7 @@ from . import _C
 from ._C import (  # noqa: F401 - the public names
     Tensor, dtype, float32, float64, int64, bool, bfloat16, float, double, long,
     Generator, manual_seed, default_generator,
-    tensor, zeros, ones, empty, full, zeros_like, ones_like, full_like, arange, eye,
+    tensor, zeros, ones, empty, full, zeros_like, ones_like, full_like, empty_like, rand_like, randn_like, arange, eye,
     randn, rand, randint, from_numpy, from_dlpack, to_dlpack,
     add, sub, mul, div, pow, maximum, minimum, neg, exp, log, sqrt, rsqrt, abs, tanh,
     sin, cos, sigmoid, relu, square,

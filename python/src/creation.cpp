@@ -192,8 +192,20 @@ void bind_creation(py::module_& m) {
   };
   random("randn", &randn);
   random("rand", &rand);
+  // rand_like, randn_like, empty_like: input's shape and (unless given) dtype
+  auto random_like = [&m](const char* name, Tensor (*make)(const Shape&, DType, Generator*)) {
+    m.def(name, [make](const Tensor& t, Generator* gen, std::optional<DType> dtype, bool requires_grad) {
+      return with_grad(make(t.shape(), dtype.value_or(t.dtype()), gen), requires_grad);
+    }, py::arg("input"), py::kw_only(), py::arg("generator") = py::none(), py::arg("dtype") = py::none(),
+       py::arg("requires_grad") = false);
+  };
+  random_like("randn_like", &randn);
+  random_like("rand_like", &rand);
+  m.def("empty_like", [](const Tensor& t, std::optional<DType> dtype, bool requires_grad) {
+    return with_grad(empty(t.shape(), dtype.value_or(t.dtype())), requires_grad);
+  }, py::arg("input"), py::kw_only(), py::arg("dtype") = py::none(), py::arg("requires_grad") = false);
   // randint(high, size) or randint(low, high, size), as torch.randint
-  m.def("randint", [](py::args args, const py::object& generator) {
+  m.def("randint", [](py::args args, const py::object& generator, std::optional<DType> dtype, bool requires_grad) {
     // (a Generator* argument after *args refuses an omitted generator in pybind11 2.10)
     if (!generator.is_none() && !py::isinstance<Generator>(generator))
       throw py::type_error("randint: generator must be an ember.Generator or None, got " +
@@ -204,8 +216,11 @@ void bind_creation(py::module_& m) {
     const int64_t low = args.size() == 3 ? args[0].cast<int64_t>() : 0;
     const int64_t high = args[args.size() - 2].cast<int64_t>();
     py::args size = py::make_tuple(args[args.size() - 1]);
-    return randint(low, high, shape_from_args(size, "randint"), gen);
-  }, py::kw_only(), py::arg("generator") = py::none());
+    // int64 draws, converted when dtype says otherwise (as torch.randint's dtype=)
+    const Tensor t = randint(low, high, shape_from_args(size, "randint"), gen);
+    return with_grad(dtype && *dtype != kInt64 ? t.to(*dtype) : t, requires_grad);
+  }, py::kw_only(), py::arg("generator") = py::none(), py::arg("dtype") = py::none(),
+     py::arg("requires_grad") = false);
 }
 
 }  // namespace ember::python

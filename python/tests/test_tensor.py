@@ -70,6 +70,21 @@ def test_factories():
     assert ember.eye(2).tolist() == [[1.0, 0.0], [0.0, 1.0]]
     assert ember.zeros_like(ember.eye(2, dtype=ember.float64)).dtype == ember.float64
     assert ember.ones(2, requires_grad=True).requires_grad
+    like = ember.zeros(2, 3, dtype=ember.float64)
+    assert ember.empty_like(like).shape == (2, 3) and ember.empty_like(like).dtype == ember.float64
+    r = ember.rand_like(like, generator=ember.Generator(1))
+    assert r.dtype == ember.float64 and r.tolist() == ember.rand(2, 3, dtype=ember.float64,
+                                                               generator=ember.Generator(1)).tolist()
+    n = ember.randn_like(like, dtype=ember.float32, requires_grad=True)
+    assert n.shape == (2, 3) and n.dtype == ember.float32 and n.requires_grad
+
+
+def test_randint_takes_a_dtype():
+    i = ember.randint(3, 10, (1000,), generator=ember.Generator(2))
+    f = ember.randint(3, 10, (1000,), generator=ember.Generator(2), dtype=ember.float64)
+    assert i.dtype == ember.int64 and f.dtype == ember.float64 and f.tolist() == [float(v) for v in i.tolist()]
+    assert min(i.tolist()) >= 3 and max(i.tolist()) <= 9
+    assert ember.randint(5, (2,), dtype=ember.int64).dtype == ember.int64
 
 
 def test_random_tensors_follow_their_generator():
