@@ -340,9 +340,21 @@ with h5py.File(sys.argv[1] + "/t.h5", "r") as h:
     with h5py.File(sys.argv[1] + "/py.h5", "w") as out:
         out["v"] = np.array([0.1, 1.0], dtype=np.float32)
         out["v"].attrs["dtype"] = "bfloat16"
+    # the mark on what ember never writes so; attributes named dtype that are not ember's mark
+    for name, data, mark in (("py64", np.array([0.5]), "bfloat16"), ("pyint", np.array([3]), "bfloat16"),
+                             ("pyarr", np.array([0.5], np.float32), ["bfloat16", "x"]),
+                             ("pynum", np.array([0.5], np.float32), 16)):
+        with h5py.File(sys.argv[1] + "/" + name + ".h5", "w") as out:
+            out["v"] = data
+            out["v"].attrs["dtype"] = mark
 )";
   REQUIRE(std::system(("/usr/bin/python3 " + script + " " + dir.path.string()).c_str()) == 0);
   const Tensor v = io::load(dir.file("py.h5"));
   CHECK(v.dtype() == kBFloat16);
   CHECK(bits_of(v) == std::vector<uint16_t>{0x3dcd, 0x3f80});  // rounded to nearest
+  CHECK_THROWS_WITH(io::load(dir.file("py64.h5")),
+                    Contains("dataset '/v' in '" + dir.file("py64.h5") + "' is marked bfloat16 but stored as float64"));
+  CHECK_THROWS_WITH(io::load(dir.file("pyint.h5")), Contains("is marked bfloat16 but stored as int64"));
+  CHECK(io::load(dir.file("pyarr.h5")).dtype() == kFloat32);
+  CHECK(io::load(dir.file("pynum.h5")).dtype() == kFloat32);
 }
