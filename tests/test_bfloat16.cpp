@@ -236,6 +236,11 @@ TEST_CASE("bfloat16 tensors compare by value, a number rounded to bfloat16 first
   CHECK(eq(x, 0.1).to_vector<uint8_t>() == std::vector<uint8_t>{1, 0, 0});  // 0.1 as a bfloat16, as PyTorch
   CHECK(lt(x, 1.0).to_vector<uint8_t>() == std::vector<uint8_t>{1, 0, 0});
   CHECK(ne(x, x).to_vector<uint8_t>() == std::vector<uint8_t>{0, 0, 1});
+  CHECK(ne(x, NAN).to_vector<uint8_t>() == std::vector<uint8_t>{1, 1, 1});
+  CHECK(ge(tensor({-0.0, 3e38}).to(kBFloat16), 0.0).to_vector<uint8_t>() == std::vector<uint8_t>{1, 1});
+  // read where they lie, broadcast views too
+  CHECK(sum(eq(ones({1}, kBFloat16).expand({1 << 20}), 1.0).to(kInt64)).item() == double(1 << 20));
+  CHECK(eq(x.slice(0, {.start = 0, .end = 3, .step = 2}), 0.1).to_vector<uint8_t>() == std::vector<uint8_t>{1, 0});
   CHECK(allclose(x.slice(0, {.end = 2}), tensor({0.1, 1.0}).to(kBFloat16)));
   CHECK_FALSE(allclose(x.slice(0, {.end = 2}), tensor({0.2, 1.0}).to(kBFloat16)));
   CHECK(isclose(x, x, 1e-5, 1e-8, true).to_vector<uint8_t>() == std::vector<uint8_t>{1, 1, 1});

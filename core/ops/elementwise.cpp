@@ -467,23 +467,27 @@ static Order order_of(int64_t x, double s) {
   if (x > i) return Order::Greater;
   return fl == s ? Order::Equal : Order::Less;
 }
+template <class T>
+static Order order_of(T x, T v) {
+  return x < v ? Order::Less : x > v ? Order::Greater : x == v ? Order::Equal : Order::Unordered;
+}
 template <class Pred>
 static Tensor compare_scalar(const char* name, const Tensor& a, double s, Pred pred) {
   check_defined(a, name, "the input");
-  if (a.dtype() == kBFloat16)  // the number as a bfloat16, compared in float32 where both are exact
-    return compare_scalar(name, a.detach().to(kFloat32), (double)bf16_to_float(float_to_bf16((float)s)), pred);
+  Tensor out = empty(a.shape(), kBool);
+  if (a.dtype() == kBFloat16) {  // the number as a bfloat16, each element compared in float32 (both exact)
+    const float v = bf16_to_float(float_to_bf16((float)s));
+    map1<uint8_t, BFloat16>(out, a.detach(), [&](BFloat16 x) { return (uint8_t)pred(order_of(float(x), v)); });
+    return out;
+  }
   if (is_floating(a.dtype())) {
-    Tensor out = empty(a.shape(), kBool);
     dispatch_float(a.dtype(), name, [&](auto tag) {
       using T = decltype(tag);
       const T v = static_cast<T>(s);
-      map1<uint8_t, T>(out, a.detach(), [&](T x) {
-        return (uint8_t)pred(x < v ? Order::Less : x > v ? Order::Greater : x == v ? Order::Equal : Order::Unordered);
-      });
+      map1<uint8_t, T>(out, a.detach(), [&](T x) { return (uint8_t)pred(order_of(x, v)); });
     });
     return out;
   }
-  Tensor out = empty(a.shape(), kBool);
   if (a.dtype() == kInt64)
     map1<uint8_t, int64_t>(out, a.detach(), [&](int64_t x) { return (uint8_t)pred(order_of(x, s)); });
   else
