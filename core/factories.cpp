@@ -86,7 +86,7 @@ static Tensor from_values(const std::vector<T>& v, const Shape& shape, DType dt,
     if (dt == kInt64)
       for (size_t i = 0; i < v.size(); i++)
         if (!fits_int64((double)v[i]))
-          fail(op, "value ", (int64_t)i, " (", (double)v[i], ") cannot be converted to int64 without overflow");
+          fail(op, "value ", (int64_t)i, " (", (double)v[i], ")", int64_refusal((double)v[i]));
   Tensor t = empty(shape, dt);
   dispatch_all(dt, [&](auto tag) {
     using S = decltype(tag);

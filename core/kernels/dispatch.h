@@ -72,6 +72,11 @@ T wrapping_mul(T a, T b) {
 
 // Whether v converts to int64 without overflow (finite and in [-2^63, 2^63)).
 inline bool fits_int64(double v) { return v >= -0x1p63 && v < 0x1p63; }
+// Why v (that !fits_int64) cannot become an int64, for a message: " cannot be converted ...".
+inline const char* int64_refusal(double v) {
+  return std::isnan(v) ? " cannot be converted to int64 (it is not a number)"
+                       : " cannot be converted to int64 without overflow";
+}
 
 // A scalar as an element of type T, refused by op when T is int64 and the value does not
 // fit (NaN, infinities, |v| >= 2^63) or, with `integral`, has a fraction (an int64 tensor
@@ -79,7 +84,7 @@ inline bool fits_int64(double v) { return v >= -0x1p63 && v < 0x1p63; }
 template <class T>
 T scalar_as(double v, const char* op, bool integral) {
   if constexpr (std::is_same_v<T, int64_t>) {
-    if (!fits_int64(v)) fail(op, "the value ", v, " cannot be converted to int64 without overflow");
+    if (!fits_int64(v)) fail(op, "the value ", v, int64_refusal(v));
     if (integral && v != std::trunc(v))
       fail(op, "the scalar ", v, " is not an integer, and the tensor is int64 (convert it with .to(kFloat64) first)");
   }

@@ -13,7 +13,7 @@ void check_fits_int64(const Tensor& src, const char* op) {
     for (int64_t i = 0; i < c.numel(); i++)
       if (!fits_int64((double)p[i]))
         fail(op, "element ", i, " (", (double)p[i], ") of a ", dtype_name(src.dtype()), " tensor of shape ", src.shape(),
-             " cannot be converted to int64 without overflow");
+             int64_refusal((double)p[i]));
   };
   if (src.dtype() == kBFloat16) return scan(c.data<BFloat16>());
   dispatch_float(src.dtype(), op, [&](auto tag) { scan(c.data<decltype(tag)>()); });
