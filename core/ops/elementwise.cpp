@@ -15,6 +15,7 @@
 namespace ember {
 
 using forward_detail::add_tangents;
+using ops_detail::need_computing;
 using ops_detail::need_float;
 using ops_detail::same_dtype;
 
@@ -28,6 +29,7 @@ template <class Op>
 Tensor binary_forward(const char* name, const Tensor& a, const Tensor& b, bool float_only, Op op) {
   same_dtype(name, a, b);
   if (float_only) need_float(name, a);
+  need_computing(name, a);
   Shape s = broadcast_shapes(a.shape(), b.shape(), name);
   Tensor out = empty(s, a.dtype());
   Tensor ae = a.detach().expand(s), be = b.detach().expand(s);
@@ -42,6 +44,7 @@ Tensor binary_forward(const char* name, const Tensor& a, const Tensor& b, bool f
 template <class Op>
 Tensor scalar_forward(const char* name, const Tensor& a, bool float_only, double s, Op op) {
   if (float_only) need_float(name, a);
+  need_computing(name, a);
   Tensor out = empty(a.shape(), a.dtype());
   dispatch_numeric(a.dtype(), name, [&](auto tag) {
     using T = decltype(tag);

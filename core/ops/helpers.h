@@ -12,6 +12,12 @@ inline void same_dtype(const char* op, const Tensor& a, const Tensor& b) {
          dtype_name(b.dtype()), " ", b.shape(), " (convert one with .to())");
 }
 
+// An op that computes on float and int64 tensors alike (dispatch_numeric refuses the rest):
+// bfloat16 refused here, with its shape.
+inline void need_computing(const char* op, const Tensor& a) {
+  if (a.dtype() == kBFloat16) fail_bfloat16(op, &a.shape());
+}
+
 inline void need_float(const char* op, const Tensor& a) {
   if (a.dtype() == kBFloat16) fail_bfloat16(op, &a.shape());
   if (!is_computing_float(a.dtype()))

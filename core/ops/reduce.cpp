@@ -13,6 +13,7 @@
 
 namespace ember {
 
+using ops_detail::need_computing;
 using ops_detail::need_float;
 
 namespace {
@@ -46,6 +47,7 @@ Tensor sum(const Tensor& a, Loc loc) {
 Tensor sum(const Tensor& a, const Dims& dims, bool keepdim, Loc loc) {
   check_defined(a, "sum", "the input");
   if (a.dtype() == kBool) return sum(a.to(kInt64), dims, keepdim, loc);
+  need_computing("sum", a);
   auto m = dims_mask(a, dims, "sum");
   Tensor out = kernel::reduce(a.detach(), m, kernel::ReduceKind::Sum);
   Shape ks = keep_shape(a, m);
@@ -134,6 +136,7 @@ Tensor max(const Tensor& a, Loc loc) {
 
 Tensor argmax(const Tensor& a, int64_t dim, bool keepdim) {
   check_defined(a, "argmax", "the input");
+  need_computing("argmax", a);
   dim = wrap_dim(dim, a.dim(), "argmax");
   if (a.dim() == 0) return zeros({}, kInt64);
   Tensor idx = kernel::arg_reduce(a.detach().contiguous(), dim, true);
@@ -141,6 +144,7 @@ Tensor argmax(const Tensor& a, int64_t dim, bool keepdim) {
 }
 Tensor argmin(const Tensor& a, int64_t dim, bool keepdim) {
   check_defined(a, "argmin", "the input");
+  need_computing("argmin", a);
   dim = wrap_dim(dim, a.dim(), "argmin");
   if (a.dim() == 0) return zeros({}, kInt64);
   Tensor idx = kernel::arg_reduce(a.detach().contiguous(), dim, false);
@@ -149,6 +153,7 @@ Tensor argmin(const Tensor& a, int64_t dim, bool keepdim) {
 
 std::pair<Tensor, Tensor> max(const Tensor& a, int64_t dim, bool keepdim, Loc loc) {
   check_defined(a, "max", "the input");
+  need_computing("max", a);
   dim = wrap_dim(dim, a.dim(), "max");
   if (a.dim() == 0) return {a, zeros({}, kInt64)};
   Tensor idx = argmax(a, dim, true);
@@ -254,6 +259,7 @@ namespace {
 Tensor cumsum_along(const Tensor& a, int64_t dim, bool reverse, Loc loc) {
   const char* op = reverse ? "cumsum (reversed)" : "cumsum";
   if (a.dtype() == kBool) return cumsum_along(a.to(kInt64), dim, reverse, loc);
+  need_computing(op, a);
   if (a.dim() == 0) return record(op, loc, a.detach().clone(), {a}, wants_grad(a) ? BackwardFn([](const Tensor& g) {
     return std::vector<Tensor>{g};
   }) : nullptr, {}, [](const std::vector<Tensor>& t) { return t[0].clone(); });

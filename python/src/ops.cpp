@@ -5,6 +5,7 @@
 #include <pybind11/stl.h>
 
 #include <cmath>
+#include <initializer_list>
 #include <string>
 #include <utility>
 #include <vector>
@@ -16,18 +17,19 @@ namespace ember::python {
 
 namespace {
 
-// f(), an alias's call of the op `inner` (ember.std of var, ember.mm of matmul), with the
-// alias's name in its errors: a message "<inner>: ..." becomes "<name>: ...".
+// f(), an alias's call of the ops `inner` (ember.std of var, ember.mm of matmul), with the
+// alias's name in its errors: a message "<one of inner>: ..." becomes "<name>: ...".
 template <class F>
-Tensor as_named(const char* name, const std::string& inner, F&& f) {
+auto as_named(const char* name, std::initializer_list<std::string> inner, F&& f) {
   try {
     return f();
   } catch (const OutOfMemory&) {
     throw;
   } catch (const Error& e) {
     const std::string what = e.what();
-    if (what.rfind(inner + ":", 0) != 0) throw;
-    throw Error(name + what.substr(inner.size()));
+    for (const std::string& op : inner)
+      if (what.rfind(op + ":", 0) == 0) throw Error(name + what.substr(op.size()));
+    throw;
   }
 }
 
@@ -69,10 +71,12 @@ py::object extreme(const Tensor& a, const py::object& dim_or_other, bool keepdim
   {
     OpCall in_op;
     if (!dim) {
-      all = largest ? max(a) : amin(a);
-    } else {
-      r = largest ? max(a, *dim, keepdim) : max(neg(a), *dim, keepdim);
-      if (!largest) r.first = neg(r.first);
+      all = largest ? max(a) : as_named("min", {"amin"}, [&] { return amin(a); });
+    } else if (largest) {
+      r = max(a, *dim, keepdim);
+    } else {  // (the largest of -a, named min in its errors)
+      r = as_named("min", {"neg", "max"}, [&] { return max(neg(a), *dim, keepdim); });
+      r.first = neg(r.first);
     }
   }
   if (all.defined()) return py::cast(all);
@@ -152,6 +156,7 @@ void bind_reductions(py::module_& m, TensorClass* cls) {
   for (const auto& [name, f] : arg)
     def(m, cls, name, [f = f](const Tensor& a, std::optional<int64_t> dim, bool keepdim) {
       OpCall in_op;
+      if (a.defined() && a.dtype() == kBFloat16) f(a, 0, false);  // (refused with a's own shape)
       return dim ? f(a, *dim, keepdim) : f(a.reshape({-1}), 0, false);
     }, py::arg("dim") = py::none(), py::arg("keepdim") = false);
 
@@ -170,7 +175,7 @@ void bind_reductions(py::module_& m, TensorClass* cls) {
       py::kw_only(), py::arg("correction") = py::none());
   def(m, cls, "std", [variance](const Tensor& a, const py::object& dim, bool unbiased, bool keepdim,
                                 std::optional<int64_t> correction) {
-    return as_named("std", "var", [&] { return variance(a, dim, unbiased, keepdim, correction, true); });
+    return as_named("std", {"var"}, [&] { return variance(a, dim, unbiased, keepdim, correction, true); });
   }, py::arg("dim") = py::none(), py::arg("unbiased") = true, py::arg("keepdim") = false,
       py::kw_only(), py::arg("correction") = py::none());
   def(m, cls, "norm", [](const Tensor& a, double p, const py::object& dim, bool keepdim) {
@@ -189,13 +194,13 @@ void bind_linalg(py::module_& m, TensorClass* cls) {
   def(m, cls, "mm", [](const Tensor& a, const Tensor& b) {
     if (a.defined() && b.defined() && (a.dim() != 2 || b.dim() != 2))
       fail("mm", "expected two 2-D tensors, got shapes ", a.shape(), " and ", b.shape());
-    return as_named("mm", "matmul", [&] { return matmul(a, b); });
+    return as_named("mm", {"matmul"}, [&] { return matmul(a, b); });
   }, py::arg("mat2"), NoGil());
   def(m, cls, "bmm", [](const Tensor& a, const Tensor& b) {
     if (a.defined() && b.defined() && (a.dim() != 3 || b.dim() != 3 || a.size(0) != b.size(0)))
       fail("bmm", "expected two 3-D tensors [B, n, m] and [B, m, p] with the same B, got shapes ", a.shape(), " and ",
            b.shape());
-    return as_named("bmm", "matmul", [&] { return matmul(a, b); });
+    return as_named("bmm", {"matmul"}, [&] { return matmul(a, b); });
   }, py::arg("mat2"), NoGil());
   def(m, cls, "outer", [](const Tensor& a, const Tensor& b) { return outer(a, b); },
       py::arg("vec2"), NoGil());
