@@ -228,8 +228,16 @@ class Tensor:
         """A copy, with the gradient flowing back to self."""
     def contiguous(self) -> Tensor:
         """Self when contiguous, else a row-major copy."""
-    def to(self, dtype: _dtype) -> Tensor:
-        """The tensor converted to dtype (a tensor over the same memory when it already is)."""
+    @overload
+    def to(self, dtype: _dtype, non_blocking: builtins.bool = False, copy: builtins.bool = False) -> Tensor:
+        """The tensor converted to dtype (a tensor over the same memory when it already is,
+        unless copy); as PyTorch's, also to(other) for other's dtype, and to(device) and
+        to(device, dtype) with device "cpu", the only one. non_blocking has no effect."""
+    @overload
+    def to(self, other: Tensor, non_blocking: builtins.bool = False, copy: builtins.bool = False) -> Tensor: ...
+    @overload
+    def to(self, device: Any = None, dtype: Optional[_dtype] = None, non_blocking: builtins.bool = False,
+           copy: builtins.bool = False) -> Tensor: ...
     def float(self) -> Tensor:
         """to(ember.float32)."""
     def double(self) -> Tensor:

@@ -4,6 +4,7 @@
 #include <pybind11/stl.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,26 @@ Shape shape_from_args(const py::args& args, const char* op) {
 }
 
 namespace {
+
+// t as dtype (t's memory when it is already, unless copy), for Tensor.to
+Tensor converted(const Tensor& t, DType dtype, bool copy) {
+  Tensor out = t.to(dtype);
+  if (copy && out.storage() == t.storage()) out = t.clone();
+  return out;
+}
+
+// A device argument as PyTorch's: None, "cpu" or "cpu:<n>", or an object whose type is one
+void check_cpu(const py::object& device) {
+  if (device.is_none()) return;
+  const bool named = py::isinstance<py::str>(device);
+  if (!named && !py::hasattr(device, "type"))
+    throw py::type_error("to: expected a dtype, a device ('cpu') or a tensor, got " +
+                         std::string(py::str(py::type::of(device).attr("__name__"))));
+  const std::string name = py::str(named ? device : device.attr("type"));
+  if (name != "cpu" && name.rfind("cpu:", 0) != 0)
+    throw py::value_error("to: ember computes on the CPU; expected device 'cpu', got '" +
+                          std::string(py::str(device)) + "'");
+}
 // A seed as PyTorch takes it: an integer (int, bool, NumPy's) in [-2^63, 2^64), a negative
 // one wrapped modulo 2^64.
 uint64_t seed_of(const py::object& seed, const char* op) {
@@ -223,7 +244,18 @@ TensorClass bind_tensor(py::module_& m) {
   // copies and conversions
   cls.def("clone", &Tensor::clone)
       .def("contiguous", &Tensor::contiguous)
-      .def("to", &Tensor::to, py::arg("dtype"))
+      // as PyTorch's: to(dtype), to(other) (other's dtype), to(device), to(device, dtype); the
+      // one device is "cpu"; with copy, never the same memory; non_blocking has no effect
+      .def("to", [](const Tensor& t, DType dtype, bool, bool copy) { return converted(t, dtype, copy); },
+           py::arg("dtype"), py::arg("non_blocking") = false, py::arg("copy") = false)
+      .def("to", [](const Tensor& t, const Tensor& other, bool, bool copy) {
+        return converted(t, other.dtype(), copy);
+      }, py::arg("other"), py::arg("non_blocking") = false, py::arg("copy") = false)
+      .def("to", [](const Tensor& t, const py::object& device, std::optional<DType> dtype, bool, bool copy) {
+        check_cpu(device);
+        return converted(t, dtype.value_or(t.dtype()), copy);
+      }, py::arg("device") = py::none(), py::arg("dtype") = py::none(), py::arg("non_blocking") = false,
+         py::arg("copy") = false)
       .def("float", [](const Tensor& t) { return t.to(kFloat32); })
       .def("double", [](const Tensor& t) { return t.to(kFloat64); })
       .def("long", [](const Tensor& t) { return t.to(kInt64); })

@@ -170,3 +170,24 @@ def test_autograd_state_of_a_tensor():
     z = ember.zeros(2)
     z.requires_grad = True
     assert z.requires_grad
+
+
+def test_to_takes_what_pytorch_takes():
+    x = ember.ones(2)
+    assert x.to(ember.float64).dtype == ember.float64 and x.to(dtype=ember.int64).dtype == ember.int64
+    assert x.to("cpu").data_ptr() == x.data_ptr() and x.to("cpu", ember.float64).dtype == ember.float64
+    assert x.to(device="cpu:0", dtype=ember.float64).dtype == ember.float64
+    assert x.to(ember.zeros(1, dtype=ember.float64)).dtype == ember.float64  # another tensor's dtype
+    assert x.to(ember.float32).data_ptr() == x.data_ptr()
+    y = x.to(ember.float32, copy=True)
+    y[0] = 5.0
+    assert x.tolist() == [1.0, 1.0] and y.tolist() == [5.0, 1.0]
+    assert x.to(ember.float32, non_blocking=True).dtype == ember.float32
+    torch = pytest.importorskip("torch")
+    assert x.to(torch.device("cpu")).dtype == ember.float32
+    with pytest.raises(ValueError, match="^to: ember computes on the CPU; expected device 'cpu', got 'cuda:0'"):
+        x.to(torch.device("cuda:0"))
+    with pytest.raises(ValueError, match="got 'meta'"):
+        x.to("meta")
+    with pytest.raises(TypeError, match="^to: expected a dtype, a device .* got int"):
+        x.to(3)
