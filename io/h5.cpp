@@ -304,14 +304,19 @@ Tensor Reader::read(const std::string& dataset) const {
         fail(op, "dataset '", dataset, "' in '", file_, "' holds ", (int)b[i], " at flat index ", i,
              "; data read as bool must be 0 or 1");
   }
-  // a bfloat16 tensor is stored as float32 (exact) marked dtype = "bfloat16" (one string;
-  // another program's attribute of that name, an array or a number, is not ember's mark)
+  // a bfloat16 tensor is stored as float32 (exact) marked dtype = "bfloat16", a scalar string
+  // (another program's attribute of that name - an array, a number, other text - is not the mark)
   bool marked = false;
   if (has_attr(dataset, kDTypeAttr)) {
     Handle a(H5Aopen_by_name(id_, dataset.c_str(), kDTypeAttr, H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
     Handle space(a.id < 0 ? -1 : H5Aget_space(a.id), H5Sclose), at(a.id < 0 ? -1 : H5Aget_type(a.id), H5Tclose);
-    marked = space.id >= 0 && at.id >= 0 && H5Sget_simple_extent_npoints(space.id) == 1 &&
-             H5Tget_class(at.id) == H5T_STRING && attr_string(dataset, kDTypeAttr) == "bfloat16";
+    if (space.id >= 0 && at.id >= 0 && H5Sget_simple_extent_type(space.id) == H5S_SCALAR &&
+        H5Tget_class(at.id) == H5T_STRING) {
+      try {
+        marked = attr_string(dataset, kDTypeAttr) == "bfloat16";
+      } catch (const Error&) {  // (text ember would not write: a NUL inside it, say)
+      }
+    }
   }
   if (marked && dt != kFloat32)
     fail(op, "dataset '", dataset, "' in '", file_, "' is marked bfloat16 but stored as ", type_name(type.id),

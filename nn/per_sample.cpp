@@ -255,13 +255,13 @@ NamedTensors per_sample_grads(const std::vector<std::pair<std::string, Module*>>
          "], got ", dtype_name(L.dtype()), " of shape ", L.shape());
   std::vector<Tensor> params;
   for (auto& [name, p] : named) params.push_back(p);
-  std::vector<Tensor> batch_grads(params.size());
+  std::vector<Tensor> batch_grads(params.size()), weighted_grads(params.size());
   std::vector<double> wv((size_t)B);
   for (int64_t b = 0; b < B; b++) wv[(size_t)b] = example_weight(b);
   const Tensor weights = from_vector(wv, {B}, L.dtype());
   if (L.requires_grad() && !params.empty()) {
     batch_grads = grad({L}, params, {ones({B}, L.dtype())}, {.retain_graph = true, .allow_unused = true});
-    grad({L}, params, {weights}, {.allow_unused = true});
+    weighted_grads = grad({L}, params, {weights}, {.allow_unused = true});
   }
 
   NoGradGuard no_grad;
@@ -286,18 +286,26 @@ NamedTensors per_sample_grads(const std::vector<std::pair<std::string, Module*>>
     }
   }
 
-  // the examples' gradients add up to the batch's, or some use of a parameter was missed
+  // The examples' gradients add up to the batch's, and weighted by example_weight(b) to the
+  // second pass's, or some use of a parameter was missed (a use outside its layers' forwards
+  // whose examples' parts cancel in the plain sum does not cancel in the weighted one).
   for (size_t i = 0; i < params.size(); i++) {
-    const Tensor total = sum(result[i], {0});
-    const Tensor expected = batch_grads[i].defined() ? batch_grads[i] : zeros(params[i].shape(), params[i].dtype());
-    // (measured against the terms summed: rows that cancel each other leave their rounding)
-    const double scale = std::max({1.0, max(abs(expected)).item(), max(sum(abs(result[i]), {0})).item()});
-    const double off = max(abs(sub(total, expected))).item();
-    // (under Autocast the batch's products ran in bfloat16, the examples' short sums in float32)
-    const double tol = params[i].dtype() == kFloat32 ? (bf16 ? 5e-2 : 1e-3) : 1e-9;
-    if (!(off <= tol * scale))
-      fail(kOp, "the per-example gradients of '", named[i].first, "' add up to a tensor ", off,
-           " away from its batch gradient: the parameter is read outside its layer's forward");
+    Shape per_row(params[i].dim() + 1, 1);
+    per_row[0] = B;
+    const Tensor w = weights.to(params[i].dtype()).reshape(per_row);
+    for (const bool weighted : {false, true}) {
+      const Tensor rows = weighted ? mul(result[i], w) : result[i];
+      const Tensor& batch = weighted ? weighted_grads[i] : batch_grads[i];
+      const Tensor expected = batch.defined() ? batch : zeros(params[i].shape(), params[i].dtype());
+      // (measured against the terms summed: rows that cancel each other leave their rounding)
+      const double scale = std::max({1.0, max(abs(expected)).item(), max(sum(abs(rows), {0})).item()});
+      const double off = max(abs(sub(sum(rows, {0}), expected))).item();
+      // (under Autocast the batch's products ran in bfloat16, the examples' short sums in float32)
+      const double tol = params[i].dtype() == kFloat32 ? (bf16 ? 5e-2 : 1e-3) : 1e-9;
+      if (!(off <= tol * scale))
+        fail(kOp, "the per-example gradients of '", named[i].first, "' add up to a tensor ", off, " away from its ",
+             weighted ? "weighted " : "", "batch gradient: the parameter is read outside its layer's forward");
+    }
   }
   NamedTensors out;
   for (size_t i = 0; i < params.size(); i++) out.emplace_back(named[i].first, result[i]);

@@ -272,6 +272,7 @@ TEST_CASE("ops that compute refuse bfloat16 by name, saying to convert") {
   CHECK_THROWS_WITH(max(x, 1), StartsWith("max: " + hint + ", got bfloat16 of shape [2,2]"));
   CHECK_THROWS_WITH(neg(x), StartsWith("neg: " + hint + ", got bfloat16 of shape [2,2]"));
   CHECK_THROWS_WITH(trace(x), StartsWith("trace: " + hint + ", got bfloat16 of shape [2,2]"));
+  CHECK_THROWS_WITH(outer(x.select(0, 0), x.select(0, 1)), StartsWith("outer: " + hint + ", got bfloat16 of shape [2]"));
   CHECK_THROWS_WITH(matmul(x, x), StartsWith("matmul: " + hint));
   CHECK_THROWS_WITH(softmax(x, -1), StartsWith("softmax: " + hint));
   CHECK_THROWS_WITH(cumsum(x, 0), StartsWith("cumsum: " + hint + ", got bfloat16 of shape [2,2]"));
@@ -350,7 +351,9 @@ with h5py.File(sys.argv[1] + "/t.h5", "r") as h:
     # the mark on what ember never writes so; attributes named dtype that are not ember's mark
     for name, data, mark in (("py64", np.array([0.5]), "bfloat16"), ("pyint", np.array([3]), "bfloat16"),
                              ("pyarr", np.array([0.5], np.float32), ["bfloat16", "x"]),
-                             ("pynum", np.array([0.5], np.float32), 16)):
+                             ("pynum", np.array([0.5], np.float32), 16),
+                             ("pyone", np.array([0.5], np.float32), np.array([b"bfloat16"])),
+                             ("pynul", np.array([0.5], np.float32), np.bytes_(b"float32\0junk"))):
         with h5py.File(sys.argv[1] + "/" + name + ".h5", "w") as out:
             out["v"] = data
             out["v"].attrs["dtype"] = mark
@@ -364,4 +367,6 @@ with h5py.File(sys.argv[1] + "/t.h5", "r") as h:
   CHECK_THROWS_WITH(io::load(dir.file("pyint.h5")), Contains("is marked bfloat16 but stored as int64"));
   CHECK(io::load(dir.file("pyarr.h5")).dtype() == kFloat32);
   CHECK(io::load(dir.file("pynum.h5")).dtype() == kFloat32);
+  CHECK(io::load(dir.file("pyone.h5")).dtype() == kFloat32);  // (a one-element array: not a scalar)
+  CHECK(io::load(dir.file("pynul.h5")).dtype() == kFloat32);  // (text ember never writes)
 }

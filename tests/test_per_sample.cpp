@@ -184,6 +184,13 @@ TEST_CASE("per_sample_grads refuses what it cannot compute, by name") {
   CHECK(error_of([&] {
           nn::per_sample_grads(model, 2, [&] { return sum(mul(h(), sum(model.proj->weight)), {1, 2}); });
         }).find("'proj.weight' add up to a tensor") != std::string::npos);
+  // ... whose parts cancel over the batch (+1 and -1): caught by the weighted sum
+  nn::Linear lin(4, 1, true, nullptr, kFloat64);
+  const Tensor x = tensor({{1.0, 2.0, 3.0, 4.0}, {0.5, -1.0, 2.0, 0.0}}, kFloat64);
+  const Tensor s = tensor({1.0, -1.0}, kFloat64);
+  CHECK(error_of([&] {
+          nn::per_sample_grads(lin, 2, [&] { return add(lin.forward(x).reshape({-1}), mul(s, sum(lin.weight))); });
+        }).find("away from its weighted batch gradient: the parameter is read outside") != std::string::npos);
 }
 
 TEST_CASE("per-example norms, the clipped mean and the gradient noise follow their definitions") {

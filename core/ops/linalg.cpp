@@ -160,6 +160,7 @@ Tensor outer(const Tensor& a, const Tensor& b, Loc loc) {
   if (a.dim() != 1 || b.dim() != 1)
     fail("outer", "expected two 1-D tensors, got shapes ", a.shape(), " and ", b.shape());
   same_dtype("outer", a, b);
+  if (a.dtype() == kBFloat16) fail_bfloat16("outer", &a.shape());  // (mul would name itself)
   return mul(a.unsqueeze(1), b.unsqueeze(0), loc);
 }
 

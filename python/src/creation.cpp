@@ -5,6 +5,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -50,17 +51,29 @@ struct Literal {
       for (py::object e : s) add(e, level + 1);  // an object: it owns the item while add reads it
       return;
     }
+    // another library's array or number (a PyTorch tensor, NumPy's bool_ or int64): its
+    // values as Python's own, nested as its shape - a bool stays a bool, a float a float
+    if (!py::isinstance<py::bool_>(v) && !py::isinstance<py::int_>(v) && !py::isinstance<py::float_>(v) &&
+        py::hasattr(v, "tolist") && py::hasattr(v, "dtype")) {
+      py::object values = v.attr("tolist")();
+      if (py::hasattr(values, "tolist") && py::hasattr(values, "dtype"))  // (it would never end)
+        throw py::type_error("tensor: tolist() of an object of type " + type_name(v) + " returned another " +
+                             type_name(values));
+      return add(values, level);
+    }
     if (level != shape.size())
       throw py::value_error("tensor: expected a sequence at dim " + std::to_string(level) + ", got a number");
+    if (PyComplex_Check(v.ptr()))
+      throw py::type_error("tensor: expected real numbers, got the complex " + std::string(py::repr(v)));
     if (py::isinstance<py::bool_>(v)) {
     } else if (py::isinstance<py::float_>(v)) {
       any_float = true;
-    } else if (PyObject* index = PyNumber_Index(v.ptr())) {
-      // an integer as operator.index takes it (NumPy's integers, a one-element integer
-      // tensor of PyTorch's - whose float tensors have __index__ too, but it refuses them)
+    } else if (PyObject* index = PyNumber_Index(v.ptr())) {  // an integer, as operator.index takes it
       any_int = true;
       values.push_back(py::reinterpret_steal<py::object>(index));
       return;
+    } else if (!PyErr_ExceptionMatches(PyExc_TypeError)) {  // (not "no integer": an error of its own)
+      throw py::error_already_set();
     } else if (PyErr_Clear(), py::hasattr(v, "__float__")) {
       any_float = true;
     } else {
@@ -213,12 +226,22 @@ void bind_creation(py::module_& m) {
     Generator* gen = generator.is_none() ? nullptr : generator.cast<Generator*>();
     if (args.size() != 2 && args.size() != 3)
       throw py::type_error("randint: expected (high, size) or (low, high, size)");
-    const int64_t low = args.size() == 3 ? args[0].cast<int64_t>() : 0;
-    const int64_t high = args[args.size() - 2].cast<int64_t>();
+    const int64_t low = args.size() == 3 ? int64_of(args[0], "randint") : 0;
+    const int64_t high = int64_of(args[args.size() - 2], "randint");
     py::args size = py::make_tuple(args[args.size() - 1]);
-    // int64 draws, converted when dtype says otherwise (as torch.randint's dtype=)
+    // int64 draws, converted when dtype says otherwise (as torch.randint's dtype=): to a float
+    // dtype that holds every whole number of [low, high) exactly, so none rounds to high
     const Tensor t = randint(low, high, shape_from_args(size, "randint"), gen);
-    return with_grad(dtype && *dtype != kInt64 ? t.to(*dtype) : t, requires_grad);
+    if (!dtype || *dtype == kInt64) return with_grad(t, requires_grad);
+    if (!is_floating(*dtype))
+      throw py::type_error(std::string("randint: expected dtype int64 or a float dtype, got ") + dtype_name(*dtype));
+    const int digits = *dtype == kFloat64 ? 53 : *dtype == kFloat32 ? 24 : 8;  // bits of precision
+    const double exact = std::ldexp(1.0, digits);
+    if (double(low) < -exact || double(high) > exact)
+      throw py::value_error("randint: " + std::string(dtype_name(*dtype)) + " holds the whole numbers exactly only in [-2^" +
+                            std::to_string(digits) + ", 2^" + std::to_string(digits) + "]; got [" + std::to_string(low) +
+                            ", " + std::to_string(high) + ")");
+    return with_grad(t.to(*dtype), requires_grad);
   }, py::kw_only(), py::arg("generator") = py::none(), py::arg("dtype") = py::none(),
      py::arg("requires_grad") = false);
 }

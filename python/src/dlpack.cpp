@@ -155,6 +155,7 @@ Tensor from_dlpack(const py::object& obj) {
   }
   if (overflow && !empty)
     throw py::value_error("from_dlpack: the DLPack tensor's sizes and strides span more than 2^63 bytes");
+  checked_numel(shape, "from_dlpack");  // (as any new tensor: its sizes' product, zeros aside, at most 2^56)
   char* data = static_cast<char*>(d.data) + d.byte_offset;
   if (!empty && !data) throw py::value_error("from_dlpack: the DLPack tensor's data pointer is null");
   if (reinterpret_cast<uintptr_t>(data) % itemsize)

@@ -16,7 +16,12 @@ namespace ember::python {
 
 int64_t int64_of(py::handle v, const char* op) {
   auto index = py::reinterpret_steal<py::object>(PyNumber_Index(v.ptr()));
-  if (!index) throw py::error_already_set();
+  if (!index) {
+    if (!PyErr_ExceptionMatches(PyExc_TypeError)) throw py::error_already_set();
+    PyErr_Clear();
+    throw py::type_error(std::string(op) + ": expected an integer, got " + std::string(py::repr(v)) + " of type " +
+                         std::string(py::str(py::type::of(v).attr("__name__"))));
+  }
   int overflow = 0;
   const long long x = PyLong_AsLongLongAndOverflow(index.ptr(), &overflow);
   if (overflow) {
@@ -50,17 +55,16 @@ Tensor converted(const Tensor& t, DType dtype, bool copy) {
   return out;
 }
 
-// A device argument as PyTorch's: None, "cpu" or "cpu:<n>", or an object whose type is one
+// A device argument as PyTorch's: None, "cpu" or "cpu:<n>", or a torch.device of either
 void check_cpu(const py::object& device) {
   if (device.is_none()) return;
-  const bool named = py::isinstance<py::str>(device);
-  if (!named && !py::hasattr(device, "type"))
-    throw py::type_error("to: expected a dtype, a device ('cpu') or a tensor, got " +
-                         std::string(py::str(py::type::of(device).attr("__name__"))));
-  const std::string name = py::str(named ? device : device.attr("type"));
-  if (name != "cpu" && name.rfind("cpu:", 0) != 0)
-    throw py::value_error("to: ember computes on the CPU; expected device 'cpu', got '" +
-                          std::string(py::str(device)) + "'");
+  const std::string kind = py::str(py::type::of(device).attr("__name__"));
+  if (!py::isinstance<py::str>(device) && kind != "device")
+    throw py::type_error("to: expected a dtype, a device ('cpu') or an ember tensor, got " + kind);
+  const std::string name = py::str(device);
+  const size_t digits = name.find_first_not_of("0123456789", 4);
+  if (name != "cpu" && !(name.rfind("cpu:", 0) == 0 && name.size() > 4 && digits == std::string::npos))
+    throw py::value_error("to: ember computes on the CPU; expected device 'cpu' (or 'cpu:<n>'), got '" + name + "'");
 }
 // A seed as PyTorch takes it: an integer (int, bool, NumPy's) in [-2^63, 2^64), a negative
 // one wrapped modulo 2^64.
@@ -135,6 +139,7 @@ py::object element(const Tensor& t, int64_t at) {
 }
 
 // Nested lists of a contiguous tensor's elements from `at` on, dims from `d` on.
+constexpr int64_t kMaxListDepth = 1000;  // tolist's deepest nesting
 py::object nested(const Tensor& t, size_t d, int64_t& at) {
   if (d == t.shape().size()) return element(t, at++);
   py::list out;
@@ -204,6 +209,10 @@ TensorClass bind_tensor(py::module_& m) {
   cls.def("item", &item)
       .def("tolist", [](const Tensor& t) {
         int64_t at = 0;
+        // (lists nested as deep as Python's own recursion limit allows, and the C++ stack)
+        if (t.dim() > kMaxListDepth)
+          throw py::value_error("tolist: a tensor of " + std::to_string(t.dim()) + " dims would nest lists " +
+                                std::to_string(t.dim()) + " deep; expected at most " + std::to_string(kMaxListDepth));
         return nested(t.contiguous(), 0, at);
       })
       // f"{t:.3f}": a 0-d tensor formats as its value, as PyTorch's does; others as str(t)

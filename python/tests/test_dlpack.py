@@ -136,3 +136,8 @@ def test_a_capsule_whose_sizes_and_strides_overflow_is_refused():
     capsule = new_capsule(ctypes.addressof(m), b"dltensor", None)
     with pytest.raises(ValueError, match="^from_dlpack: the DLPack tensor's sizes and strides span more than 2"):
         ember.from_dlpack(capsule)
+    # sizes no tensor of ember's may have (their product past 2^56), though one of them is 0
+    shape3 = (ctypes.c_int64 * 3)(0, 2**62, 2**62)
+    m3 = Managed(DLTensor(ctypes.cast(buffer, ctypes.c_void_p), 1, 0, 3, 2, 32, 1, shape3, None, 0), None, None)
+    with pytest.raises(RuntimeError, match="^from_dlpack: .*2\\^56"):
+        ember.from_dlpack(new_capsule(ctypes.addressof(m3), b"dltensor", None))

@@ -38,8 +38,24 @@ def test_tensor_takes_numbers_of_other_libraries_by_their_value():
     assert ember.tensor(torch.tensor(1.5, dtype=torch.bfloat16)).item() == 1.5
     i = ember.tensor([torch.tensor(7), torch.tensor(-1)])
     assert i.dtype == ember.int64 and i.tolist() == [7, -1]
-    with pytest.raises(TypeError, match="^tensor: could not convert an object of type Tensor to a number"):
-        ember.tensor([torch.ones(2)])
+    # another library's arrays keep their shape, bools stay bools
+    assert ember.tensor(torch.tensor([7])).shape == (1,) and ember.tensor(torch.tensor([[7.5]])).shape == (1, 1)
+    assert ember.tensor([torch.ones(2), torch.zeros(2)]).tolist() == [[1.0, 1.0], [0.0, 0.0]]
+    assert ember.tensor(np.bool_(True)).dtype == ember.bool and ember.tensor(torch.tensor(True)).dtype == ember.bool
+    assert ember.tensor([True, np.bool_(False)]).tolist() == [True, False]
+    for z in (1 + 2j, np.complex128(1 + 2j), torch.tensor(1 + 2j)):
+        with pytest.raises(TypeError, match="^tensor: expected real numbers, got the complex"):
+            ember.tensor(z)
+
+    class Interrupting:  # an error of __index__'s own is not taken for "not an integer"
+        def __index__(self):
+            raise KeyboardInterrupt
+
+        def __float__(self):
+            return 1.0
+
+    with pytest.raises(KeyboardInterrupt):
+        ember.tensor([Interrupting()])
 
 
 def test_ragged_lists_are_refused():
@@ -79,12 +95,35 @@ def test_factories():
     assert n.shape == (2, 3) and n.dtype == ember.float32 and n.requires_grad
 
 
+def test_tolist_refuses_lists_nested_deeper_than_python_handles():
+    deep = ember.ones(1).reshape(*[1] * 500).tolist()
+    for _ in range(500):
+        assert isinstance(deep, list) and len(deep) == 1
+        deep = deep[0]
+    assert deep == 1.0
+    with pytest.raises(ValueError, match="^tolist: a tensor of 100000 dims would nest lists 100000 deep"):
+        ember.ones(1).reshape(*[1] * 100000).tolist()
+
+
 def test_randint_takes_a_dtype():
     i = ember.randint(3, 10, (1000,), generator=ember.Generator(2))
     f = ember.randint(3, 10, (1000,), generator=ember.Generator(2), dtype=ember.float64)
     assert i.dtype == ember.int64 and f.dtype == ember.float64 and f.tolist() == [float(v) for v in i.tolist()]
     assert min(i.tolist()) >= 3 and max(i.tolist()) <= 9
     assert ember.randint(5, (2,), dtype=ember.int64).dtype == ember.int64
+    # a float dtype only where it holds [low, high) exactly: none rounds up to high
+    b = ember.randint(0, 256, (4000,), dtype=ember.bfloat16, generator=ember.Generator(3)).float()
+    assert max(b.tolist()) <= 255
+    with pytest.raises(ValueError, match=r"^randint: bfloat16 holds the whole numbers exactly only in \[-2\^8, 2\^8\]"):
+        ember.randint(0, 300, (3,), dtype=ember.bfloat16)
+    with pytest.raises(ValueError, match=r"^randint: float32 holds"):
+        ember.randint(0, 2**25, (3,), dtype=ember.float32)
+    with pytest.raises(TypeError, match="^randint: expected dtype int64 or a float dtype, got bool"):
+        ember.randint(0, 2, (3,), dtype=ember.bool)
+    with pytest.raises(TypeError, match="^randint: expected an integer, got 0.5 of type float"):
+        ember.randint(0.5, 3, (2,))
+    with pytest.raises(OverflowError, match="^randint: the integer 18446744073709551616 does not fit int64"):
+        ember.randint(0, 2**64, (2,))
 
 
 def test_random_tensors_follow_their_generator():
@@ -185,9 +224,14 @@ def test_to_takes_what_pytorch_takes():
     assert x.to(ember.float32, non_blocking=True).dtype == ember.float32
     torch = pytest.importorskip("torch")
     assert x.to(torch.device("cpu")).dtype == ember.float32
-    with pytest.raises(ValueError, match="^to: ember computes on the CPU; expected device 'cpu', got 'cuda:0'"):
+    with pytest.raises(ValueError, match=r"^to: ember computes on the CPU; expected device 'cpu' \(or 'cpu:<n>'\), got 'cuda:0'"):
         x.to(torch.device("cuda:0"))
     with pytest.raises(ValueError, match="got 'meta'"):
         x.to("meta")
     with pytest.raises(TypeError, match="^to: expected a dtype, a device .* got int"):
         x.to(3)
+    for bad in ("cpu:abc", "cpu:-1", "cpu:0 ", "float64"):
+        with pytest.raises(ValueError, match="^to: ember computes on the CPU"):
+            x.to(bad)
+    with pytest.raises(TypeError, match="^to: expected a dtype, a device .* got Tensor"):
+        x.to(torch.ones(1))  # (a PyTorch tensor: its .type is a method, not a device's)
