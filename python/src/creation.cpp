@@ -132,7 +132,15 @@ Tensor tensor(const py::object& data, std::optional<DType> dtype, bool requires_
     t = data.cast<const Tensor&>().detach().clone();
   } else if (py::isinstance<py::array>(data)) {
     t = tensor_from_numpy(data.cast<py::array>(), true).clone();
-  } else {
+  } else if (py::hasattr(data, "__dlpack__") && py::hasattr(data, "dtype")) {
+    // another library's tensor (PyTorch's): its shape and dtype through DLPack, copied; one
+    // DLPack cannot carry (bool, int32, one that requires grad) by its values, below
+    try {
+      t = py::module_::import("ember._C").attr("from_dlpack")(data).cast<const Tensor&>().clone();
+    } catch (py::error_already_set&) {
+    }
+  }
+  if (!t.defined()) {
     Literal lit;
     lit.add(data, 0);
     t = lit.make(dtype.value_or(lit.inferred()));

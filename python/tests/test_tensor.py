@@ -33,11 +33,19 @@ def test_tensor_takes_numbers_of_other_libraries_by_their_value():
     assert ember.tensor(np.float32(0.5)).dtype == ember.float32
     torch = pytest.importorskip("torch")
     t = ember.tensor(torch.tensor(2.75, dtype=torch.float64))
-    assert t.dtype == ember.float32 and t.item() == 2.75
+    assert t.dtype == ember.float64 and t.item() == 2.75
     assert ember.tensor([torch.tensor(1.5), torch.tensor(2.5)]).tolist() == [1.5, 2.5]
     assert ember.tensor(torch.tensor(1.5, dtype=torch.bfloat16)).item() == 1.5
     i = ember.tensor([torch.tensor(7), torch.tensor(-1)])
     assert i.dtype == ember.int64 and i.tolist() == [7, -1]
+    # another library's tensor keeps its dtype and shape, copied (through DLPack where it can)
+    src = torch.tensor([[1.5, 2.5]], dtype=torch.float64)
+    copied = ember.tensor(src)
+    src[0, 0] = 9.0
+    assert copied.dtype == ember.float64 and copied.tolist() == [[1.5, 2.5]]
+    assert ember.tensor(torch.ones(2, dtype=torch.bfloat16)).dtype == ember.bfloat16
+    assert ember.tensor(torch.ones(2, requires_grad=True)).tolist() == [1.0, 1.0]
+    assert ember.tensor(torch.tensor([1, 2], dtype=torch.int32)).dtype == ember.int64
     # another library's arrays keep their shape, bools stay bools
     assert ember.tensor(torch.tensor([7])).shape == (1,) and ember.tensor(torch.tensor([[7.5]])).shape == (1, 1)
     assert ember.tensor([torch.ones(2), torch.zeros(2)]).tolist() == [[1.0, 1.0], [0.0, 0.0]]
