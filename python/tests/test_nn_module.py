@@ -113,6 +113,18 @@ def test_to_converts_in_place_keeping_the_handles():
     assert all(p.dtype == ember.float32 for p in params)  # the same tensors
     assert m.offset.dtype == ember.float32
     m(ember.ones(2, 4))
+    # as PyTorch's: a device ("cpu", the only one), a device and a dtype, another tensor
+    assert m.to("cpu") is m and all(p.dtype == ember.float32 for p in params)
+    assert m.to("cpu", ember.float64) is m and all(p.dtype == ember.float64 for p in params)
+    m.to(device="cpu", dtype=ember.float32, non_blocking=True)
+    assert all(p.dtype == ember.float32 for p in params)
+    m.to(ember.zeros(1, dtype=ember.float64))
+    assert all(p.dtype == ember.float64 for p in params)
+    with pytest.raises(ValueError, match="^to: ember computes on the CPU"):
+        m.to("cuda")
+    with pytest.raises(TypeError, match="^to: got an unexpected keyword argument 'copy'"):
+        m.to(ember.float32, copy=True)
+    assert all(p.dtype == ember.float64 for p in params)  # (refused: nothing changed)
 
 
 def test_assignment_rules():

@@ -317,11 +317,20 @@ class Module:
             p.requires_grad_(requires_grad)
         return self
 
-    def to(self, dtype):
+    def to(self, *args, **kwargs):
         """Converts every parameter and floating buffer to dtype in place: each keeps its
-        identity, so an optimizer built before goes on updating it."""
-        for _, m in self._tensor_owners():
-            m._to(dtype)
+        identity, so an optimizer built before goes on updating it. As PyTorch's, also
+        to(device), to(device, dtype), to(tensor) (its dtype) and the keywords device, dtype
+        and non_blocking; the one device is "cpu" (to("cpu") changes nothing)."""
+        unexpected = sorted(set(kwargs) - {"device", "dtype", "non_blocking"})
+        if unexpected:
+            raise TypeError(f"to: got an unexpected keyword argument {unexpected[0]!r}")
+        # the arguments read as Tensor.to reads them (devices checked): a dtype was given when
+        # a float32 and a float64 tensor end up alike
+        ends = [_C.zeros(0, dtype=d).to(*args, **kwargs).dtype for d in (_C.float32, _C.float64)]
+        if ends[0] == ends[1]:
+            for _, m in self._tensor_owners():
+                m._to(ends[0])
         return self
 
     def _to(self, dtype):

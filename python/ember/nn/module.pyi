@@ -72,8 +72,10 @@ class Module:
         """Sets each parameter's .grad to None (or to zeros with set_to_none=False)."""
     def requires_grad_(self: _M, requires_grad: bool = True) -> _M:
         """Sets requires_grad on every parameter."""
-    def to(self: _M, dtype: dtype) -> _M:
-        """Converts every parameter and floating buffer to dtype in place (each keeps its identity)."""
+    def to(self: _M, *args: Any, **kwargs: Any) -> _M:
+        """Converts every parameter and floating buffer to dtype in place (each keeps its
+        identity); as PyTorch's, also to(device), to(device, dtype), to(tensor) and the
+        keywords device, dtype and non_blocking, the one device being "cpu"."""
     def double(self: _M) -> _M:
         """to(ember.float64)."""
     def float(self: _M) -> _M:
