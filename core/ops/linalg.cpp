@@ -7,13 +7,13 @@
 #include <algorithm>
 
 #include "core/forward_ad.h"
-#include "core/kernels/dispatch.h"
 #include "core/kernels/gemm.h"
 #include "core/kernels/reduce_softmax.h"
 #include "core/ops/helpers.h"
 
 namespace ember {
 
+using ops_detail::need_computing;
 using ops_detail::need_float;
 using ops_detail::same_dtype;
 
@@ -160,7 +160,7 @@ Tensor outer(const Tensor& a, const Tensor& b, Loc loc) {
   if (a.dim() != 1 || b.dim() != 1)
     fail("outer", "expected two 1-D tensors, got shapes ", a.shape(), " and ", b.shape());
   same_dtype("outer", a, b);
-  if (a.dtype() == kBFloat16) fail_bfloat16("outer", &a.shape());  // (mul would name itself)
+  need_computing("outer", a);  // (mul would name itself)
   return mul(a.unsqueeze(1), b.unsqueeze(0), loc);
 }
 
@@ -174,7 +174,7 @@ Tensor diag(const Tensor& a, int64_t offset) {
 Tensor trace(const Tensor& a, Loc loc) {
   check_defined(a, "trace", "the input");
   if (a.dim() != 2) fail("trace", "expected a 2-D tensor, got shape ", a.shape());
-  if (a.dtype() == kBFloat16) fail_bfloat16("trace", &a.shape());  // (sum would name itself)
+  need_computing("trace", a);  // (sum would name itself)
   return sum(a.diagonal(), loc);
 }
 

@@ -92,7 +92,7 @@ Tensor mean(const Tensor& a, const Dims& dims, bool keepdim, Loc loc) {
 }
 
 static Tensor extreme(const char* name, const Tensor& a, const Dims& dims, bool keepdim, const Loc& loc, bool is_max) {
-  if (a.dtype() == kBFloat16) fail_bfloat16(name, &a.shape());  // (the kernel would name max or min)
+  need_computing(name, a);  // (the kernel would name max or min)
   auto m = dims_mask(a, dims, name);
   Tensor out = kernel::reduce(a.detach(), m, is_max ? kernel::ReduceKind::Max : kernel::ReduceKind::Min);
   Shape ks = keep_shape(a, m);
